@@ -1,0 +1,3 @@
+from gquery.cli import main
+
+main()

@@ -1,0 +1,13 @@
+"""Errors a user can act on. The CLI prints them as one line, never as a traceback."""
+
+
+class GqueryError(Exception):
+    """Bad data, a missing file, a failed tool: printed as 'gquery: error: ...', exit code 1."""
+
+    exit_code = 1
+
+
+class UsageError(GqueryError):
+    """A bad argument: exit code 2, like any command-line usage error."""
+
+    exit_code = 2

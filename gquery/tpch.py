@@ -1,0 +1,175 @@
+"""TPC-H lineitem on disk: generate it with tpchgen-cli (atomically) and find what a path holds.
+
+Layout under the data folder (default ./dbgen_data, or $GQUERY_DATA_DIR):
+    sf<SF>/lineitem.parquet                 one file, SF <= 10
+    sf<SF>/lineitem/lineitem.<k>.parquet    parts, SF > 10 (ten SF per part)
+    sf<SF>/lineitem.tbl, sf<SF>/lineitem/lineitem.<k>.tbl   the same in dbgen's pipe format
+A dataset appears only by rename from a temporary folder, so its presence means it is complete.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from gquery.errors import GqueryError, UsageError
+
+SF_MIN, SF_MAX = 0.01, 1000.0
+SF_PER_PART = 10  # above this, one parquet file of SF 10 (60M rows, ~2 GB) per part
+FORMATS = ("parquet", "tbl")
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("GQUERY_DATA_DIR", "dbgen_data"))
+
+
+def check_sf(sf: float) -> float:
+    if not (isinstance(sf, (int, float)) and math.isfinite(sf) and SF_MIN <= sf <= SF_MAX):
+        raise UsageError(f"scale factor must be a number from {SF_MIN:g} to {SF_MAX:g}, got {sf!r}")
+    return float(sf)
+
+
+def sf_label(sf: float) -> str:
+    """'0.01', '1', '10', '1000': the folder name's suffix, the same for 10 and 10.0."""
+    return format(check_sf(sf), "g")
+
+
+def parts_for(sf: float) -> int:
+    return max(1, math.ceil(sf / SF_PER_PART)) if sf > SF_PER_PART else 1
+
+
+@dataclass(frozen=True)
+class LineitemSource:
+    """Where lineitem lies: one or more files of one format. `path` is what errors name."""
+
+    path: Path
+    format: str  # "parquet" or "tbl"
+    files: tuple[Path, ...]
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
+def _is_tbl(p: Path) -> bool:
+    return p.suffix == ".tbl" or ".tbl." in p.name
+
+
+def find_lineitem(path: Path | str) -> LineitemSource:
+    """What a path holds: a parquet or .tbl file, a folder of parts, or a dataset folder sf<SF>."""
+    path = Path(path)
+    if path.is_file():
+        if path.suffix == ".parquet":
+            return LineitemSource(path, "parquet", (path,))
+        if _is_tbl(path):
+            return LineitemSource(path, "tbl", (path,))
+        raise GqueryError(f"{path}: not a lineitem file (expected .parquet or .tbl)")
+    if not path.is_dir():
+        raise GqueryError(f"{path}: no such file or folder")
+    for name in ("lineitem.parquet", "lineitem.tbl", "lineitem"):
+        if (path / name).exists():
+            return find_lineitem(path / name)
+    parquet = sorted(p for p in path.iterdir() if p.suffix == ".parquet" and p.is_file())
+    if parquet:
+        return LineitemSource(path, "parquet", tuple(parquet))
+    tbl = sorted(p for p in path.iterdir() if _is_tbl(p) and p.is_file())
+    if tbl:
+        return LineitemSource(path, "tbl", tuple(tbl))
+    raise GqueryError(f"{path}: holds no lineitem .parquet or .tbl files")
+
+
+def dataset_dir(sf: float, data_dir: Path | str | None = None) -> Path:
+    return Path(data_dir or default_data_dir()) / f"sf{sf_label(sf)}"
+
+
+def existing_dataset(sf: float, data_dir: Path | str | None = None, fmt: str = "parquet") -> LineitemSource | None:
+    """The complete dataset of this SF and format, or None. An unreadable one is an error, not
+    something to overwrite: it may be the user's own data."""
+    final = dataset_dir(sf, data_dir) / ("lineitem" if parts_for(sf) > 1 else f"lineitem.{fmt}")
+    if not final.exists():
+        return None
+    source = find_lineitem(final)
+    if source.format != fmt:
+        return None
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        for f in source.files:
+            try:
+                pq.read_metadata(f)
+            except Exception as e:  # pyarrow raises several types for a bad footer
+                raise GqueryError(f"{f}: unreadable parquet ({e}); delete it to generate it again") from None
+    return source
+
+
+def tpchgen_binary() -> str:
+    """tpchgen-cli from this Python's environment first, then PATH."""
+    here = str(Path(sys.executable).parent)
+    found = shutil.which("tpchgen-cli", path=here + os.pathsep + os.environ.get("PATH", ""))
+    if not found:
+        raise GqueryError("tpchgen-cli not found: install it with 'pip install tpchgen-cli'")
+    return found
+
+
+def _remove_stale_temps(root: Path) -> None:
+    """Temporary folders of runs that were killed; a live run's folder is left alone."""
+    for tmp in root.glob(".sf*.tmp-*"):
+        try:
+            pid = int(tmp.name.rsplit("-", 1)[1])
+            os.kill(pid, 0)
+        except (ValueError, ProcessLookupError):
+            shutil.rmtree(tmp, ignore_errors=True)
+        except PermissionError:
+            pass
+
+
+def generate(sf: float, data_dir: Path | str | None = None, *, fmt: str = "parquet",
+             progress: bool | None = None, echo=print) -> LineitemSource:
+    """Generate lineitem at this SF unless a complete dataset is there; return its source."""
+    sf = check_sf(sf)
+    if fmt not in FORMATS:
+        raise UsageError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    found = existing_dataset(sf, data_dir, fmt)
+    if found is not None:
+        return found
+    final_dir = dataset_dir(sf, data_dir)
+    root = final_dir.parent
+    root.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temps(root)
+    tmp = root / f".{final_dir.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    parts = parts_for(sf)
+    cmd = [tpchgen_binary(), fmt, "-s", format(sf, "g"), "--tables", "lineitem", "-o", str(tmp)]
+    if parts > 1:
+        cmd += ["--parts", str(parts)]
+    if progress is None:
+        progress = sys.stderr.isatty()
+    if not progress:
+        cmd.append("--no-progress")
+    echo(f"generating TPC-H lineitem SF {sf:g} ({fmt}, {parts} part{'s' * (parts > 1)}) into {final_dir}")
+    proc = None
+    try:
+        # tpchgen-cli draws its own progress bars on a terminal; its errors go to our stderr.
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        rc = proc.wait()
+        if rc != 0:
+            raise GqueryError(f"tpchgen-cli failed (exit {rc}) generating SF {sf:g}")
+        produced = tmp / ("lineitem" if parts > 1 else f"lineitem.{fmt}")
+        if not produced.exists():
+            raise GqueryError(f"tpchgen-cli wrote no {produced.name} for SF {sf:g}")
+        final_dir.mkdir(exist_ok=True)
+        os.replace(produced, final_dir / produced.name)  # the one step that makes it visible
+    except BaseException:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return find_lineitem(final_dir / produced.name)
+
