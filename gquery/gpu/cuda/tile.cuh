@@ -1,0 +1,69 @@
+// Block-wide building blocks shared by the engine's kernel and the ladder's variants.
+// Exact integer arithmetic: products are int64 (|factor| < 2^31), sums are 128-bit.
+#pragma once
+
+typedef __int128 i128;
+typedef unsigned long long u64;
+
+__device__ __forceinline__ u64 low_word(i128 v) { return (u64)v; }
+__device__ __forceinline__ u64 high_word(i128 v) { return (u64)((unsigned __int128)v >> 64); }
+__device__ __forceinline__ i128 from_words(u64 lo, u64 hi) {
+    return (i128)(((unsigned __int128)hi << 64) | lo);
+}
+
+// Shuffles move 64 bits at most, so a 128-bit value travels as two words.
+__device__ __forceinline__ i128 shfl_down(i128 v, int offset) {
+    return from_words(__shfl_down_sync(0xffffffffu, low_word(v), offset),
+                      __shfl_down_sync(0xffffffffu, high_word(v), offset));
+}
+
+__device__ __forceinline__ long long shfl_down(long long v, int offset) {
+    return __shfl_down_sync(0xffffffffu, v, offset);
+}
+__device__ __forceinline__ u64 shfl_down(u64 v, int offset) {
+    return __shfl_down_sync(0xffffffffu, v, offset);
+}
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v += shfl_down(v, offset);
+    return v;
+}
+
+// Sum and selected-row count over the block; the totals are valid in thread 0 only.
+template <int THREADS>
+__device__ __forceinline__ void block_sum(i128& sum, u64& count) {
+    constexpr int WARPS = THREADS / 32;
+    __shared__ u64 warp_lo[WARPS], warp_hi[WARPS], warp_count[WARPS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    sum = warp_sum(sum);
+    count = warp_sum(count);
+    if (lane == 0) {
+        warp_lo[warp] = low_word(sum);
+        warp_hi[warp] = high_word(sum);
+        warp_count[warp] = count;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        sum = lane < WARPS ? from_words(warp_lo[lane], warp_hi[lane]) : 0;
+        count = lane < WARPS ? warp_count[lane] : 0;
+        sum = warp_sum(sum);
+        count = warp_sum(count);
+    }
+}
+
+// acc = {sum low word, sum high word, selected rows}. A 128-bit atomic add from two 64-bit ones:
+// each add carries its own wrap-around of the low word into the high word, so the total is exact.
+__device__ __forceinline__ void accumulate(u64* acc, i128 sum, u64 count) {
+    const u64 lo = low_word(sum);
+    const u64 old = atomicAdd(acc, lo);
+    atomicAdd(acc + 1, high_word(sum) + (old + lo < old ? 1ull : 0ull));
+    atomicAdd(acc + 2, count);
+}
+
+// Four predicate bits from one vector of keys.
+__device__ __forceinline__ unsigned select_mask(int4 k, long long z) {
+    return (unsigned)(k.x < z) | (unsigned)(k.y < z) << 1 | (unsigned)(k.z < z) << 2 |
+           (unsigned)(k.w < z) << 3;
+}

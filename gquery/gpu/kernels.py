@@ -1,0 +1,79 @@
+"""Kernel sources in gquery/gpu/cuda/*.cu: compile-time constants injected as -D defines, compiled
+for the device's architecture, memoized per context in memory and cached on disk by PyCUDA."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CUDA_DIR = Path(__file__).parent / "cuda"
+BASE_OPTIONS = ("-O3", "-std=c++17", "-lineinfo")
+
+
+@dataclass(frozen=True)
+class Build:
+    """One compilation of one source: what the engine and the ladder launch, and what the CPU test
+    compiles with nvcc for spills."""
+
+    source: str
+    defines: tuple[tuple[str, int], ...] = ()
+    options: tuple[str, ...] = field(default=())
+
+    def nvcc_options(self) -> list[str]:
+        return [*BASE_OPTIONS, *self.options, *(f"-D{k}={v}" for k, v in self.defines)]
+
+    def text(self) -> str:
+        return (CUDA_DIR / self.source).read_text()
+
+
+def build(source: str, options: tuple[str, ...] = (), **defines: int) -> Build:
+    return Build(source, tuple(sorted(defines.items())), tuple(options))
+
+
+_modules: dict = {}
+
+
+def module(b: Build):
+    """The compiled module for this build on the current context."""
+    import pycuda.driver as cuda
+    from pycuda.compiler import SourceModule
+
+    from gquery.gpu.device import require
+
+    info = require()
+    key = (cuda.Context.get_current().handle, b)
+    if key not in _modules:
+        _modules[key] = SourceModule(b.text(), options=b.nvcc_options(), arch=info.arch,
+                                     include_dirs=[str(CUDA_DIR)], no_extern_c=True)
+    return _modules[key]
+
+
+def function(b: Build, entry: str):
+    return module(b).get_function(entry)
+
+
+def resources(func) -> dict:
+    """Registers, static shared memory and local (spilled) bytes of a compiled kernel."""
+    return {"registers": func.num_regs, "shared_bytes": func.shared_size_bytes,
+            "local_bytes": func.local_size_bytes}
+
+
+def occupancy(func, block_threads: int) -> float:
+    """Fraction of the SM's thread slots this kernel keeps resident, from its registers, shared
+    memory and block size (the CUDA occupancy calculator's rules for sm_80 and later)."""
+    import pycuda.driver as cuda
+
+    dev = cuda.Context.get_device()
+    a = cuda.device_attribute
+    get = lambda name, default: dev.get_attribute(getattr(a, name)) if hasattr(a, name) else default
+    threads_per_sm = get("MAX_THREADS_PER_MULTIPROCESSOR", 2048)
+    warps = -(-block_threads // 32)
+    regs_per_warp = -(-max(func.num_regs, 1) * 32 // 256) * 256  # allocated 256 at a time
+    shared = func.shared_size_bytes + 1024  # the runtime reserves 1 KB per block
+    limits = [
+        threads_per_sm // block_threads,
+        get("MAX_REGISTERS_PER_MULTIPROCESSOR", 65536) // (regs_per_warp * warps),
+        get("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", 228 * 1024) // shared,
+        get("MAX_BLOCKS_PER_MULTIPROCESSOR", 32),
+    ]
+    return min(limits) * block_threads / threads_per_sm

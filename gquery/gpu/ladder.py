@@ -1,0 +1,148 @@
+"""Runs the ladder's steps (gquery/ladder.py) through one host routine: copy the columns in, launch
+the step's kernel per chunk, copy its output back, sum it on the CPU where the step does."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from gquery.columns import LineitemColumns
+from gquery.gpu import kernels
+from gquery.gpu.executor import Engine, Timeline, exact_total
+from gquery.ladder import LadderRow, Step
+from gquery.plan import BLOCK_THREADS, BLOCKS_PER_SM, blocks_for, make_plan
+from gquery.profile import busy_ms
+from gquery.query import Query, exact_sum_int64
+
+INT64_LIMIT = 2**63
+SECOND_REDUCE_THREADS = 1024
+DYNAMIC_SHARED = {"reduce_interleaved", "reduce_sequential", "reduce_unrolled_warp", "reduce_two_loads",
+                  "reduce_warp_shuffle"}  # kernels that size `extern __shared__` at launch: a word a thread
+
+
+class LadderRunner:
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.memory = engine.memory
+        self._cuda = engine._cuda
+
+    def function(self, step: Step):
+        if step.kernel == "select_sum":
+            return self.engine.kernel
+        f = kernels.function(kernels.build("ladder.cu", step.options, BLOCK_THREADS=BLOCK_THREADS), step.kernel)
+        f.prepare("PPPqqP")
+        return f
+
+    def second_kernel(self):
+        f = kernels.function(kernels.build("ladder.cu", BLOCK_THREADS=BLOCK_THREADS), "sum_partials")
+        f.prepare("PqP")
+        return f
+
+    def grid(self, step: Step, rows: int) -> int:
+        if step.kernel == "select_sum":
+            return self.plan(step, rows).launch(rows).grid
+        if step.rows_per_thread == 0:
+            return blocks_for(rows, BLOCK_THREADS, self.engine.device.sm_count * BLOCKS_PER_SM)
+        return blocks_for(rows, BLOCK_THREADS * step.rows_per_thread)
+
+    def plan(self, step: Step, rows: int):
+        return make_plan("pinned", rows, 20, self.engine.device.sm_count, streams=step.streams,
+                         chunk_rows=math.ceil(rows / step.streams) if step.streams > 1 else max(rows, 1))
+
+    def outputs(self, step: Step, rows: int) -> int:
+        return {"rows": rows, "partials": self.grid(step, rows), "gpu_total": 1, "exact": 0}[step.output]
+
+    def exactness_problem(self, step: Step, columns: LineitemColumns, chunk_rows: int) -> str | None:
+        """Why int64 partials could overflow on these columns, or None when they cannot."""
+        if step.output == "exact" or columns.rows == 0:
+            return None
+        largest = int(np.abs(columns.quantity).max()) * int(np.abs(columns.extendedprice).max())
+        if step.output == "rows":
+            per_partial = 1
+        elif step.output == "gpu_total":
+            per_partial = chunk_rows
+        elif step.rows_per_thread:
+            per_partial = BLOCK_THREADS * step.rows_per_thread
+        else:  # a grid-stride block covers at most this many rows
+            per_partial = math.ceil(chunk_rows / (self.grid(step, chunk_rows) * BLOCK_THREADS)) * BLOCK_THREADS
+        if per_partial * largest >= INT64_LIMIT:
+            return f"an int64 partial of {per_partial:,} rows could overflow (largest product {largest:,})"
+        return None
+
+    def run(self, step: Step, columns: LineitemColumns, query: Query) -> dict:
+        """One timed run of a step: its exact sum and where the time went."""
+        cuda, memory = self._cuda, self.memory
+        plan = self.plan(step, columns.rows)
+        pinned = step.host == "pinned"
+        host = memory.pinned_columns(columns, memory.copier(16)) if pinned else columns
+        ring = memory.chunk_ring(step.streams, plan.chunk_rows)
+        streams = self.engine.streams(step.streams)
+        func, second = self.function(step), (self.second_kernel() if step.output == "gpu_total" else None)
+        chunks = list(plan.chunks())
+        offsets = np.cumsum([0] + [self.outputs(step, b - a) for _, a, b in chunks])
+        out_d = memory.scratch_device("ladder-out", max(int(offsets[-1]), 1) * 8)
+        partials_d = memory.scratch_device("ladder-partials", self.grid(step, plan.chunk_rows) * 8)
+        out_h = memory.scratch_host("ladder-out", int(offsets[-1]), np.int64, pinned)
+        acc_d, acc_h = memory.accumulator()
+
+        tl = Timeline(cuda, streams[0])
+        memory.zero_async(int(acc_d), 24, streams[0])
+        zeroed = tl.event(streams[0])
+        for s in streams[1:]:
+            s.wait_for_event(zeroed)
+        for (i, a, b), off in zip(chunks, offsets):
+            lane = i % len(streams)
+            stream, dev = streams[lane], ring[lane]
+            begin = tl.event(stream)
+            for ptr, col in zip(dev.pointers(), host.arrays()):
+                memory.htod_async(ptr, col[a:b], stream)
+            copied = tl.event(stream)
+            tl.gpu("h2d", lane, i, begin, copied)
+            n, grid = b - a, self.grid(step, b - a)
+            target = int(acc_d) if step.output == "exact" else (
+                int(partials_d) if second else int(out_d) + int(off) * 8)
+            shared = BLOCK_THREADS * 8 if step.kernel in DYNAMIC_SHARED else 0
+            func.prepared_async_call((grid, 1, 1), (BLOCK_THREADS, 1, 1), stream, *dev.pointers(), n,
+                                     query.z_int64, target, shared_size=shared)
+            if second:
+                second.prepared_async_call((1, 1, 1), (SECOND_REDUCE_THREADS, 1, 1), stream, int(partials_d), grid,
+                                           int(out_d) + int(off) * 8, shared_size=SECOND_REDUCE_THREADS * 8)
+            launched = tl.event(stream)
+            tl.gpu("kernel", lane, i, copied, launched)
+            if step.output != "exact":
+                count = int(offsets[i + 1] - off)
+                memory.dtoh_async(out_h[int(off):int(off) + count], int(out_d) + int(off) * 8, stream)
+                tl.gpu("d2h", lane, i, launched, tl.event(stream))
+        for s in streams[1:]:
+            streams[0].wait_for_event(tl.event(s))
+        if step.output == "exact":
+            begin = tl.event(streams[0])
+            memory.dtoh_async(acc_h, int(acc_d), streams[0])
+            tl.gpu("d2h", 0, 0, begin, tl.event(streams[0]))
+        done = tl.event(streams[0])
+        done.synchronize()
+        t0 = time.perf_counter()
+        total = exact_total(acc_h)[0] if step.output == "exact" else exact_sum_int64(out_h)
+        cpu_ms = (time.perf_counter() - t0) * 1e3 if step.output in ("rows", "partials") else 0.0
+        intervals = tl.intervals()
+        pick = lambda stage: [iv for iv in intervals if iv.stage == stage]
+        return {"value": total, "total_ms": done.time_since(tl.start) + cpu_ms, "h2d_ms": busy_ms(pick("h2d")),
+                "d2h_ms": busy_ms(pick("d2h")), "kernel_ms": busy_ms(pick("kernel")), "cpu_sum_ms": cpu_ms,
+                "intervals": intervals}
+
+    def measure(self, step: Step, columns: LineitemColumns, query: Query, expected: int | None,
+                repeat: int) -> LadderRow:
+        """A warm-up, then `repeat` runs; the median run by total time is reported."""
+        func = self.function(step)
+        regs, occ = func.num_regs, kernels.occupancy(func, BLOCK_THREADS)
+        problem = self.exactness_problem(step, columns, self.plan(step, columns.rows).chunk_rows)
+        if problem:
+            return LadderRow(step, None, None, 0, 0, 0, 0, 0, regs, occ, skipped=problem)
+        self.run(step, columns, query)
+        runs = sorted((self.run(step, columns, query) for _ in range(repeat)), key=lambda r: r["total_ms"])
+        m = runs[len(runs) // 2]
+        match = None if expected is None else all(r["value"] == expected for r in runs)
+        return LadderRow(step, m["value"], match, m["total_ms"], m["h2d_ms"], m["d2h_ms"], m["kernel_ms"],
+                         m["cpu_sum_ms"], regs, occ, [r["total_ms"] for r in runs])

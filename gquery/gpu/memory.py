@@ -1,0 +1,185 @@
+"""The one layer that owns GPU and page-locked memory and the copies between them.
+
+Device columns of resident tables (the column cache), the per-stream chunk buffers of streamed
+plans, pinned copies of host columns, the pinned staging ring and the result accumulator are
+allocated here, reused across queries, and released by release() or at exit.
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from gquery.columns import LineitemColumns
+
+COLUMN_DTYPES = (np.int32, np.int64, np.int64)  # suppkey, quantity, extendedprice: see columns
+COPY_PIECE_BYTES = 1 << 20  # no thread gets a share smaller than this
+
+
+class HostCopier:
+    """Host-to-host copies on several threads: NumPy drops the GIL while it copies, so the threads
+    together reach the memory system's rate rather than one core's."""
+
+    def __init__(self, threads: int):
+        self.threads = max(1, threads)
+        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="gquery-stage")
+
+    def copy(self, pairs) -> None:
+        """Copy each (dst, src) pair of equal-length 1-D arrays; returns when all are done. Thread k
+        copies the k-th slice of every pair: equal shares, one task per thread."""
+        pairs = list(pairs)
+        total = sum(src.nbytes for _, src in pairs)
+        pieces = max(1, min(self.threads, math.ceil(total / COPY_PIECE_BYTES)))
+
+        def share(k: int) -> None:
+            for dst, src in pairs:
+                a, b = len(src) * k // pieces, len(src) * (k + 1) // pieces
+                np.copyto(dst[a:b], src[a:b])
+
+        for _ in self._pool.map(share, range(pieces)):
+            pass
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+@dataclass
+class DeviceColumns:
+    """The three columns in device memory, room for `capacity` rows."""
+
+    allocations: tuple
+    capacity: int
+
+    def pointers(self) -> tuple[int, int, int]:
+        return tuple(int(a) for a in self.allocations)
+
+
+class GpuMemory:
+    def __init__(self):
+        import pycuda.driver as cuda
+
+        self._cuda = cuda
+        self._resident: dict[int, tuple[LineitemColumns, DeviceColumns]] = {}
+        self._rings: dict[tuple[int, int], list[DeviceColumns]] = {}
+        self._pinned: dict[int, tuple[LineitemColumns, LineitemColumns]] = {}
+        self._staging: dict[tuple[int, int], list[tuple[np.ndarray, ...]]] = {}
+        self._accumulator = None
+        self._scratch: dict[str, object] = {}
+        self._copiers: dict[int, HostCopier] = {}
+
+    # --- allocation -------------------------------------------------------------------------
+    def device_empty(self, nbytes: int):
+        return self._cuda.mem_alloc(max(int(nbytes), 1))
+
+    def pinned_empty(self, n: int, dtype) -> np.ndarray:
+        return self._cuda.pagelocked_empty(int(n), dtype)
+
+    def device_columns(self, rows: int) -> DeviceColumns:
+        return DeviceColumns(tuple(self.device_empty(rows * np.dtype(d).itemsize) for d in COLUMN_DTYPES), rows)
+
+    def copier(self, threads: int) -> HostCopier:
+        if threads not in self._copiers:
+            self._copiers[threads] = HostCopier(threads)
+        return self._copiers[threads]
+
+    # --- caches -------------------------------------------------------------------------------
+    def resident(self, columns: LineitemColumns) -> tuple[DeviceColumns, bool]:
+        """The column cache: (device columns, True if they were uploaded by this call)."""
+        key = id(columns)  # the cache holds `columns` too, so the id stays theirs
+        if key in self._resident:
+            return self._resident[key][1], False
+        dev = self.device_columns(columns.rows)
+        for ptr, host in zip(dev.allocations, columns.arrays()):
+            if host.nbytes:
+                self._cuda.memcpy_htod(ptr, host)
+        self._resident[key] = (columns, dev)
+        return dev, True
+
+    def is_resident(self, columns: LineitemColumns) -> bool:
+        return id(columns) in self._resident
+
+    def evict(self, columns: LineitemColumns) -> None:
+        entry = self._resident.pop(id(columns), None)
+        if entry:
+            for a in entry[1].allocations:
+                a.free()
+
+    def chunk_ring(self, streams: int, chunk_rows: int) -> list[DeviceColumns]:
+        """One chunk's device columns per stream: a streamed table's whole GPU footprint."""
+        key = (streams, chunk_rows)
+        if key not in self._rings:
+            self._rings[key] = [self.device_columns(chunk_rows) for _ in range(streams)]
+        return self._rings[key]
+
+    def pinned_columns(self, columns: LineitemColumns, copier: HostCopier) -> LineitemColumns:
+        """A page-locked copy of host columns (the pinned mode's setup, done once per table)."""
+        key = id(columns)
+        if key not in self._pinned:
+            pinned = [self.pinned_empty(len(a), a.dtype) for a in columns.arrays()]
+            copier.copy(zip(pinned, columns.arrays()))
+            self._pinned[key] = (columns, LineitemColumns(*pinned, source=columns.source))
+        return self._pinned[key][1]
+
+    def staging_ring(self, buffers: int, chunk_rows: int) -> list[tuple[np.ndarray, ...]]:
+        key = (buffers, chunk_rows)
+        if key not in self._staging:
+            self._staging[key] = [tuple(self.pinned_empty(chunk_rows, d) for d in COLUMN_DTYPES)
+                                  for _ in range(buffers)]
+        return self._staging[key]
+
+    def accumulator(self):
+        """(device words, pinned host words) for {sum low, sum high, selected rows}."""
+        if self._accumulator is None:
+            self._accumulator = (self.device_empty(24), self.pinned_empty(3, np.uint64))
+        return self._accumulator
+
+    def scratch_device(self, name: str, nbytes: int):
+        """A named device buffer of at least nbytes, kept and grown across calls."""
+        buf = self._scratch.get(name)
+        if buf is None or buf[1] < nbytes:
+            if buf is not None:
+                buf[0].free()
+            buf = self._scratch[name] = (self.device_empty(nbytes), nbytes)
+        return buf[0]
+
+    def scratch_host(self, name: str, n: int, dtype, pinned: bool) -> np.ndarray:
+        """A named host array of n elements, page-locked or not, kept across calls."""
+        key = f"{name}:{'pinned' if pinned else 'pageable'}:{np.dtype(dtype).str}"
+        arr = self._scratch.get(key)
+        if arr is None or len(arr) < n:
+            arr = self._scratch[key] = self.pinned_empty(n, dtype) if pinned else np.empty(n, dtype)
+        return arr[:n]
+
+    # --- copies ---------------------------------------------------------------------------
+    def htod_async(self, dst_ptr: int, src: np.ndarray, stream) -> None:
+        if src.nbytes:
+            self._cuda.memcpy_htod_async(dst_ptr, src, stream)
+
+    def dtoh_async(self, dst: np.ndarray, src_ptr: int, stream) -> None:
+        self._cuda.memcpy_dtoh_async(dst, src_ptr, stream)
+
+    def zero_async(self, ptr: int, nbytes: int, stream) -> None:
+        self._cuda.memset_d8_async(ptr, 0, nbytes, stream)
+
+    def release(self) -> None:
+        """Free everything this layer holds; the caches start empty again."""
+        for _, dev in self._resident.values():
+            for a in dev.allocations:
+                a.free()
+        for ring in self._rings.values():
+            for dev in ring:
+                for a in dev.allocations:
+                    a.free()
+        if self._accumulator is not None:
+            self._accumulator[0].free()
+        for v in self._scratch.values():
+            if isinstance(v, tuple):
+                v[0].free()
+        for c in self._copiers.values():
+            c.close()
+        self._resident.clear(), self._rings.clear(), self._pinned.clear(), self._staging.clear(), self._scratch.clear()
+        self._copiers.clear()
+        self._accumulator = None

@@ -1,0 +1,115 @@
+"""Where a run's time went: stage intervals from CUDA events and host clocks, their totals, how
+much of one stage hid under another, and each rate as a fraction of the measured limits."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+STAGES = ("staging", "h2d", "kernel", "d2h")
+
+
+@dataclass(frozen=True)
+class Interval:
+    stage: str  # one of STAGES
+    lane: str  # "host" or "stream <k>"
+    chunk: int
+    start_ms: float  # from the run's start
+    end_ms: float
+
+    @property
+    def ms(self) -> float:
+        return self.end_ms - self.start_ms
+
+
+def union(intervals) -> list[tuple[float, float]]:
+    """Merged (start, end) spans covered by any interval."""
+    spans = sorted((i.start_ms, i.end_ms) for i in intervals)
+    merged: list[list[float]] = []
+    for a, b in spans:
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return [(a, b) for a, b in merged]
+
+
+def busy_ms(intervals) -> float:
+    return sum(b - a for a, b in union(intervals))
+
+
+def overlap_ms(intervals, under) -> float:
+    """How long `intervals` ran while some interval of `under` ran too."""
+    covered = union(under)
+    total = 0.0
+    for a, b in union(intervals):
+        for c, d in covered:
+            total += max(0.0, min(b, d) - max(a, c))
+    return total
+
+
+@dataclass
+class Profile:
+    mode: str
+    rows: int
+    column_bytes: int  # the three columns, what the query reads
+    h2d_bytes: int  # what crossed PCIe for this query (0 when resident)
+    total_ms: float  # start of the run to the result on the host, by CUDA events
+    intervals: list[Interval] = field(default_factory=list)
+    setup_ms: float = 0.0  # once per table: upload (resident) or page-locking (pinned)
+
+    def stage(self, name: str) -> list[Interval]:
+        return [i for i in self.intervals if i.stage == name]
+
+    def stage_ms(self, name: str) -> float:
+        """Wall time during which the stage was running (overlapping chunks counted once)."""
+        return busy_ms(self.stage(name))
+
+    @property
+    def effective_gbps(self) -> float:
+        return self.column_bytes / self.total_ms / 1e6 if self.total_ms > 0 else 0.0
+
+    @property
+    def h2d_gbps(self) -> float | None:
+        ms = self.stage_ms("h2d")
+        return self.h2d_bytes / ms / 1e6 if ms > 0 else None
+
+    @property
+    def kernel_gbps(self) -> float | None:
+        """Column bytes over kernel time: the rate at which the kernel consumes the table."""
+        ms = self.stage_ms("kernel")
+        return self.column_bytes / ms / 1e6 if ms > 0 else None
+
+    def hidden(self, stage: str, under: str = "h2d") -> float | None:
+        """Fraction of `stage`'s time that ran under `under` (1.0: fully hidden)."""
+        ms = self.stage_ms(stage)
+        if ms <= 0 or not self.stage(under):
+            return None
+        return overlap_ms(self.stage(stage), self.stage(under)) / ms
+
+    def summary(self, limits: dict | None = None) -> dict:
+        s = {
+            "mode": self.mode, "rows": self.rows, "column_bytes": self.column_bytes,
+            "h2d_bytes": self.h2d_bytes, "total_ms": self.total_ms, "setup_ms": self.setup_ms,
+            **{f"{name}_ms": self.stage_ms(name) for name in STAGES},
+            "effective_gbps": self.effective_gbps, "h2d_gbps": self.h2d_gbps,
+            "kernel_gbps": self.kernel_gbps,
+            "kernel_hidden": self.hidden("kernel"), "staging_hidden": self.hidden("staging"),
+        }
+        if limits:
+            s["fraction_of_limits"] = fractions(s, limits)
+        return s
+
+    def to_dict(self, limits: dict | None = None) -> dict:
+        return self.summary(limits) | {"intervals": [asdict(i) for i in self.intervals]}
+
+
+def fractions(summary: dict, limits: dict) -> dict:
+    """Each measured rate over the limit it runs against."""
+    def frac(value, limit):
+        return value / limit if value and limit else None
+
+    return {
+        "h2d_of_pinned_h2d": frac(summary.get("h2d_gbps"), limits.get("h2d_pinned_gbps")),
+        "end_to_end_of_pinned_h2d": frac(summary.get("effective_gbps"), limits.get("h2d_pinned_gbps")),
+        "kernel_of_d2d": frac(summary.get("kernel_gbps"), limits.get("d2d_gbps")),
+    }
