@@ -1,0 +1,302 @@
+"""gquery's commands: generate · run · bandwidth · ladder · bench.
+
+Errors a user can fix print one line, 'gquery: error: ...', and exit 1 (2 for bad arguments);
+progress and notes go to stderr so that --json leaves stdout to one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gquery.errors import GqueryError, UsageError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="A columnar GPU query engine for SELECT SUM(l_quantity*l_extendedprice) "
+                       "FROM lineitem WHERE l_suppkey < Z, checked against DuckDB.")
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)  # pipes get whole tables
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+DATA_DIR = typer.Option(None, "--data-dir", help="Folder of generated datasets [default: ./dbgen_data or $GQUERY_DATA_DIR].")
+DATA = typer.Option(None, "--data", help="Read lineitem from this parquet/.tbl file or folder instead of a generated SF.")
+JSON = typer.Option(False, "--json", help="Print one JSON object instead of tables.")
+
+
+def note(message: str) -> None:
+    err.print(message, style="dim", markup=False)
+
+
+def _source(sf: Optional[float], data: Optional[Path], data_dir: Optional[Path]):
+    from gquery import tpch
+
+    if data is not None:
+        return tpch.find_lineitem(data)
+    if sf is None:
+        raise UsageError("give --sf (a generated dataset) or --data PATH")
+    return tpch.generate(sf, data_dir, echo=note)
+
+
+def _fmt(value) -> str:
+    return "NULL" if value is None else str(value)
+
+
+def _ms(v) -> str:
+    return "" if v is None else f"{v:,.3f}"
+
+
+def _pct(v) -> str:
+    return "" if v is None else f"{100 * v:.0f}%"
+
+
+@app.command()
+def generate(sf: float = typer.Option(..., "--sf", help="Scale factor, 0.01 to 1000."),
+             fmt: str = typer.Option("parquet", "--format", help="parquet, or tbl (dbgen's pipe format)."),
+             data_dir: Optional[Path] = DATA_DIR):
+    """Generate TPC-H lineitem with tpchgen-cli (reused when already complete)."""
+    from gquery import tpch
+
+    source = tpch.generate(sf, data_dir, fmt=fmt, echo=note)
+    out.print(f"{source}  ({len(source.files)} file{'s' * (len(source.files) > 1)})")
+
+
+@app.command()
+def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; generated if absent."),
+        z: int = typer.Option(..., "--z", help="The predicate's bound: l_suppkey < Z (any integer)."),
+        backend: str = typer.Option("auto", "--backend", help="auto (GPU when usable), gpu or duckdb."),
+        mode: str = typer.Option("resident", "--mode", help="resident, pinned, pageable or all."),
+        repeat: int = typer.Option(5, "--repeat", help="Timed runs of each engine; medians are reported."),
+        validate: bool = typer.Option(True, "--validate/--no-validate", help="Check the GPU's answer against DuckDB."),
+        explain: bool = typer.Option(False, "--explain", help="Print each mode's plan with the results."),
+        chunk_rows: Optional[int] = typer.Option(None, "--chunk-rows", help="Rows per chunk (pinned, pageable)."),
+        streams: Optional[int] = typer.Option(None, "--streams", help="CUDA streams (pinned, pageable)."),
+        plot: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG: stream timeline and bandwidth against limits."),
+        as_json: bool = JSON, data: Optional[Path] = DATA, data_dir: Optional[Path] = DATA_DIR):
+    """Run the query on the GPU and DuckDB; print the result, the check and where the time went."""
+    from gquery.query import Query
+    from gquery.runner import parse_modes, run_query
+
+    modes = parse_modes(mode)
+    if plot is not None and plot.suffix.lower() != ".png":
+        raise UsageError(f"--plot writes a PNG: give a path ending in .png, got {plot}")
+    source = _source(sf, data, data_dir)
+    options = {k: v for k, v in (("chunk_rows", chunk_rows), ("streams", streams)) if v is not None}
+    outcome = run_query(source, Query(z), backend=backend, modes=modes, repeat=repeat,
+                        validate=validate, echo=note, **options)
+    if outcome.gpu_reason and backend != "gpu":
+        note(f"GPU not used: {outcome.gpu_reason}")
+    if plot is not None and outcome.runs:
+        from gquery.plots import plot_run
+
+        plot_run(outcome, plot)
+        note(f"wrote {plot}")
+    if as_json:
+        print(json.dumps(outcome.to_dict(), indent=2))
+    else:
+        _print_outcome(outcome, explain)
+    if backend == "gpu" and outcome.gpu_reason:
+        raise GqueryError(f"no usable GPU: {outcome.gpu_reason}")
+    if not outcome.all_match:
+        raise GqueryError("the GPU's result differs from DuckDB's")
+
+
+def _print_outcome(o, explain: bool = False) -> None:
+    out.print(f"[bold]{o.query.sql()}[/bold]")
+    out.print(f"data     {o.source}" + (f"  ({o.rows:,} rows)" if o.rows else ""))
+    if o.device:
+        d = o.device
+        out.print(f"device   {d['name']} ({d['arch']}, {d['sm_count']} SMs, {d['total_bytes'] / 2**30:.0f} GiB)")
+    if o.duckdb:
+        d = o.duckdb
+        out.print(f"DuckDB   {_fmt(d.value)}   median {d.median_ms:.2f} ms of {len(d.times_ms)}, "
+                  f"{d.threads} threads, DuckDB {d.version}")
+    if o.limits:
+        L = o.limits
+        out.print(f"limits   H2D pinned {L['h2d_pinned_gbps']:.1f} GB/s · pageable {L['h2d_pageable_gbps']:.1f} GB/s"
+                  f" · D2H pinned {L['d2h_pinned_gbps']:.1f} GB/s · device copy {L['d2d_gbps']:.0f} GB/s (read+write)")
+    if o.kernel:
+        k = o.kernel
+        out.print(f"kernel   select_sum: {k['registers']} registers, {k['shared_bytes']} B shared, "
+                  f"{k['local_bytes']} B local, occupancy {_pct(k['occupancy'])}")
+    if not o.runs:
+        return
+    t = Table(title="GPU runs (medians; ms)", title_justify="left")
+    for col in ("mode", "result", "check", "total", "staging", "H2D", "kernel", "D2H", "GB/s",
+                "of pinned H2D", "kernel of D2D", "kernels hidden", "vs DuckDB"):
+        t.add_column(col, justify="left" if col in ("mode", "result", "check") else "right")
+    for r in o.runs:
+        p = r.result.profile
+        s = p.summary(o.limits)
+        f = s.get("fraction_of_limits", {})
+        check = {True: "[green]MATCH[/green]", False: "[red]MISMATCH[/red]", None: "not checked"}[r.match]
+        t.add_row(r.mode, _fmt(r.value), check, _ms(p.total_ms), _ms(s["staging_ms"] or None),
+                  _ms(s["h2d_ms"] or None), _ms(s["kernel_ms"]), _ms(s["d2h_ms"]),
+                  f"{p.effective_gbps:,.1f}", _pct(f.get("end_to_end_of_pinned_h2d")),
+                  _pct(f.get("kernel_of_d2d")), _pct(s["kernel_hidden"]),
+                  f"{o.duckdb.median_ms / p.total_ms:.1f}x" if o.duckdb else "")
+    out.print(t)
+    if explain:
+        for r in o.runs:
+            out.print(r.result.plan.describe())
+    out.print("[dim]GB/s: the three columns' bytes over total time. Setup once per table, not in total: "
+              + ", ".join(f"{r.mode} {r.result.profile.setup_ms:.0f} ms" for r in o.runs) + "[/dim]")
+
+
+@app.command()
+def bandwidth(size_mb: int = typer.Option(256, "--size-mb", help="Bytes per copy, in MiB."),
+              repeat: int = typer.Option(10, "--repeat"), as_json: bool = JSON):
+    """Measure host↔device copy rates (pinned, pageable) and device-to-device rate."""
+    from gquery.gpu.bandwidth import measure
+    from gquery.gpu.device import require
+    from gquery.gpu.memory import GpuMemory
+
+    if size_mb < 1 or repeat < 1:
+        raise UsageError("--size-mb and --repeat must be positive")
+    info = require()
+    limits = measure(GpuMemory(), size_mb << 20, repeat)
+    if as_json:
+        print(json.dumps({"device": info.to_dict(), "limits": limits}, indent=2))
+        return
+    t = Table(title=f"{info.name}: copies of {size_mb} MiB, median of {repeat}", title_justify="left")
+    t.add_column("copy"), t.add_column("GB/s", justify="right")
+    for key, label in (("h2d_pinned_gbps", "host→device, pinned"), ("h2d_pageable_gbps", "host→device, pageable"),
+                       ("d2h_pinned_gbps", "device→host, pinned"), ("d2h_pageable_gbps", "device→host, pageable"),
+                       ("d2d_gbps", "device→device (read+write)")):
+        t.add_row(label, f"{limits[key]:,.1f}")
+    out.print(t)
+
+
+@app.command()
+def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course used 1)."),
+           z: int = typer.Option(30, "--z", help="l_suppkey < Z (the course used 30)."),
+           repeat: int = typer.Option(10, "--repeat", help="Timed runs of each step; medians are reported."),
+           plot: Optional[Path] = typer.Option(None, "--plot", help="Write the ladder's stacked bars as a PNG."),
+           report_dir: Optional[Path] = typer.Option(None, "--report-dir", help="Write ladder-<gpu>.md/.json and PNGs here."),
+           as_json: bool = JSON, data: Optional[Path] = DATA, data_dir: Optional[Path] = DATA_DIR):
+    """Run the course's optimization ladder and its modern steps; every step checked against DuckDB."""
+    import statistics
+    import time
+
+    from gquery import ladder as L
+    from gquery import reports
+    from gquery.columns import load_lineitem
+    from gquery.gpu.bandwidth import measure
+    from gquery.gpu.device import require
+    from gquery.gpu.executor import Engine
+    from gquery.gpu.ladder import LadderRunner
+    from gquery.plan import MODES
+    from gquery.plots import plot_ladder, plot_run
+    from gquery.query import Query, numpy_select_sum
+    from gquery.reference import DuckDBReference
+    from gquery.runner import Outcome, run_modes
+
+    if repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+    for p in (plot,):
+        if p is not None and p.suffix.lower() != ".png":
+            raise UsageError(f"--plot writes a PNG: give a path ending in .png, got {p}")
+    info = require()
+    source = _source(sf, data, data_dir)
+    query = Query(z)
+    note(f"DuckDB: loading {source}")
+    ref = DuckDBReference(source)
+    duck = ref.run(query, repeat=repeat)
+    ref.close()
+    columns = load_lineitem(source)
+    numpy_times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        numpy_select_sum(columns, query)
+        numpy_times.append((time.perf_counter() - t0) * 1e3)
+    engine = Engine()
+    limits = measure(engine.memory)
+    runner = LadderRunner(engine)
+    expected = 0 if duck.value is None else int(duck.value.scaleb(4))
+    rows = []
+    for step in L.STEPS:
+        note(f"step {step.name}")
+        rows.append(runner.measure(step, columns, query, expected, repeat))
+    outcome = Outcome(query, str(source), columns.rows, duck, device=info.to_dict(), limits=limits)
+    outcome.runs = run_modes(engine, columns, query, MODES, repeat, duck.value)
+    engine.close()
+    notes = L.findings(rows, duck.median_ms, statistics.median(numpy_times))
+    meta = {"device": info.name, **reports.stamp(), "sf": sf, "z": z, "rows": columns.rows, "repeat": repeat,
+            "result": _fmt(duck.value), "duckdb_ms": duck.median_ms, "duckdb_threads": duck.threads,
+            "duckdb_version": duck.version, "numpy_ms": statistics.median(numpy_times), "limits": limits,
+            "command": "gquery " + " ".join(sys.argv[1:]) if sys.argv[1:] else "gquery ladder"}
+    if plot is not None:
+        plot_ladder(rows, plot, info.name)
+        note(f"wrote {plot}")
+    if report_dir is not None:
+        name = f"ladder-{reports.slug(info.name)}"
+        report_dir.mkdir(parents=True, exist_ok=True)
+        plot_ladder(rows, report_dir / f"{name}.png", info.name)
+        plot_run(outcome, report_dir / f"{name}-modes.png")
+        data_out = meta | {"steps": [r.to_dict() for r in rows], "modes": outcome.to_dict()["runs"], "findings": notes}
+        j, m = reports.write(report_dir, name, data_out,
+                             L.markdown(rows, meta, notes, [f"{name}.png", f"{name}-modes.png"]))
+        note(f"wrote {j}, {m}")
+    if as_json:
+        print(json.dumps(meta | {"steps": [r.to_dict() for r in rows], "findings": notes}, indent=2, default=str))
+    else:
+        t = Table(title=f"the ladder on {info.name}, SF {sf:g}, Z = {z} (ms, medians of {repeat})", title_justify="left")
+        for h in L.HEADERS:
+            t.add_column(h, justify="left" if h in ("step", "course step", "check") else "right")
+        for row in L.table_rows(rows):
+            t.add_row(*row)
+        out.print(t)
+        out.print(f"CPU: DuckDB {duck.median_ms:.3f} ms ({duck.threads} threads), NumPy "
+                  f"{meta['numpy_ms']:.3f} ms; 2012: {L.COURSE_CPU_MS} ms on a Core i5-750")
+        for n in notes:
+            out.print(f"- {n}")
+    if any(r.match is False for r in rows) or not outcome.all_match:
+        raise GqueryError("a step's result differs from DuckDB's")
+
+
+@app.command()
+def bench(sf: list[float] = typer.Option([1.0, 10.0], "--sf", help="Scale factors (repeat the option)."),
+          repeat: int = typer.Option(10, "--repeat", help="Timed runs of everything; medians are reported."),
+          out_dir: Path = typer.Option(Path("reports"), "--out", help="Where bench-<gpu>.json/.md go."),
+          data_dir: Optional[Path] = DATA_DIR):
+    """Benchmark every mode at each SF for Z = 30 and half the suppliers, with DuckDB and CuPy; write a report."""
+    from gquery.gpu import bench as B
+
+    if repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+    data = B.run_bench(sf, repeat, data_dir, echo=note)
+    j, m = B.write(data, out_dir, "gquery " + " ".join(sys.argv[1:]))
+    out.print(m.read_text())
+    if not all(r["match"] for r in data["runs"]):
+        raise GqueryError("a GPU result differs from DuckDB's")
+
+
+def _click_class(name: str) -> type:
+    """A class of the click that typer uses: typer vendors click in recent versions and depends on
+    it in older ones, and BadParameter derives from UsageError in both."""
+    return next(c for c in typer.BadParameter.__mro__ if c.__name__ == name)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: turns every error a user can act on into one line and an exit code."""
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args=argv, prog_name="gquery", standalone_mode=False)
+    except typer.Exit as e:
+        code = e.exit_code
+    except _click_class("UsageError") as e:
+        print(f"gquery: error: {e.format_message()}", file=sys.stderr)
+        code = 2
+    except GqueryError as e:
+        print(f"gquery: error: {e}", file=sys.stderr)
+        code = e.exit_code
+    except (KeyboardInterrupt, typer.Abort):
+        print("gquery: interrupted", file=sys.stderr)
+        code = 130
+    except BrokenPipeError:
+        code = 0
+    sys.exit(code if isinstance(code, int) else 0)

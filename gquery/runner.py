@@ -1,0 +1,129 @@
+"""One query end to end: find or generate the data, ask DuckDB, run the GPU modes, compare.
+The CLI, the benchmark and the ladder all go through here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from gquery.columns import LineitemColumns, load_lineitem
+from gquery.errors import UsageError
+from gquery.plan import MODES
+from gquery.query import Query
+from gquery.reference import DuckDBReference, DuckDBResult
+from gquery.tpch import LineitemSource
+
+BACKENDS = ("auto", "gpu", "duckdb")
+
+
+@dataclass
+class ModeRun:
+    mode: str
+    result: object  # GpuResult of the median run
+    totals_ms: list[float]
+    match: bool | None  # None: not validated
+
+    @property
+    def value(self) -> Decimal | None:
+        return self.result.value
+
+
+@dataclass
+class Outcome:
+    query: Query
+    source: str
+    rows: int | None = None
+    duckdb: DuckDBResult | None = None
+    gpu_reason: str | None = None  # why the GPU did not run, when it did not
+    device: dict | None = None
+    limits: dict | None = None
+    kernel: dict | None = None
+    runs: list[ModeRun] = field(default_factory=list)
+
+    @property
+    def all_match(self) -> bool:
+        return all(r.match is not False for r in self.runs)
+
+    def to_dict(self) -> dict:
+        d = self.duckdb
+        return {
+            "query": self.query.sql(), "z": self.query.z, "source": self.source, "rows": self.rows,
+            "duckdb": None if d is None else {
+                "result": _str(d.value), "median_ms": d.median_ms, "times_ms": d.times_ms,
+                "threads": d.threads, "version": d.version},
+            "gpu": None if self.gpu_reason is None else {"unavailable": self.gpu_reason},
+            "device": self.device, "limits": self.limits, "kernel": self.kernel,
+            "runs": [{
+                "mode": r.mode, "result": _str(r.value), "selected_rows": r.result.selected_rows,
+                "match": r.match, "plan": r.result.plan.to_dict(),
+                "profile": r.result.profile.summary(self.limits), "totals_ms": r.totals_ms,
+                "speedup_vs_duckdb": (d.median_ms / r.result.profile.total_ms) if d else None,
+            } for r in self.runs],
+        }
+
+
+def _str(v: Decimal | None) -> str | None:
+    return None if v is None else str(v)
+
+
+def parse_modes(mode: str) -> list[str]:
+    if mode == "all":
+        return list(MODES)
+    if mode not in MODES:
+        raise UsageError(f"mode must be one of {', '.join(MODES)} or all, got {mode!r}")
+    return [mode]
+
+
+def run_modes(engine, columns: LineitemColumns, query: Query, modes, repeat: int,
+              expected: Decimal | None = None, validate: bool = True, **plan_options) -> list[ModeRun]:
+    """Each mode: one untimed warm-up, then `repeat` runs; the median run's profile is kept."""
+    runs = []
+    for mode in modes:
+        plan = engine.plan(columns, mode, **plan_options)
+        engine.run(columns, query, plan)  # warm-up: setup, module load, first-touch
+        results = [engine.run(columns, query, plan) for _ in range(repeat)]
+        results.sort(key=lambda r: r.profile.total_ms)
+        median = results[len(results) // 2]
+        values = {r.value for r in results}
+        match = (values == {expected}) if validate else None
+        runs.append(ModeRun(mode, median, [r.profile.total_ms for r in results], match))
+    return runs
+
+
+def run_query(source: LineitemSource, query: Query, *, backend: str = "auto", modes=("resident",),
+              repeat: int = 5, validate: bool = True, echo=print, **plan_options) -> Outcome:
+    if backend not in BACKENDS:
+        raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if repeat < 1:
+        raise UsageError(f"repeat must be at least 1, got {repeat}")
+    outcome = Outcome(query, str(source))
+    engine = None
+    if backend != "duckdb":
+        from gquery.gpu.device import probe
+
+        info, reason = probe()
+        if info is None:
+            outcome.gpu_reason = reason
+        else:
+            from gquery.gpu.executor import Engine
+
+            engine = Engine()
+            outcome.device = info.to_dict()
+    if engine is None or validate:
+        echo(f"DuckDB: loading {source}")
+        ref = DuckDBReference(source)
+        outcome.duckdb = ref.run(query, repeat=repeat)
+        ref.close()
+    if engine is not None:
+        from gquery.gpu.bandwidth import measure
+
+        echo(f"GPU: loading columns from {source}")
+        columns = load_lineitem(source)
+        outcome.rows = columns.rows
+        outcome.limits = measure(engine.memory)
+        outcome.kernel = engine.resources()
+        expected = outcome.duckdb.value if outcome.duckdb else None
+        outcome.runs = run_modes(engine, columns, query, modes, repeat, expected, validate, **plan_options)
+        engine.close()
+    return outcome
+
