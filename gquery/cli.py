@@ -79,9 +79,10 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         as_json: bool = JSON, data: Optional[Path] = DATA, data_dir: Optional[Path] = DATA_DIR):
     """Run the query on the GPU and DuckDB; print the result, the check and where the time went."""
     from gquery.query import Query
-    from gquery.runner import parse_modes, run_query
+    from gquery.runner import check_options, parse_modes, run_query
 
     modes = parse_modes(mode)
+    check_options(backend, repeat)
     if plot is not None and plot.suffix.lower() != ".png":
         raise UsageError(f"--plot writes a PNG: give a path ending in .png, got {plot}")
     source = _source(sf, data, data_dir)
@@ -93,7 +94,7 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
     if plot is not None and outcome.runs:
         from gquery.plots import plot_run
 
-        plot_run(outcome, plot)
+        plot_run([r.result.profile for r in outcome.runs], outcome.limits, plot)
         note(f"wrote {plot}")
     if as_json:
         print(json.dumps(outcome.to_dict(), indent=2))
@@ -118,7 +119,8 @@ def _print_outcome(o, explain: bool = False) -> None:
     if o.limits:
         L = o.limits
         out.print(f"limits   H2D pinned {L['h2d_pinned_gbps']:.1f} GB/s · pageable {L['h2d_pageable_gbps']:.1f} GB/s"
-                  f" · D2H pinned {L['d2h_pinned_gbps']:.1f} GB/s · device copy {L['d2d_gbps']:.0f} GB/s (read+write)")
+                  f" · D2H pinned {L['d2h_pinned_gbps']:.1f} GB/s · device copy {L['d2d_gbps']:.0f} GB/s (read+write)"
+                  f" · host staging {L['host_staging_gbps']:.1f} GB/s")
     if o.kernel:
         k = o.kernel
         out.print(f"kernel   select_sum: {k['registers']} registers, {k['shared_bytes']} B shared, "
@@ -166,7 +168,8 @@ def bandwidth(size_mb: int = typer.Option(256, "--size-mb", help="Bytes per copy
     t.add_column("copy"), t.add_column("GB/s", justify="right")
     for key, label in (("h2d_pinned_gbps", "host→device, pinned"), ("h2d_pageable_gbps", "host→device, pageable"),
                        ("d2h_pinned_gbps", "device→host, pinned"), ("d2h_pageable_gbps", "device→host, pageable"),
-                       ("d2d_gbps", "device→device (read+write)")):
+                       ("d2d_gbps", "device→device (read+write)"),
+                       ("host_staging_gbps", f"host pageable→pinned, {limits['host_staging_threads']} threads")):
         t.add_row(label, f"{limits[key]:,.1f}")
     out.print(t)
 
@@ -236,7 +239,7 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
         name = f"ladder-{reports.slug(info.name)}"
         report_dir.mkdir(parents=True, exist_ok=True)
         plot_ladder(rows, report_dir / f"{name}.png", info.name)
-        plot_run(outcome, report_dir / f"{name}-modes.png")
+        plot_run([r.result.profile for r in outcome.runs], limits, report_dir / f"{name}-modes.png")
         data_out = meta | {"steps": [r.to_dict() for r in rows], "modes": outcome.to_dict()["runs"], "findings": notes}
         j, m = reports.write(report_dir, name, data_out,
                              L.markdown(rows, meta, notes, [f"{name}.png", f"{name}-modes.png"]))

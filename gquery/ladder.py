@@ -83,6 +83,15 @@ class LadderRow:
     def kernel_cpu_ms(self) -> float:
         return self.kernel_ms + self.cpu_sum_ms
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "LadderRow":
+        """A recorded row (to_dict's output) back as an object."""
+        fields = {k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "step"}
+        step = dict(d["step"], options=tuple(d["step"]["options"]),
+                    course_ms=tuple(d["step"]["course_ms"]) if d["step"]["course_ms"] else None)
+        value = fields.pop("value")
+        return cls(Step(**step), None if value is None else int(value), **fields)
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["step"] = asdict(self.step)

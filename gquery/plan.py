@@ -20,7 +20,8 @@ BLOCK_THREADS = 256
 VECTORS_PER_THREAD = 4  # 16-byte key loads each thread keeps in flight per loop step
 ROWS_PER_VECTOR = 4  # one int4 of keys
 BLOCKS_PER_SM = 8  # 8 x 256 threads fill an SM at <= 32 registers
-DEFAULT_CHUNK_ROWS = 1 << 21  # 40 MB of columns: short pipeline fill, copies at full rate
+MIN_CHUNK_ROWS, MAX_CHUNK_ROWS = 1 << 20, 1 << 23  # 20 to 160 MB of columns
+CHUNKS_PER_TABLE = 8  # enough for copies to hide kernels; 8M-row chunks copy at the full pinned rate (H200)
 DEFAULT_STREAMS = 3
 DEFAULT_STAGING_BUFFERS = 3
 CHUNK_ALIGN_ROWS = 1024  # chunks start 16-byte aligned in every column
@@ -116,7 +117,9 @@ def make_plan(mode: str, rows: int, bytes_per_row: int, sm_count: int, free_byte
                 f"({free_bytes / 1e9:.1f} GB); run it with --mode pinned or --mode pageable, which stream it")
         return Plan(mode, rows, bytes_per_row, max(rows, 1), 1, 0, 0, sm_count)
     streams = streams or DEFAULT_STREAMS
-    chunk = math.ceil((chunk_rows or DEFAULT_CHUNK_ROWS) / CHUNK_ALIGN_ROWS) * CHUNK_ALIGN_ROWS
+    if chunk_rows is None:
+        chunk_rows = min(MAX_CHUNK_ROWS, max(MIN_CHUNK_ROWS, math.ceil(rows / CHUNKS_PER_TABLE)))
+    chunk = math.ceil(chunk_rows / CHUNK_ALIGN_ROWS) * CHUNK_ALIGN_ROWS
     if budget is not None:  # a bounded set of device buffers, whatever the table's size
         chunk = min(chunk, budget // (streams * bytes_per_row) // CHUNK_ALIGN_ROWS * CHUNK_ALIGN_ROWS)
     chunk = max(CHUNK_ALIGN_ROWS, min(chunk, math.ceil(rows / CHUNK_ALIGN_ROWS) * CHUNK_ALIGN_ROWS))

@@ -58,13 +58,12 @@ def draw_bandwidth(ax, profiles: list[Profile], limits: dict) -> None:
     ax.set_title("end-to-end rate by mode")
 
 
-def plot_run(outcome, path: Path | str) -> None:
+def plot_run(profiles: list[Profile], limits: dict, path: Path | str) -> None:
     """(b) and (c) for one `gquery run`: the timeline of its first streamed mode, and all modes' rates."""
-    profiles = [r.result.profile for r in outcome.runs]
     streamed = next((p for p in profiles if p.mode != "resident"), profiles[0])
     fig, (a, b) = plt.subplots(1, 2, figsize=(14, 4.5), gridspec_kw={"width_ratios": [2, 1]})
     draw_timeline(a, streamed.intervals, f"{streamed.mode}: {streamed.total_ms:.2f} ms, {streamed.rows:,} rows")
-    draw_bandwidth(b, profiles, outcome.limits or {})
+    draw_bandwidth(b, profiles, limits or {})
     _save(fig, path)
 
 

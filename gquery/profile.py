@@ -102,6 +102,12 @@ class Profile:
     def to_dict(self, limits: dict | None = None) -> dict:
         return self.summary(limits) | {"intervals": [asdict(i) for i in self.intervals]}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Profile":
+        """A recorded profile (to_dict's output) back as an object, e.g. to plot it again."""
+        return cls(d["mode"], d["rows"], d["column_bytes"], d["h2d_bytes"], d["total_ms"],
+                   [Interval(**i) for i in d.get("intervals", [])], d.get("setup_ms", 0.0))
+
 
 def fractions(summary: dict, limits: dict) -> dict:
     """Each measured rate over the limit it runs against."""
@@ -112,4 +118,6 @@ def fractions(summary: dict, limits: dict) -> dict:
         "h2d_of_pinned_h2d": frac(summary.get("h2d_gbps"), limits.get("h2d_pinned_gbps")),
         "end_to_end_of_pinned_h2d": frac(summary.get("effective_gbps"), limits.get("h2d_pinned_gbps")),
         "kernel_of_d2d": frac(summary.get("kernel_gbps"), limits.get("d2d_gbps")),
+        "end_to_end_of_host_staging": frac(summary.get("effective_gbps"), limits.get("host_staging_gbps"))
+        if summary.get("staging_ms") else None,
     }

@@ -39,10 +39,17 @@ class Query:
         return self.sql()
 
 
-def exact_sum_int64(values: np.ndarray) -> int:
-    """The exact sum of int64 values as a Python int, with no overflow at any length below 2^31
-    per piece: the high and low 32-bit halves are summed apart, each fitting an int64."""
+def exact_sum_int64(values: np.ndarray, bound: int | None = None) -> int:
+    """The exact sum of int64 values as a Python int. One plain sum where no partial sum can
+    overflow (length x largest magnitude < 2^63; `bound` may give that magnitude); otherwise the high
+    and low 32-bit halves are summed apart, each fitting an int64 for pieces of up to 2^30 values."""
     values = np.asarray(values, dtype=np.int64)
+    if len(values) == 0:
+        return 0
+    if bound is None:
+        bound = max(abs(int(values.min())), abs(int(values.max())))
+    if bound * len(values) < 2**63:
+        return int(values.sum())
     total = 0
     step = 1 << 30
     for start in range(0, len(values), step):

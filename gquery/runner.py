@@ -56,7 +56,7 @@ class Outcome:
             "runs": [{
                 "mode": r.mode, "result": _str(r.value), "selected_rows": r.result.selected_rows,
                 "match": r.match, "plan": r.result.plan.to_dict(),
-                "profile": r.result.profile.summary(self.limits), "totals_ms": r.totals_ms,
+                "profile": r.result.profile.to_dict(self.limits), "totals_ms": r.totals_ms,
                 "speedup_vs_duckdb": (d.median_ms / r.result.profile.total_ms) if d else None,
             } for r in self.runs],
         }
@@ -72,6 +72,14 @@ def parse_modes(mode: str) -> list[str]:
     if mode not in MODES:
         raise UsageError(f"mode must be one of {', '.join(MODES)} or all, got {mode!r}")
     return [mode]
+
+
+def check_options(backend: str, repeat: int) -> None:
+    """Refuse bad options before any work (no data is generated for a command that cannot run)."""
+    if backend not in BACKENDS:
+        raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if repeat < 1:
+        raise UsageError(f"repeat must be at least 1, got {repeat}")
 
 
 def run_modes(engine, columns: LineitemColumns, query: Query, modes, repeat: int,
@@ -92,10 +100,7 @@ def run_modes(engine, columns: LineitemColumns, query: Query, modes, repeat: int
 
 def run_query(source: LineitemSource, query: Query, *, backend: str = "auto", modes=("resident",),
               repeat: int = 5, validate: bool = True, echo=print, **plan_options) -> Outcome:
-    if backend not in BACKENDS:
-        raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if repeat < 1:
-        raise UsageError(f"repeat must be at least 1, got {repeat}")
+    check_options(backend, repeat)
     outcome = Outcome(query, str(source))
     engine = None
     if backend != "duckdb":

@@ -4,7 +4,9 @@ copies (counted as bytes read plus bytes written)."""
 
 from __future__ import annotations
 
+import os
 import statistics
+import time
 
 import numpy as np
 
@@ -26,7 +28,17 @@ def _median_ms(cuda, action, repeat: int) -> float:
     return statistics.median(times)
 
 
-def measure(memory: GpuMemory, nbytes: int = DEFAULT_BYTES, repeat: int = 5) -> dict:
+def _host_ms(action, repeat: int) -> float:
+    action()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        action()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def measure(memory: GpuMemory, nbytes: int = DEFAULT_BYTES, repeat: int = 5, staging_threads: int | None = None) -> dict:
     """GB/s (1e9 bytes a second) of each kind of copy; medians of `repeat` timed copies."""
     import pycuda.driver as cuda
 
@@ -44,5 +56,9 @@ def measure(memory: GpuMemory, nbytes: int = DEFAULT_BYTES, repeat: int = 5) -> 
         "d2h_pageable_gbps": rate(nbytes, _median_ms(cuda, lambda: cuda.memcpy_dtoh(pageable, dev_a), repeat)),
         "d2d_gbps": rate(2 * nbytes, _median_ms(cuda, lambda: cuda.memcpy_dtod(dev_b, dev_a, nbytes), repeat)),
     }
+    threads = staging_threads or min(16, os.cpu_count() or 1)
+    copier = memory.copier(threads)
+    limits["host_staging_gbps"] = rate(nbytes, _host_ms(lambda: copier.copy([(pinned, pageable)]), repeat))
+    limits["host_staging_threads"] = threads
     dev_a.free(), dev_b.free()
     return limits

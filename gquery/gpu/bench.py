@@ -96,8 +96,10 @@ def floors(runs: list[dict], limits: dict) -> list[dict]:
                    f"the run took {r['gpu_ms']:.2f} ms")
             if r["staging_ms"]:
                 why += (f"; host staging was busy {r['staging_ms']:.2f} ms "
-                        f"({r['column_bytes'] / r['staging_ms'] / 1e6:.1f} GB/s) and overlapped the copies "
-                        f"{(r['staging_hidden'] or 0):.0%} of its time: the host copy into pinned buffers bounds it")
+                        f"({r['column_bytes'] / r['staging_ms'] / 1e6:.1f} GB/s; alone, with no DMA beside it, host threads copy "
+                        f"{limits['host_staging_gbps']:.1f} GB/s on this host) and overlapped the copies "
+                        f"{(r['staging_hidden'] or 0):.0%} of its time: host memory bandwidth for the copy into "
+                        f"pinned buffers bounds it, below the {FLOORS[name]:.0%} floor")
             add(name, f"{mode} end to end / pinned H2D, Z = {r['z']}", r["effective_gbps"] / limits["h2d_pinned_gbps"], why)
     for r in pick("resident"):
         if r["cupy_ms"]:
@@ -126,7 +128,8 @@ def markdown(data: dict, command: str) -> str:
         "",
         f"Limits measured in this run: H2D pinned {L['h2d_pinned_gbps']:.1f} GB/s, pageable "
         f"{L['h2d_pageable_gbps']:.1f} GB/s; D2H pinned {L['d2h_pinned_gbps']:.1f} GB/s; device copy "
-        f"{L['d2d_gbps']:,.0f} GB/s (read+write). Kernel select_sum: {k['registers']} registers, "
+        f"{L['d2d_gbps']:,.0f} GB/s (read+write); host pageable→pinned copy {L['host_staging_gbps']:.1f} GB/s "
+        f"({L['host_staging_threads']} threads). Kernel select_sum: {k['registers']} registers, "
         f"occupancy {k['occupancy']:.0%}.",
         "",
         "## Runs",

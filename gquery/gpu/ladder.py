@@ -11,7 +11,7 @@ import numpy as np
 from gquery.columns import LineitemColumns
 from gquery.gpu import kernels
 from gquery.gpu.executor import Engine, Timeline, exact_total
-from gquery.ladder import LadderRow, Step
+from gquery.ladder import STEPS, LadderRow, Step
 from gquery.plan import BLOCK_THREADS, BLOCKS_PER_SM, blocks_for, make_plan
 from gquery.profile import busy_ms
 from gquery.query import Query, exact_sum_int64
@@ -20,6 +20,11 @@ INT64_LIMIT = 2**63
 SECOND_REDUCE_THREADS = 1024
 DYNAMIC_SHARED = {"reduce_interleaved", "reduce_sequential", "reduce_unrolled_warp", "reduce_two_loads",
                   "reduce_warp_shuffle"}  # kernels that size `extern __shared__` at launch: a word a thread
+
+
+def builds() -> set:
+    """Every compilation the ladder launches (the CPU test compiles each with nvcc)."""
+    return {kernels.build("ladder.cu", s.options, BLOCK_THREADS=BLOCK_THREADS) for s in STEPS if s.kernel != "select_sum"}
 
 
 class LadderRunner:

@@ -1,0 +1,46 @@
+"""Shared fixtures: a small generated dataset, and the `gpu` marker's skip with the probe's reason."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gquery import tpch
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [i for i in items if "gpu" in i.keywords]
+    if not gpu_items:
+        return
+    from gquery.gpu.device import probe
+
+    info, reason = probe()
+    if info is None:
+        skip = pytest.mark.skip(reason=f"no usable GPU: {reason}")
+        for item in gpu_items:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory) -> Path:
+    """Where datasets are generated: $GQUERY_DATA_DIR when set (the GPU host reuses its data), else
+    a temporary folder of this session."""
+    return Path(os.environ.get("GQUERY_DATA_DIR") or tmp_path_factory.mktemp("dbgen_data"))
+
+
+@pytest.fixture(scope="session")
+def sf001(data_dir) -> tpch.LineitemSource:
+    return tpch.generate(0.01, data_dir, echo=lambda m: None)
+
+
+@pytest.fixture(scope="session")
+def sf001_tbl(data_dir) -> tpch.LineitemSource:
+    return tpch.generate(0.01, data_dir, fmt="tbl", echo=lambda m: None)
+
+
+def gquery(*args, cwd=None, env=None):
+    """Run the CLI as a user would: a separate process, text output, exit code."""
+    return subprocess.run([sys.executable, "-m", "gquery", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env={**os.environ, **(env or {})}, timeout=600)
