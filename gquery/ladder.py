@@ -117,6 +117,11 @@ def findings(rows: list[LadderRow], duckdb_ms: float | None, numpy_ms: float | N
         n_rank = [r.step.name for r in sorted(course, key=lambda r: r.total_ms)]
         out.append("Ranking of those steps, fastest first: 2012 " + " > ".join(c_rank[:4]) + " …; today "
                    + " > ".join(n_rank[:4]) + " ….")
+        for era, total in (("2012", lambda r: r.step.course_ms[0]), ("today", lambda r: r.total_ms)):
+            gains = [(total(a) / total(b), b.step.name) for a, b in zip(course, course[1:]) if total(b) > 0]
+            if gains:
+                gain, name = max(gains)
+                out.append(f"Largest single-step gain {era}: {name}, {gain:.2f}x.")
     share = [r.memcpy_ms / r.total_ms for r in ran if r.total_ms > 0]
     out.append(f"Transfer share of each step's total: {min(share):.0%} to {max(share):.0%} "
                f"(median {sorted(share)[len(share) // 2]:.0%}): the main cost is still data transfer.")

@@ -144,11 +144,13 @@ class Engine:
     def _stream_chunks(self, tl: Timeline, streams, host: LineitemColumns, query: Query, plan: Plan, acc: int):
         """Chunk i goes to stream i % k: its copy overlaps the kernels (and, for pageable, the host
         staging) of the chunks before it. A stream's buffer is reused only after its previous
-        kernel, which stream order guarantees."""
+        kernel, which stream order guarantees. Each copy waits for the previous chunk's copy: they
+        share one copy engine anyway, and so the events time the copy itself, not its queueing."""
         ring = self.memory.chunk_ring(plan.streams, plan.chunk_rows)
         staging = self.memory.staging_ring(plan.staging_buffers, plan.chunk_rows) if plan.mode == "pageable" else None
         copier = self.memory.copier(plan.staging_threads) if staging else None
         slot_free: list = [None] * (len(staging) if staging else 0)
+        previous_copy = None
         for i, a, b in plan.chunks():
             lane = i % len(streams)
             stream, dev = streams[lane], ring[lane]
@@ -163,11 +165,14 @@ class Engine:
                 copier.copy(zip(targets, parts))
                 tl.host("staging", i, t0, time.perf_counter())
                 parts = targets
+            if previous_copy is not None:
+                stream.wait_for_event(previous_copy)
             begin = tl.event(stream)
             for ptr, part in zip(dev.pointers(), parts):
                 self.memory.htod_async(ptr, part, stream)
             copied = tl.event(stream)
             tl.gpu("h2d", lane, i, begin, copied)
+            previous_copy = copied
             if staging is not None:
                 slot_free[slot] = copied
             self._launch(tl, stream, lane, i, dev.pointers(), n, query, plan, acc, begin=copied)
