@@ -12,4 +12,6 @@ python3 -m gquery run --sf 1 --z 30 --mode all --repeat 5 --json > "$OUT/run-sf1
 python3 -m gquery bench --sf 1 --sf 10 --repeat 10 --out "$OUT" || rc=1
 python3 -m gquery ladder --sf 1 --z 30 --repeat 10 --report-dir "$OUT" || rc=1
 ls -la "$OUT"
+echo "=== sample for the README"
+python3 -m gquery run --sf 10 --z 30 --mode all || rc=1
 exit $rc

@@ -29,6 +29,16 @@ __device__ __forceinline__ void last_warp_shared(i64* s, unsigned t) {
     }
 }
 
+// Sequential-addressing tree down to one warp, then the warp without barriers; total in s[0].
+__device__ __forceinline__ void tree_then_last_warp(i64* s, unsigned t) {
+    __syncthreads();
+    for (unsigned stride = blockDim.x / 2; stride > 32; stride >>= 1) {
+        if (t < stride) s[t] += s[t + stride];
+        __syncthreads();
+    }
+    if (t < 32) last_warp_shared(s, t);
+}
+
 // simpleselect: the GPU selects and multiplies; every row's product crosses PCIe and the CPU sums.
 extern "C" __global__ void select_multiply(const int* k, const i64* q, const i64* p, i64 n, i64 z, i64* out) {
     const i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -71,12 +81,7 @@ extern "C" __global__ void reduce_unrolled_warp(const int* k, const i64* q, cons
     const unsigned t = threadIdx.x;
     const i64 r = (i64)blockIdx.x * blockDim.x + t;
     sdata[t] = r < n ? row_value(k, q, p, r, z) : 0;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 32; s >>= 1) {
-        if (t < s) sdata[t] += sdata[t + s];
-        __syncthreads();
-    }
-    if (t < 32) last_warp_shared(sdata, t);
+    tree_then_last_warp(sdata, t);
     if (t == 0) partials[blockIdx.x] = sdata[0];
 }
 
@@ -90,12 +95,7 @@ extern "C" __global__ void reduce_two_loads(const int* k, const i64* q, const i6
     i64 v = r < n ? row_value(k, q, p, r, z) : 0;
     if (r + blockDim.x < n) v += row_value(k, q, p, r + blockDim.x, z);
     sdata[t] = v;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 32; s >>= 1) {
-        if (t < s) sdata[t] += sdata[t + s];
-        __syncthreads();
-    }
-    if (t < 32) last_warp_shared(sdata, t);
+    tree_then_last_warp(sdata, t);
     if (t == 0) partials[blockIdx.x] = sdata[0];
 }
 
@@ -107,12 +107,7 @@ extern "C" __global__ void sum_partials(const i64* partials, i64 n, i64* out) {
     i64 v = 0;
     for (i64 i = t; i < n; i += blockDim.x) v += partials[i];
     sdata[t] = v;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 32; s >>= 1) {
-        if (t < s) sdata[t] += sdata[t + s];
-        __syncthreads();
-    }
-    if (t < 32) last_warp_shared(sdata, t);
+    tree_then_last_warp(sdata, t);
     if (t == 0) out[0] = sdata[0];
 }
 
