@@ -56,6 +56,7 @@ class Profile:
     total_ms: float  # start of the run to the result on the host, by CUDA events
     intervals: list[Interval] = field(default_factory=list)
     setup_ms: float = 0.0  # once per table: upload (resident) or page-locking (pinned)
+    kernel_bytes: int | None = None  # what the kernel read: keys, and factors only where a key passed
 
     def stage(self, name: str) -> list[Interval]:
         return [i for i in self.intervals if i.stage == name]
@@ -75,9 +76,10 @@ class Profile:
 
     @property
     def kernel_gbps(self) -> float | None:
-        """Column bytes over kernel time: the rate at which the kernel consumes the table."""
+        """Bytes the kernel read over kernel time: its memory rate, comparable to a device copy."""
         ms = self.stage_ms("kernel")
-        return self.column_bytes / ms / 1e6 if ms > 0 else None
+        read = self.column_bytes if self.kernel_bytes is None else self.kernel_bytes
+        return read / ms / 1e6 if ms > 0 else None
 
     def hidden(self, stage: str, under: str = "h2d") -> float | None:
         """Fraction of `stage`'s time that ran under `under` (1.0: fully hidden)."""
@@ -89,7 +91,8 @@ class Profile:
     def summary(self, limits: dict | None = None) -> dict:
         s = {
             "mode": self.mode, "rows": self.rows, "column_bytes": self.column_bytes,
-            "h2d_bytes": self.h2d_bytes, "total_ms": self.total_ms, "setup_ms": self.setup_ms,
+            "h2d_bytes": self.h2d_bytes, "kernel_bytes": self.kernel_bytes, "total_ms": self.total_ms,
+            "setup_ms": self.setup_ms,
             **{f"{name}_ms": self.stage_ms(name) for name in STAGES},
             "effective_gbps": self.effective_gbps, "h2d_gbps": self.h2d_gbps,
             "kernel_gbps": self.kernel_gbps,
@@ -106,7 +109,7 @@ class Profile:
     def from_dict(cls, d: dict) -> "Profile":
         """A recorded profile (to_dict's output) back as an object, e.g. to plot it again."""
         return cls(d["mode"], d["rows"], d["column_bytes"], d["h2d_bytes"], d["total_ms"],
-                   [Interval(**i) for i in d.get("intervals", [])], d.get("setup_ms", 0.0))
+                   [Interval(**i) for i in d.get("intervals", [])], d.get("setup_ms", 0.0), d.get("kernel_bytes"))
 
 
 def fractions(summary: dict, limits: dict) -> dict:
@@ -116,7 +119,8 @@ def fractions(summary: dict, limits: dict) -> dict:
 
     return {
         "h2d_of_pinned_h2d": frac(summary.get("h2d_gbps"), limits.get("h2d_pinned_gbps")),
-        "end_to_end_of_pinned_h2d": frac(summary.get("effective_gbps"), limits.get("h2d_pinned_gbps")),
+        "end_to_end_of_pinned_h2d": frac(summary.get("effective_gbps"), limits.get("h2d_pinned_gbps"))
+        if summary.get("h2d_bytes") else None,  # a resident query ships nothing
         "kernel_of_d2d": frac(summary.get("kernel_gbps"), limits.get("d2d_gbps")),
         "end_to_end_of_host_staging": frac(summary.get("effective_gbps"), limits.get("host_staging_gbps"))
         if summary.get("staging_ms") else None,

@@ -13,11 +13,13 @@ from gquery.errors import GqueryError
 from gquery.gpu import kernels
 from gquery.gpu.device import require
 from gquery.gpu.memory import DeviceColumns, GpuMemory
-from gquery.plan import BLOCK_THREADS, VECTORS_PER_THREAD, Plan, make_plan
+from gquery.plan import BLOCK_THREADS, BLOCKS_PER_SM, ROWS_PER_VECTOR, VECTORS_PER_THREAD, Plan, make_plan
 from gquery.profile import Interval, Profile
 from gquery.query import Query, to_decimal
 
-SELECT_SUM = kernels.build("select_sum.cu", BLOCK_THREADS=BLOCK_THREADS, VECTORS_PER_THREAD=VECTORS_PER_THREAD)
+SELECT_SUM = kernels.build("select_sum.cu", BLOCK_THREADS=BLOCK_THREADS, VECTORS_PER_THREAD=VECTORS_PER_THREAD,
+                           MIN_BLOCKS_PER_SM=BLOCKS_PER_SM)
+FACTOR_BYTES_PER_VECTOR = 2 * ROWS_PER_VECTOR * 8  # both int64 factors of a 4-row vector
 
 
 @dataclass
@@ -29,8 +31,8 @@ class GpuResult:
 
 
 def exact_total(words: np.ndarray) -> tuple[int, int]:
-    """(signed 128-bit sum, selected rows) from the accumulator's three uint64 words."""
-    lo, hi, count = (int(w) for w in words)
+    """(signed 128-bit sum, selected rows) from the accumulator's first three uint64 words."""
+    lo, hi, count = (int(w) for w in words[:3])
     total = (hi << 64) | lo
     if total >= 1 << 127:
         total -= 1 << 128
@@ -52,8 +54,8 @@ class Timeline:
         e.record(stream)
         return e
 
-    def gpu(self, stage: str, lane: int, chunk: int, begin, end) -> None:
-        self._gpu.append((stage, f"stream {lane}", chunk, begin, end))
+    def gpu(self, stage: str, lane: str, chunk: int, begin, end) -> None:
+        self._gpu.append((stage, lane, chunk, begin, end))
 
     def host(self, stage: str, chunk: int, t_begin: float, t_end: float) -> None:
         self._host.append(Interval(stage, "host", chunk, (t_begin - self.t0) * 1e3, (t_end - self.t0) * 1e3))
@@ -108,74 +110,81 @@ class Engine:
         if plan.rows != columns.rows:
             raise GqueryError(f"plan is for {plan.rows:,} rows, the table has {columns.rows:,}")
         source, setup_ms = self.prepare(columns, plan)
-        streams = self.streams(plan.streams)
         acc_d, acc_h = self.memory.accumulator()
-        tl = Timeline(self._cuda, streams[0])
-        self.memory.zero_async(int(acc_d), 24, streams[0])
-        zeroed = tl.event(streams[0])
-        for s in streams[1:]:
-            s.wait_for_event(zeroed)
-        if plan.mode == "resident":
-            self._launch(tl, streams[0], 0, 0, source.pointers(), plan.rows, query, plan, int(acc_d))
+        if plan.mode == "resident":  # one stream: no cross-stream waits in a 0.1 ms query
+            copy = self.streams(1)[0]
+            tl = Timeline(self._cuda, copy)
+            self.memory.zero_async(int(acc_d), acc_h.nbytes, copy)
+            self._launch(tl, copy, "stream 0", 0, source.pointers(), plan.rows, query, plan, int(acc_d))
             h2d_bytes = 0
         else:
-            self._stream_chunks(tl, streams, source, query, plan, int(acc_d))
+            copy, *compute = self.streams(plan.streams + 1)
+            tl = Timeline(self._cuda, copy)
+            self.memory.zero_async(int(acc_d), acc_h.nbytes, copy)
+            self._stream_chunks(tl, copy, compute, source, query, plan, int(acc_d))
             h2d_bytes = plan.bytes
-        for s in streams[1:]:
-            streams[0].wait_for_event(tl.event(s))
-        d2h_begin = tl.event(streams[0])
-        self.memory.dtoh_async(acc_h, int(acc_d), streams[0])
-        done = tl.event(streams[0])
-        tl.gpu("d2h", 0, 0, d2h_begin, done)
+        d2h_begin = tl.event(copy)
+        self.memory.dtoh_async(acc_h, int(acc_d), copy)
+        done = tl.event(copy)
+        tl.gpu("d2h", "stream 0" if plan.mode == "resident" else "copy", 0, d2h_begin, done)
         done.synchronize()
         total, selected = exact_total(acc_h)
+        kernel_bytes = plan.rows * 4 + int(acc_h[3]) * FACTOR_BYTES_PER_VECTOR
         profile = Profile(plan.mode, plan.rows, plan.bytes, h2d_bytes, done.time_since(tl.start),
-                          tl.intervals(), setup_ms)
+                          tl.intervals(), setup_ms, kernel_bytes)
         return GpuResult(to_decimal(total, selected), selected, profile, plan)
 
-    def _launch(self, tl: Timeline, stream, lane: int, chunk: int, pointers, rows: int, query: Query,
-                plan: Plan, acc: int, begin=None) -> None:
-        begin = begin or tl.event(stream)
+    def _launch(self, tl: Timeline, stream, lane: str, chunk: int, pointers, rows: int, query: Query,
+                plan: Plan, acc: int) -> object:
+        """The kernel on `stream`, timed; returns the event after it."""
+        begin = tl.event(stream)
         launch = plan.launch(rows)
         self.kernel.prepared_async_call((launch.grid, 1, 1), (launch.block, 1, 1), stream,
                                         *pointers, rows, query.z_int64, acc)
-        tl.gpu("kernel", lane, chunk, begin, tl.event(stream))
+        end = tl.event(stream)
+        tl.gpu("kernel", lane, chunk, begin, end)
+        return end
 
-    def _stream_chunks(self, tl: Timeline, streams, host: LineitemColumns, query: Query, plan: Plan, acc: int):
-        """Chunk i goes to stream i % k: its copy overlaps the kernels (and, for pageable, the host
-        staging) of the chunks before it. A stream's buffer is reused only after its previous
-        kernel, which stream order guarantees. Each copy waits for the previous chunk's copy: they
-        share one copy engine anyway, and so the events time the copy itself, not its queueing."""
+    def _stream_chunks(self, tl: Timeline, copy, compute: list, host: LineitemColumns, query: Query,
+                       plan: Plan, acc: int) -> None:
+        """All copies go in order on one copy stream, back to back, so their events time the copies
+        themselves; chunk i's kernel runs on compute stream i % k once its copy is done, under the
+        next chunks' copies (and, for pageable, the host's staging of them). Device buffer i % k is
+        overwritten only after the kernel that last read it has finished."""
         ring = self.memory.chunk_ring(plan.streams, plan.chunk_rows)
         staging = self.memory.staging_ring(plan.staging_buffers, plan.chunk_rows) if plan.mode == "pageable" else None
         copier = self.memory.copier(plan.staging_threads) if staging else None
-        slot_free: list = [None] * (len(staging) if staging else 0)
-        previous_copy = None
+        staged_free: list = [None] * (len(staging) if staging else 0)  # copy out of each pinned buffer done
+        ring_free: list = [None] * len(ring)  # kernel reading each device buffer done
+        kernels_done = []
         for i, a, b in plan.chunks():
-            lane = i % len(streams)
-            stream, dev = streams[lane], ring[lane]
-            n = b - a
+            slot = i % len(ring)
             parts = [col[a:b] for col in host.arrays()]
             if staging is not None:
-                slot = i % len(staging)
-                if slot_free[slot] is not None:
-                    slot_free[slot].synchronize()  # the copy out of this buffer has finished
+                k = i % len(staging)
+                if staged_free[k] is not None:
+                    staged_free[k].synchronize()
                 t0 = time.perf_counter()
-                targets = [buf[:n] for buf in staging[slot]]
+                targets = [buf[:b - a] for buf in staging[k]]
                 copier.copy(zip(targets, parts))
                 tl.host("staging", i, t0, time.perf_counter())
                 parts = targets
-            if previous_copy is not None:
-                stream.wait_for_event(previous_copy)
-            begin = tl.event(stream)
-            for ptr, part in zip(dev.pointers(), parts):
-                self.memory.htod_async(ptr, part, stream)
-            copied = tl.event(stream)
-            tl.gpu("h2d", lane, i, begin, copied)
-            previous_copy = copied
+            if ring_free[slot] is not None:
+                copy.wait_for_event(ring_free[slot])
+            begin = tl.event(copy)
+            for ptr, part in zip(ring[slot].pointers(), parts):
+                self.memory.htod_async(ptr, part, copy)
+            copied = tl.event(copy)
+            tl.gpu("h2d", "copy", i, begin, copied)
             if staging is not None:
-                slot_free[slot] = copied
-            self._launch(tl, stream, lane, i, dev.pointers(), n, query, plan, acc, begin=copied)
+                staged_free[k] = copied
+            stream = compute[slot % len(compute)]
+            stream.wait_for_event(copied)
+            ring_free[slot] = self._launch(tl, stream, f"stream {slot % len(compute)}", i,
+                                           ring[slot].pointers(), b - a, query, plan, acc)
+            kernels_done.append(ring_free[slot])
+        for done in kernels_done[-len(compute):]:
+            copy.wait_for_event(done)  # the result is read only after every kernel
 
     def close(self) -> None:
         self.memory.release()

@@ -93,7 +93,7 @@ class LadderRunner:
         acc_d, acc_h = memory.accumulator()
 
         tl = Timeline(cuda, streams[0])
-        memory.zero_async(int(acc_d), 24, streams[0])
+        memory.zero_async(int(acc_d), acc_h.nbytes, streams[0])
         zeroed = tl.event(streams[0])
         for s in streams[1:]:
             s.wait_for_event(zeroed)
@@ -104,7 +104,7 @@ class LadderRunner:
             for ptr, col in zip(dev.pointers(), host.arrays()):
                 memory.htod_async(ptr, col[a:b], stream)
             copied = tl.event(stream)
-            tl.gpu("h2d", lane, i, begin, copied)
+            tl.gpu("h2d", f"stream {lane}", i, begin, copied)
             n, grid = b - a, self.grid(step, b - a)
             target = int(acc_d) if step.output == "exact" else (
                 int(partials_d) if second else int(out_d) + int(off) * 8)
@@ -115,17 +115,17 @@ class LadderRunner:
                 second.prepared_async_call((1, 1, 1), (SECOND_REDUCE_THREADS, 1, 1), stream, int(partials_d), grid,
                                            int(out_d) + int(off) * 8, shared_size=SECOND_REDUCE_THREADS * 8)
             launched = tl.event(stream)
-            tl.gpu("kernel", lane, i, copied, launched)
+            tl.gpu("kernel", f"stream {lane}", i, copied, launched)
             if step.output != "exact":
                 count = int(offsets[i + 1] - off)
                 memory.dtoh_async(out_h[int(off):int(off) + count], int(out_d) + int(off) * 8, stream)
-                tl.gpu("d2h", lane, i, launched, tl.event(stream))
+                tl.gpu("d2h", f"stream {lane}", i, launched, tl.event(stream))
         for s in streams[1:]:
             streams[0].wait_for_event(tl.event(s))
         if step.output == "exact":
             begin = tl.event(streams[0])
             memory.dtoh_async(acc_h, int(acc_d), streams[0])
-            tl.gpu("d2h", 0, 0, begin, tl.event(streams[0]))
+            tl.gpu("d2h", "stream 0", 0, begin, tl.event(streams[0]))
         done = tl.event(streams[0])
         done.synchronize()
         t0 = time.perf_counter()

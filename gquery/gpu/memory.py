@@ -131,9 +131,9 @@ class GpuMemory:
         return self._staging[key]
 
     def accumulator(self):
-        """(device words, pinned host words) for {sum low, sum high, selected rows}."""
+        """(device words, pinned host words) for {sum low, sum high, selected rows, vectors read}."""
         if self._accumulator is None:
-            self._accumulator = (self.device_empty(24), self.pinned_empty(3, np.uint64))
+            self._accumulator = (self.device_empty(32), self.pinned_empty(4, np.uint64))
         return self._accumulator
 
     def scratch_device(self, name: str, nbytes: int):

@@ -1,16 +1,17 @@
 // The engine's fused select-and-reduce: one pass over the three columns, exact 128-bit result.
 //   SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < z
-// Injected by gquery/gpu/kernels.py: BLOCK_THREADS, VECTORS_PER_THREAD.
+// Injected by gquery/gpu/executor.py through kernels.build: BLOCK_THREADS, VECTORS_PER_THREAD, MIN_BLOCKS_PER_SM.
 #include "tile.cuh"
 
-#if !defined(BLOCK_THREADS) || !defined(VECTORS_PER_THREAD)
-#error "BLOCK_THREADS and VECTORS_PER_THREAD are injected by gquery.gpu.kernels"
+#if !defined(BLOCK_THREADS) || !defined(VECTORS_PER_THREAD) || !defined(MIN_BLOCKS_PER_SM)
+#error "BLOCK_THREADS, VECTORS_PER_THREAD and MIN_BLOCKS_PER_SM are injected by gquery.gpu.kernels"
 #endif
 
 // A vector is 4 rows: one 16-byte load of keys, two of each factor. Factors are read only where a
 // key in the vector passes, so a selective predicate moves little more than the key column.
 // Pointers are 16-byte aligned and hold `rows` rows; acc is zeroed by the caller.
-extern "C" __global__ void __launch_bounds__(BLOCK_THREADS)
+// MIN_BLOCKS_PER_SM blocks resident per SM (full occupancy) caps the registers at 32.
+extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, MIN_BLOCKS_PER_SM)
 select_sum(const int* __restrict__ suppkey, const long long* __restrict__ quantity,
            const long long* __restrict__ price, long long rows, long long z, u64* __restrict__ acc) {
     const long long vectors = rows >> 2;
@@ -18,7 +19,9 @@ select_sum(const int* __restrict__ suppkey, const long long* __restrict__ quanti
     const longlong2* q2 = reinterpret_cast<const longlong2*>(quantity);
     const longlong2* p2 = reinterpret_cast<const longlong2*>(price);
     i128 sum = 0;
-    u64 count = 0;
+    // Per-thread counts fit 32 bits (a thread sees at most rows / (grid x block) rows); 32-bit
+    // counters keep the kernel at 32 registers, full occupancy.
+    unsigned count = 0, vectors_read = 0;  // the second tells the profile how many bytes were read
 
     const long long tile = (long long)BLOCK_THREADS * VECTORS_PER_THREAD;
     for (long long base = blockIdx.x * tile + threadIdx.x; base < vectors; base += gridDim.x * tile) {
@@ -39,6 +42,7 @@ select_sum(const int* __restrict__ suppkey, const long long* __restrict__ quanti
             if (mask[i] & 4) sum += (i128)(qb.x * pb.x);
             if (mask[i] & 8) sum += (i128)(qb.y * pb.y);
             count += __popc(mask[i]);
+            vectors_read += 1;
         }
     }
     // The last rows % 4 rows, one thread each.
@@ -50,6 +54,7 @@ select_sum(const int* __restrict__ suppkey, const long long* __restrict__ quanti
             count += 1;
         }
     }
-    block_sum<BLOCK_THREADS>(sum, count);
-    if (threadIdx.x == 0 && count != 0) accumulate(acc, sum, count);
+    u64 block_count = count, block_vectors = vectors_read;
+    block_sum<BLOCK_THREADS>(sum, block_count, block_vectors);
+    if (threadIdx.x == 0 && block_count != 0) accumulate(acc, sum, block_count, block_vectors);
 }
