@@ -69,12 +69,13 @@ def generate(sf: float = typer.Option(..., "--sf", help="Scale factor, 0.01 to 1
 def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; generated if absent."),
         z: int = typer.Option(..., "--z", help="The predicate's bound: l_suppkey < Z (any integer)."),
         backend: str = typer.Option("auto", "--backend", help="auto (GPU when usable), gpu or duckdb."),
-        mode: str = typer.Option("resident", "--mode", help="resident, pinned, pageable or all."),
+        mode: str = typer.Option("all", "--mode", help="resident, pinned, pageable or all."),
         repeat: int = typer.Option(5, "--repeat", help="Timed runs of each engine; medians are reported."),
         validate: bool = typer.Option(True, "--validate/--no-validate", help="Check the GPU's answer against DuckDB."),
         explain: bool = typer.Option(False, "--explain", help="Print each mode's plan with the results."),
         chunk_rows: Optional[int] = typer.Option(None, "--chunk-rows", help="Rows per chunk (pinned, pageable)."),
         streams: Optional[int] = typer.Option(None, "--streams", help="CUDA streams (pinned, pageable)."),
+        staging_threads: Optional[int] = typer.Option(None, "--staging-threads", help="Host threads staging chunks (pageable)."),
         plot: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG: stream timeline and bandwidth against limits."),
         as_json: bool = JSON, data: Optional[Path] = DATA, data_dir: Optional[Path] = DATA_DIR):
     """Run the query on the GPU and DuckDB; print the result, the check and where the time went."""
@@ -86,7 +87,8 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
     if plot is not None and plot.suffix.lower() != ".png":
         raise UsageError(f"--plot writes a PNG: give a path ending in .png, got {plot}")
     source = _source(sf, data, data_dir)
-    options = {k: v for k, v in (("chunk_rows", chunk_rows), ("streams", streams)) if v is not None}
+    options = {k: v for k, v in (("chunk_rows", chunk_rows), ("streams", streams),
+                                 ("staging_threads", staging_threads)) if v is not None}
     outcome = run_query(source, Query(z), backend=backend, modes=modes, repeat=repeat,
                         validate=validate, echo=note, **options)
     if outcome.gpu_reason and backend != "gpu":

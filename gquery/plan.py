@@ -109,6 +109,8 @@ def make_plan(mode: str, rows: int, bytes_per_row: int, sm_count: int, free_byte
         raise UsageError(f"chunk rows must be positive, got {chunk_rows}")
     if streams is not None and streams <= 0:
         raise UsageError(f"streams must be positive, got {streams}")
+    if staging_threads is not None and staging_threads <= 0:
+        raise UsageError(f"staging threads must be positive, got {staging_threads}")
     budget = None if free_bytes is None else int(free_bytes * DEVICE_HEADROOM)
     if mode == "resident":
         if budget is not None and rows * bytes_per_row > budget:

@@ -81,12 +81,14 @@ class Profile:
         read = self.column_bytes if self.kernel_bytes is None else self.kernel_bytes
         return read / ms / 1e6 if ms > 0 else None
 
-    def hidden(self, stage: str, under: str = "h2d") -> float | None:
-        """Fraction of `stage`'s time that ran under `under` (1.0: fully hidden)."""
+    def hidden(self, stage: str, under: tuple[str, ...] = ("staging", "h2d")) -> float | None:
+        """Fraction of `stage`'s time that ran while any stage of `under` ran (1.0: fully hidden).
+        By default, under the transfer path: host staging or the H2D copy."""
         ms = self.stage_ms(stage)
-        if ms <= 0 or not self.stage(under):
+        covering = [i for name in under for i in self.stage(name)]
+        if ms <= 0 or not covering:
             return None
-        return overlap_ms(self.stage(stage), self.stage(under)) / ms
+        return overlap_ms(self.stage(stage), covering) / ms
 
     def summary(self, limits: dict | None = None) -> dict:
         s = {
@@ -96,7 +98,7 @@ class Profile:
             **{f"{name}_ms": self.stage_ms(name) for name in STAGES},
             "effective_gbps": self.effective_gbps, "h2d_gbps": self.h2d_gbps,
             "kernel_gbps": self.kernel_gbps,
-            "kernel_hidden": self.hidden("kernel"), "staging_hidden": self.hidden("staging"),
+            "kernel_hidden": self.hidden("kernel"), "staging_hidden": self.hidden("staging", under=("h2d",)),
         }
         if limits:
             s["fraction_of_limits"] = fractions(s, limits)

@@ -7,11 +7,11 @@ cd "$(dirname "$0")/.."
 export GQUERY_DATA_DIR=${GQUERY_DATA_DIR:-/tmp/dbgen_data} OUT=${OUT:-/tmp/gquery-out}
 mkdir -p "$OUT"
 rc=0
-python3 -m pytest -m gpu -q -rs tests 2>&1 | tee "$OUT/gpu-tests.log" || rc=1
+python3 -m pytest -m gpu -q -rs tests 2>&1 || rc=1
 python3 -m gquery run --sf 1 --z 30 --mode all --repeat 5 --json > "$OUT/run-sf1-$(python3 -c 'from gquery.gpu.device import require; from gquery.reports import slug; print(slug(require().name))').json" || rc=1
 python3 -m gquery bench --sf 1 --sf 10 --repeat 10 --out "$OUT" || rc=1
 python3 -m gquery ladder --sf 1 --z 30 --repeat 10 --report-dir "$OUT" || rc=1
 ls -la "$OUT"
-echo "=== sample for the README"
-python3 -m gquery run --sf 10 --z 30 --mode all || rc=1
+python3 -m gquery run --sf 10 --z 30 > "$OUT/run-sf10-z30.txt" || rc=1
+cat "$OUT/run-sf10-z30.txt"
 exit $rc

@@ -49,7 +49,7 @@ def test_ladder_table_and_findings_from_recorded_rows():
 
 def test_skipped_step_is_shown_not_plotted(tmp_path):
     _, rows = recorded_ladder()
-    rows[0] = LadderRow(rows[0].step, None, None, 0, 0, 0, 0, 0, 18, 1.0, skipped="an int64 partial could overflow")
+    rows[0] = LadderRow(rows[0].step, None, None, 0, 0, 0, 0, 0, 0, 18, 1.0, skipped="an int64 partial could overflow")
     assert table_rows(rows)[0][-1].startswith("skipped")
     plot_ladder(rows, tmp_path / "l.png")
     assert (tmp_path / "l.png").exists()

@@ -135,6 +135,7 @@ class LadderRunner:
         pick = lambda stage: [iv for iv in intervals if iv.stage == stage]
         return {"value": total, "total_ms": done.time_since(tl.start) + cpu_ms, "h2d_ms": busy_ms(pick("h2d")),
                 "d2h_ms": busy_ms(pick("d2h")), "kernel_ms": busy_ms(pick("kernel")), "cpu_sum_ms": cpu_ms,
+                "copy_ms": busy_ms(pick("h2d") + pick("d2h")),
                 "intervals": intervals}
 
     def measure(self, step: Step, columns: LineitemColumns, query: Query, expected: int | None,
@@ -144,10 +145,10 @@ class LadderRunner:
         regs, occ = func.num_regs, kernels.occupancy(func, BLOCK_THREADS)
         problem = self.exactness_problem(step, columns, self.plan(step, columns.rows).chunk_rows)
         if problem:
-            return LadderRow(step, None, None, 0, 0, 0, 0, 0, regs, occ, skipped=problem)
+            return LadderRow(step, None, None, 0, 0, 0, 0, 0, 0, regs, occ, skipped=problem)
         self.run(step, columns, query)
         runs = sorted((self.run(step, columns, query) for _ in range(repeat)), key=lambda r: r["total_ms"])
         m = runs[len(runs) // 2]
         match = None if expected is None else all(r["value"] == expected for r in runs)
         return LadderRow(step, m["value"], match, m["total_ms"], m["h2d_ms"], m["d2h_ms"], m["kernel_ms"],
-                         m["cpu_sum_ms"], regs, occ, [r["total_ms"] for r in runs])
+                         m["cpu_sum_ms"], m["copy_ms"], regs, occ, [r["total_ms"] for r in runs])
