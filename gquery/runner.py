@@ -3,6 +3,7 @@ The CLI, the benchmark and the ladder all go through here."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -33,6 +34,7 @@ class Outcome:
     query: Query
     source: str
     rows: int | None = None
+    load_ms: float | None = None  # parquet/.tbl → encoded numpy columns
     duckdb: DuckDBResult | None = None
     gpu_reason: str | None = None  # why the GPU did not run, when it did not
     device: dict | None = None
@@ -48,6 +50,7 @@ class Outcome:
         d = self.duckdb
         return {
             "query": self.query.sql(), "z": self.query.z, "source": self.source, "rows": self.rows,
+            "load_ms": self.load_ms,
             "duckdb": None if d is None else {
                 "result": _str(d.value), "median_ms": d.median_ms, "times_ms": d.times_ms,
                 "threads": d.threads, "version": d.version},
@@ -124,7 +127,10 @@ def run_query(source: LineitemSource, query: Query, *, backend: str = "auto", mo
         from gquery.gpu.bandwidth import measure
 
         echo(f"GPU: loading columns from {source}")
+        t0 = time.perf_counter()
         columns = load_lineitem(source)
+        outcome.load_ms = (time.perf_counter() - t0) * 1e3
+        echo(f"GPU: loaded {columns.rows:,} rows ({columns.nbytes / 1e9:.2f} GB of columns) in {outcome.load_ms / 1e3:.2f} s")
         outcome.rows = columns.rows
         outcome.limits = measure(engine.memory)
         outcome.kernel = engine.resources()
