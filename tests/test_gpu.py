@@ -8,7 +8,7 @@ from gquery import tpch
 from gquery.columns import LineitemColumns, load_lineitem
 from gquery.ladder import STEPS
 from gquery.plan import MODES
-from gquery.query import Query, exact_sum_int64, numpy_select_sum, to_decimal
+from gquery.query import Query, numpy_select_sum, to_decimal
 from gquery.reference import DuckDBReference
 
 pytestmark = pytest.mark.gpu

@@ -1,10 +1,7 @@
-import os
-import signal
 import stat
 import subprocess
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 

@@ -72,9 +72,3 @@ def require() -> DeviceInfo:
         raise GpuUnavailable(f"no usable GPU: {reason}")
     return info
 
-
-def free_bytes() -> int:
-    import pycuda.driver as cuda
-
-    require()
-    return cuda.mem_get_info()[0]
