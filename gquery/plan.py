@@ -26,6 +26,12 @@ DEFAULT_STREAMS = 3
 DEFAULT_STAGING_BUFFERS = 3
 CHUNK_ALIGN_ROWS = 1024  # chunks start 16-byte aligned in every column
 DEVICE_HEADROOM = 0.9  # of free memory a plan may take
+MAX_HOST_THREADS = 16  # host copies stop scaling near here (measured on a 16-core GPU host)
+
+
+def host_threads() -> int:
+    """Threads for host copies into pinned memory: staging, pinning, the bandwidth test."""
+    return min(MAX_HOST_THREADS, os.cpu_count() or 1)
 
 
 def blocks_for(rows: int, rows_per_block: int, cap: int | None = None) -> int:
@@ -125,7 +131,7 @@ def make_plan(mode: str, rows: int, bytes_per_row: int, sm_count: int, free_byte
     if budget is not None:  # a bounded set of device buffers, whatever the table's size
         chunk = min(chunk, budget // (streams * bytes_per_row) // CHUNK_ALIGN_ROWS * CHUNK_ALIGN_ROWS)
     chunk = max(CHUNK_ALIGN_ROWS, min(chunk, math.ceil(rows / CHUNK_ALIGN_ROWS) * CHUNK_ALIGN_ROWS))
-    threads = staging_threads or min(16, os.cpu_count() or 1)
+    threads = staging_threads or host_threads()
     return Plan(mode, rows, bytes_per_row, chunk, streams,
                 DEFAULT_STAGING_BUFFERS if mode == "pageable" else 0,
                 threads if mode == "pageable" else 0, sm_count)

@@ -4,13 +4,13 @@ copies (counted as bytes read plus bytes written)."""
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 
 import numpy as np
 
 from gquery.gpu.memory import GpuMemory
+from gquery.plan import host_threads
 
 DEFAULT_BYTES = 256 << 20
 
@@ -56,7 +56,7 @@ def measure(memory: GpuMemory, nbytes: int = DEFAULT_BYTES, repeat: int = 5, sta
         "d2h_pageable_gbps": rate(nbytes, _median_ms(cuda, lambda: cuda.memcpy_dtoh(pageable, dev_a), repeat)),
         "d2d_gbps": rate(2 * nbytes, _median_ms(cuda, lambda: cuda.memcpy_dtod(dev_b, dev_a, nbytes), repeat)),
     }
-    threads = staging_threads or min(16, os.cpu_count() or 1)
+    threads = staging_threads or host_threads()
     copier = memory.copier(threads)
     limits["host_staging_gbps"] = rate(nbytes, _host_ms(lambda: copier.copy([(pinned, pageable)]), repeat))
     limits["host_staging_threads"] = threads

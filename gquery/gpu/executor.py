@@ -13,7 +13,8 @@ from gquery.errors import GqueryError
 from gquery.gpu import kernels
 from gquery.gpu.device import require
 from gquery.gpu.memory import DeviceColumns, GpuMemory
-from gquery.plan import BLOCK_THREADS, BLOCKS_PER_SM, ROWS_PER_VECTOR, VECTORS_PER_THREAD, Plan, make_plan
+from gquery.plan import (BLOCK_THREADS, BLOCKS_PER_SM, ROWS_PER_VECTOR, VECTORS_PER_THREAD, Plan, host_threads,
+                         make_plan)
 from gquery.profile import Interval, Profile
 from gquery.query import Query, to_decimal
 
@@ -100,7 +101,7 @@ class Engine:
         if plan.mode == "resident":
             source = self.memory.resident(columns)[0]
         elif plan.mode == "pinned":
-            source = self.memory.pinned_columns(columns, self.memory.copier(plan.staging_threads or 16))
+            source = self.memory.pinned_columns(columns, self.memory.copier(host_threads()))
         else:
             source = columns
         self._cuda.Context.synchronize()

@@ -12,7 +12,7 @@ from gquery.columns import LineitemColumns
 from gquery.gpu import kernels
 from gquery.gpu.executor import Engine, Timeline, exact_total
 from gquery.ladder import STEPS, LadderRow, Step
-from gquery.plan import BLOCK_THREADS, BLOCKS_PER_SM, blocks_for, make_plan
+from gquery.plan import BLOCK_THREADS, BLOCKS_PER_SM, blocks_for, host_threads, make_plan
 from gquery.profile import busy_ms
 from gquery.query import Query, exact_sum_int64
 
@@ -81,7 +81,7 @@ class LadderRunner:
         cuda, memory = self._cuda, self.memory
         plan = self.plan(step, columns.rows)
         pinned = step.host == "pinned"
-        host = memory.pinned_columns(columns, memory.copier(16)) if pinned else columns
+        host = memory.pinned_columns(columns, memory.copier(host_threads())) if pinned else columns
         ring = memory.chunk_ring(step.streams, plan.chunk_rows)
         streams = self.engine.streams(step.streams)
         func, second = self.function(step), (self.second_kernel() if step.output == "gpu_total" else None)
