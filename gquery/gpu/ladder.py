@@ -11,6 +11,7 @@ import numpy as np
 from gquery.columns import LineitemColumns
 from gquery.gpu import kernels
 from gquery.gpu.executor import Engine, Timeline, exact_total
+from gquery.gpu.memory import ROW_BYTES
 from gquery.ladder import STEPS, LadderRow, Step
 from gquery.plan import BLOCK_THREADS, BLOCKS_PER_SM, blocks_for, host_threads, make_plan
 from gquery.profile import busy_ms
@@ -32,6 +33,7 @@ class LadderRunner:
         self.engine = engine
         self.memory = engine.memory
         self._cuda = engine._cuda
+        self._largest: dict[int, tuple[LineitemColumns, int]] = {}
 
     def function(self, step: Step):
         if step.kernel == "select_sum":
@@ -53,17 +55,23 @@ class LadderRunner:
         return blocks_for(rows, BLOCK_THREADS * step.rows_per_thread)
 
     def plan(self, step: Step, rows: int):
-        return make_plan("pinned", rows, 20, self.engine.device.sm_count, streams=step.streams,
+        return make_plan("pinned", rows, ROW_BYTES, self.engine.device.sm_count, streams=step.streams,
                          chunk_rows=math.ceil(rows / step.streams) if step.streams > 1 else max(rows, 1))
 
     def outputs(self, step: Step, rows: int) -> int:
         return {"rows": rows, "partials": self.grid(step, rows), "gpu_total": 1, "exact": 0}[step.output]
 
-    def exactness_problem(self, step: Step, columns: LineitemColumns, chunk_rows: int) -> str | None:
-        """Why int64 partials could overflow on these columns, or None when they cannot."""
-        if step.output == "exact" or columns.rows == 0:
-            return None
-        largest = int(np.abs(columns.quantity).max()) * int(np.abs(columns.extendedprice).max())
+    def largest_product(self, columns: LineitemColumns) -> int:
+        """Largest |q x p| any row can give, once per table (kept with the table, so its id holds)."""
+        key = id(columns)
+        if key not in self._largest:
+            largest = 0 if columns.rows == 0 else \
+                int(np.abs(columns.quantity).max()) * int(np.abs(columns.extendedprice).max())
+            self._largest[key] = (columns, largest)
+        return self._largest[key][1]
+
+    def partial_bound(self, step: Step, columns: LineitemColumns, chunk_rows: int) -> tuple[int, int]:
+        """(rows one int64 output value sums, the largest magnitude such a value can reach)."""
         if step.output == "rows":
             per_partial = 1
         elif step.output == "gpu_total":
@@ -72,7 +80,15 @@ class LadderRunner:
             per_partial = BLOCK_THREADS * step.rows_per_thread
         else:  # a grid-stride block covers at most this many rows
             per_partial = math.ceil(chunk_rows / (self.grid(step, chunk_rows) * BLOCK_THREADS)) * BLOCK_THREADS
-        if per_partial * largest >= INT64_LIMIT:
+        return per_partial, per_partial * self.largest_product(columns)
+
+    def exactness_problem(self, step: Step, columns: LineitemColumns, chunk_rows: int) -> str | None:
+        """Why int64 partials could overflow on these columns, or None when they cannot."""
+        if step.output == "exact" or columns.rows == 0:
+            return None
+        per_partial, bound = self.partial_bound(step, columns, chunk_rows)
+        if bound >= INT64_LIMIT:
+            largest = self.largest_product(columns)
             return f"an int64 partial of {per_partial:,} rows could overflow (largest product {largest:,})"
         return None
 
@@ -91,6 +107,7 @@ class LadderRunner:
         partials_d = memory.scratch_device("ladder-partials", self.grid(step, plan.chunk_rows) * 8)
         out_h = memory.scratch_host("ladder-out", int(offsets[-1]), np.int64, pinned)
         acc_d, acc_h = memory.accumulator()
+        bound = None if step.output == "exact" else self.partial_bound(step, columns, plan.chunk_rows)[1]
 
         tl = Timeline(cuda, streams[0])
         memory.zero_async(int(acc_d), acc_h.nbytes, streams[0])
@@ -129,7 +146,7 @@ class LadderRunner:
         done = tl.event(streams[0])
         done.synchronize()
         t0 = time.perf_counter()
-        total = exact_total(acc_h)[0] if step.output == "exact" else exact_sum_int64(out_h)
+        total = exact_total(acc_h)[0] if step.output == "exact" else exact_sum_int64(out_h, bound)
         cpu_ms = (time.perf_counter() - t0) * 1e3 if step.output in ("rows", "partials") else 0.0
         intervals = tl.intervals()
         pick = lambda stage: [iv for iv in intervals if iv.stage == stage]

@@ -16,6 +16,7 @@ import numpy as np
 from gquery.columns import LineitemColumns
 
 COLUMN_DTYPES = (np.int32, np.int64, np.int64)  # suppkey, quantity, extendedprice: see columns
+ROW_BYTES = sum(np.dtype(d).itemsize for d in COLUMN_DTYPES)
 COPY_PIECE_BYTES = 8 << 20  # smaller shares cost more in hand-off than they gain (measured: 1 MiB halves the rate)
 
 
