@@ -1,0 +1,355 @@
+"""Column encodings: host encode (vectorized NumPy), CPU decode, physical and logical bytes.
+
+    plain    the value array as loaded: int32 keys, int64 hundredths
+    packed   frame of reference + bit-packing per frame of FRAME_ROWS rows, the width chosen per
+             frame (0 for a constant frame, up to 64), after dividing out a factor every value
+             shares (TPC-H quantities are whole units: hundredths / 100)
+    sliced   a key's top TOP_BITS bits (one byte a row) apart from its low bits, both relative to
+             the column's minimum: `key < Z` is decided by the top byte for every row whose byte
+             differs from Z's, and only the rest read their low bits (BitWeaving / ByteSlice)
+
+Exactness by construction: offsets from a reference are taken in uint64 modular arithmetic, so a
+frame spanning the whole int64 range still decodes (reference + offset, wrapping) to its values.
+The GPU decodes the same layouts inside the scan kernel (gpu/cuda/tile.cuh); tests check both
+against these decoders.
+
+Packed layout: frame f holds FRAME_ROWS slots (the last frame is padded with its first value) as
+a little-endian bit stream of `width` bits a slot in uint32 words: slot i at bit i * width, so a
+frame is exactly 32 * width words and every frame starts 16-byte aligned. `meta[f]` is two int64
+words: the reference, and (word offset << 8) | width. The word array ends with PAD_WORDS spare
+words so that a decoder may always read the two words after a value's first.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+FRAME_ROWS = 1024  # a multiple of 32 (whole words a frame) and of the 4-row vectors kernels load
+TOP_BITS = 8  # the sliced key's top slice: one byte a row
+PAD_WORDS = 4  # spare words after the last frame: a 3-word read past a value stays in bounds
+ENCODINGS = ("plain", "packed", "sliced")
+INT64_MIN = -(2**63)
+NO_ROWS = -1  # sliced z_top that no top byte is below or equal to (selects nothing)
+
+
+def bit_width(x: np.ndarray) -> np.ndarray:
+    """Bits needed for each uint64 value (0 for 0), exactly: a binary search on shifts."""
+    rest = np.array(x, dtype=np.uint64, copy=True, ndmin=1)
+    w = np.zeros(rest.shape, dtype=np.int64)
+    for shift in (32, 16, 8, 4, 2, 1):
+        big = rest >= (np.uint64(1) << np.uint64(shift))
+        w += big * shift
+        rest = np.where(big, rest >> np.uint64(shift), rest)
+    return w + (rest > 0)
+
+
+def parallel_ranges(n: int, work, min_items: int = 1024) -> None:
+    """work(first, end) over [0, n) split among host threads: NumPy drops the GIL in its loops."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gquery.plan import host_threads
+
+    pieces = max(1, min(host_threads(), n // min_items))
+    bounds = [n * k // pieces for k in range(pieces + 1)]
+    if pieces == 1:
+        work(0, n)
+        return
+    with ThreadPoolExecutor(pieces) as pool:
+        for _ in pool.map(lambda k: work(bounds[k], bounds[k + 1]), range(pieces)):
+            pass
+
+
+def common_factor(values: np.ndarray) -> int:
+    """The largest factor every value shares (1 when none, or when INT64_MIN rules out abs)."""
+    if values.size == 0:
+        return 1
+    v = values.astype(np.int64, copy=False)
+    if int(v.min()) == INT64_MIN:
+        return 1
+    g = int(np.gcd.reduce(np.abs(v)))
+    return g if g > 1 else 1
+
+
+# --- plain -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Plain:
+    values: np.ndarray  # int32 keys or int64 hundredths, as the loader gives them
+
+    name = "plain"
+
+    @property
+    def rows(self) -> int:
+        return len(self.values)
+
+    def decode(self) -> np.ndarray:
+        return self.values
+
+    def buffers(self) -> dict[str, np.ndarray]:
+        return {"values": self.values}
+
+    @property
+    def nbytes(self) -> int:
+        return self.values.nbytes
+
+    def describe(self) -> str:
+        return f"plain {self.values.dtype}"
+
+
+# --- packed ----------------------------------------------------------------------------------
+def _pack_frames(offsets: np.ndarray, width: int) -> np.ndarray:
+    """(frames, FRAME_ROWS) uint64 offsets of `width` bits → (frames, 32 * width) uint32 words.
+    Slot i sits at bit i * width; with 32 slots a unit of `width` words, the word and shift of
+    each of a unit's 32 slots are constants, so packing is 32 vectorized steps."""
+    frames = offsets.shape[0]
+    if width == 0:
+        return np.zeros((frames, 0), dtype=np.uint32)
+    units = offsets.reshape(frames * FRAME_ROWS // 32, 32)
+    out = np.zeros((units.shape[0], width), dtype=np.uint64)
+    for j in range(32):
+        bit = j * width
+        u = units[:, j]
+        for word in range(bit >> 5, ((bit + width - 1) >> 5) + 1):
+            lo = word * 32 - bit  # where this word starts, relative to the value's first bit
+            piece = (u >> np.uint64(lo)) if lo >= 0 else (u << np.uint64(-lo))
+            out[:, word] |= piece & np.uint64(0xFFFFFFFF)
+    return out.astype(np.uint32).reshape(frames, 32 * width)
+
+
+def _unpack_frames(words: np.ndarray, width: int, frames: int) -> np.ndarray:
+    """The inverse of _pack_frames: (frames, 32 * width) words → (frames, FRAME_ROWS) uint64."""
+    if width == 0:
+        return np.zeros((frames, FRAME_ROWS), dtype=np.uint64)
+    units = words.reshape(frames * FRAME_ROWS // 32, width).astype(np.uint64)
+    out = np.zeros((units.shape[0], 32), dtype=np.uint64)
+    mask = np.uint64((1 << width) - 1) if width < 64 else np.uint64(2**64 - 1)
+    for j in range(32):
+        bit = j * width
+        acc = np.zeros(units.shape[0], dtype=np.uint64)
+        for word in range(bit >> 5, ((bit + width - 1) >> 5) + 1):
+            lo = word * 32 - bit
+            if lo >= 64:
+                continue
+            acc |= (units[:, word] << np.uint64(lo)) if lo >= 0 else (units[:, word] >> np.uint64(-lo))
+        out[:, j] = acc & mask
+    return out.reshape(frames, FRAME_ROWS)
+
+
+@dataclass(frozen=True)
+class Packed:
+    rows: int
+    dtype: np.dtype  # the logical values' type (int32 keys, int64 hundredths)
+    factor: int  # every value is factor x (reference + offset)
+    meta: np.ndarray  # (frames, 2) int64: reference, (word offset << 8) | width
+    words: np.ndarray  # uint32, every frame's words then PAD_WORDS spare
+
+    name = "packed"
+
+    @property
+    def frames(self) -> int:
+        return len(self.meta)
+
+    @property
+    def widths(self) -> np.ndarray:
+        return (self.meta[:, 1] & 0xFF).astype(np.int64)
+
+    @property
+    def word_offsets(self) -> np.ndarray:
+        return self.meta[:, 1] >> 8
+
+    @property
+    def max_width(self) -> int:
+        return int(self.widths.max()) if self.frames else 0
+
+    def buffers(self) -> dict[str, np.ndarray]:
+        return {"meta": self.meta, "words": self.words}
+
+    @property
+    def nbytes(self) -> int:
+        return self.meta.nbytes + self.words.nbytes
+
+    def describe(self) -> str:
+        w = self.widths
+        mean = float(w.mean()) if len(w) else 0.0
+        factor = f", common factor {self.factor}" if self.factor != 1 else ""
+        return (f"packed: {self.frames:,} frames of {FRAME_ROWS}, widths {int(w.min()) if len(w) else 0}"
+                f"–{self.max_width} bits (mean {mean:.1f}){factor}")
+
+    def frame_words(self, first_frame: int, end_frame: int) -> tuple[int, int]:
+        """[start, stop) of the words of frames first_frame .. end_frame - 1."""
+        if first_frame >= end_frame:
+            return 0, 0
+        offs = self.word_offsets
+        last = end_frame - 1
+        return int(offs[first_frame]), int(offs[last] + 32 * (self.meta[last, 1] & 0xFF))
+
+    def decode(self) -> np.ndarray:
+        out = np.empty(self.frames * FRAME_ROWS, dtype=np.int64)
+        frames_out = out.reshape(self.frames, FRAME_ROWS)
+        widths = self.widths
+        refs = self.meta[:, 0].view(np.uint64)
+        for width in np.unique(widths):
+            idx = np.flatnonzero(widths == width)
+            starts = self.word_offsets[idx]
+            words = self.words[(starts[:, None] + np.arange(32 * int(width))).reshape(-1)] \
+                if width else np.zeros(0, np.uint32)
+            offsets = _unpack_frames(words, int(width), len(idx))
+            frames_out[idx] = (offsets + refs[idx][:, None]).view(np.int64)  # wraps, as encoded
+        values = out[:self.rows]
+        if self.factor != 1:
+            values = values * np.int64(self.factor)
+        return values.astype(self.dtype, copy=False)
+
+    def value_at(self, row: int) -> int:
+        """One value by random access, as the kernels read it (tests compare the two)."""
+        f, slot = divmod(row, FRAME_ROWS)
+        ref, packed = int(self.meta[f, 0]), int(self.meta[f, 1])
+        width, offset = packed & 0xFF, packed >> 8
+        bit = offset * 32 + slot * width
+        first = bit >> 5
+        window = sum(int(self.words[first + k]) << (32 * k) for k in range(3))
+        u = (window >> (bit & 31)) & ((1 << width) - 1)
+        v = (ref + u + 2**63) % 2**64 - 2**63
+        return v * self.factor
+
+
+def pack(values: np.ndarray, factor: int | None = None) -> Packed:
+    """Frame of reference + bit-packing per frame, after dividing out the common factor."""
+    values = np.ascontiguousarray(values)
+    dtype = values.dtype
+    rows = len(values)
+    factor = common_factor(values) if factor is None else factor
+    v = values.astype(np.int64)
+    if factor != 1:
+        v = v // np.int64(factor)
+    frames = math.ceil(rows / FRAME_ROWS)
+    padded = np.empty(frames * FRAME_ROWS, dtype=np.int64)
+    padded[:rows] = v
+    if frames * FRAME_ROWS > rows:
+        padded[rows:] = v[(frames - 1) * FRAME_ROWS]  # the last frame's own value: no wider
+    f = padded.reshape(frames, FRAME_ROWS)
+    refs = f.min(axis=1)
+    offsets = f.view(np.uint64) - refs.view(np.uint64)[:, None]  # uint64: wraps exactly
+    widths = bit_width(offsets.max(axis=1)) if frames else np.zeros(0, np.int64)
+    word_offsets = np.concatenate([[0], np.cumsum(32 * widths)]).astype(np.int64)
+    words = np.zeros(int(word_offsets[-1]) + PAD_WORDS, dtype=np.uint32)
+
+    def pack_range(first: int, end: int) -> None:
+        for width in np.unique(widths[first:end]):
+            idx = first + np.flatnonzero(widths[first:end] == width)
+            if not width:
+                continue
+            packed = _pack_frames(offsets[idx], int(width)).reshape(-1)
+            a, b = int(word_offsets[idx[0]]), int(word_offsets[idx[-1] + 1])
+            if b - a == packed.size:  # the frames of this width are contiguous: one slice
+                words[a:b] = packed
+            else:
+                words[(word_offsets[idx][:, None] + np.arange(32 * int(width))).reshape(-1)] = packed
+
+    parallel_ranges(frames, pack_range)
+    meta = np.empty((frames, 2), dtype=np.int64)
+    meta[:, 0] = refs
+    meta[:, 1] = (word_offsets[:-1] << 8) | widths
+    return Packed(rows, dtype, factor, meta, words)
+
+
+# --- sliced -----------------------------------------------------------------------------------
+LOW_DTYPES = ((0, None), (8, np.uint8), (16, np.uint16), (32, np.uint32), (64, np.uint64))
+
+
+@dataclass(frozen=True)
+class Sliced:
+    rows: int
+    dtype: np.dtype
+    reference: int  # the column's minimum: every key is reference + offset
+    low_bits: int  # offset = top << low_bits | low
+    top: np.ndarray  # uint8 a row, padded to whole frames
+    low: np.ndarray | None  # the low bits in the narrowest unsigned type; None when low_bits == 0
+    histogram: np.ndarray  # rows per top byte value (256 int64): the planner's statistics
+
+    name = "sliced"
+
+    @property
+    def top_bits(self) -> int:
+        return int(self.top_bits_of(self.histogram))
+
+    @staticmethod
+    def top_bits_of(histogram: np.ndarray) -> int:
+        used = np.flatnonzero(histogram)
+        return int(used.max()).bit_length() if len(used) else 0
+
+    def buffers(self) -> dict[str, np.ndarray]:
+        out = {"top": self.top}
+        if self.low is not None:
+            out["low"] = self.low
+        return out
+
+    @property
+    def low_itemsize(self) -> int:
+        return 0 if self.low is None else self.low.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.top.nbytes + (0 if self.low is None else self.low.nbytes)
+
+    def describe(self) -> str:
+        return (f"sliced: top {TOP_BITS} bits a row (uint8), low {self.low_bits} bits "
+                f"({self.low_itemsize} B a row, read only where the top byte ties Z's), reference {self.reference:,}")
+
+    def decode(self) -> np.ndarray:
+        u = self.top[:self.rows].astype(np.uint64) << np.uint64(self.low_bits)
+        if self.low is not None:
+            u |= self.low[:self.rows].astype(np.uint64)
+        return (u + np.uint64(self.reference % 2**64)).view(np.int64).astype(self.dtype)
+
+    def thresholds(self, z: int) -> tuple[int, int]:
+        """(z_top, z_low) such that key < z ⇔ top < z_top, or top == z_top and low < z_low."""
+        zu = z - self.reference
+        if zu <= 0:
+            return NO_ROWS, 0
+        if zu >> self.low_bits >= 1 << TOP_BITS:
+            return 1 << TOP_BITS, 0  # every top byte is below: all rows pass
+        return zu >> self.low_bits, zu & ((1 << self.low_bits) - 1)
+
+    def estimate(self, z: int) -> tuple[int, int]:
+        """(rows decided to pass by the top byte, rows left undecided) for key < z: exact counts
+        from the histogram, no data read."""
+        z_top, _ = self.thresholds(z)
+        if z_top == NO_ROWS:
+            return 0, 0
+        if z_top >= 1 << TOP_BITS:
+            return self.rows, 0
+        return int(self.histogram[:z_top].sum()), int(self.histogram[z_top])
+
+
+def slice_key(values: np.ndarray) -> Sliced:
+    values = np.ascontiguousarray(values)
+    rows = len(values)
+    v = values.astype(np.int64)
+    reference = int(v.min()) if rows else 0
+    u = v.view(np.uint64) - np.uint64(reference % 2**64)
+    span = int(u.max()) if rows else 0
+    width = span.bit_length()
+    low_bits = max(0, width - TOP_BITS)
+    frames = max(1, math.ceil(rows / FRAME_ROWS))
+    top = np.zeros(frames * FRAME_ROWS, dtype=np.uint8)
+    top[:rows] = (u >> np.uint64(low_bits)).astype(np.uint8)
+    low = None
+    if low_bits:
+        dtype = next(d for bits, d in LOW_DTYPES if bits >= low_bits)
+        low = (u & np.uint64((1 << low_bits) - 1)).astype(dtype)
+    histogram = np.bincount(top[:rows], minlength=1 << TOP_BITS).astype(np.int64)
+    return Sliced(rows, values.dtype, reference, low_bits, top, low, histogram)
+
+
+def encode_column(values: np.ndarray, encoding: str, factor: int | None = None):
+    """`factor`: for packed, the common factor to divide out (None: the largest one shared)."""
+    if encoding == "plain":
+        return Plain(values)
+    if encoding == "packed":
+        return pack(values, factor)
+    if encoding == "sliced":
+        return slice_key(values)
+    raise ValueError(f"unknown encoding {encoding!r}")
