@@ -1,21 +1,29 @@
 """The execution plan: plain data that says how a query runs, printable before it runs.
 
-    resident   columns copied to the GPU once and cached; a query is one kernel
-    pinned     host columns page-locked; chunks copied and reduced on several streams
-    pageable   host columns as loaded; host threads stage chunks into a ring of pinned buffers
-               while the previous chunk's copy runs
-Launch geometry is computed here and nowhere else.
+    resident    columns copied to the GPU once and cached; a query is one kernel
+    pinned      host columns page-locked and mapped; chunks copied and reduced on several streams,
+                and buffers read sparsely straight from host memory (zero-copy)
+    registered  the table's own host arrays page-locked in place (no second copy), then as pinned
+    pageable    host columns as loaded; host threads stage chunks into a ring of pinned buffers
+                while the previous chunk's copy runs
+Two layers: `Plan` is the geometry (chunks, streams, launches: computed here and nowhere else);
+`QueryPlan` is the query, the table's encodings, where each buffer lives, the kernel variant, its
+steps and the reasons for each choice. `plan_query` is the planner.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
+import numpy as np
+
+from gquery.encodings import FRAME_ROWS
 from gquery.errors import GqueryError, UsageError
 
-MODES = ("resident", "pinned", "pageable")
+MODES = ("resident", "pinned", "registered", "pageable")
+MAPPED_MODES = ("pinned", "registered")  # host memory the kernel can read in place
 BLOCK_THREADS = 256
 VECTORS_PER_THREAD = 4  # 16-byte key loads each thread keeps in flight per loop step
 ROWS_PER_VECTOR = 4  # one int4 of keys
@@ -24,7 +32,7 @@ MIN_CHUNK_ROWS, MAX_CHUNK_ROWS = 1 << 20, 1 << 23  # 20 to 160 MB of columns
 CHUNKS_PER_TABLE = 8  # enough for copies to hide kernels; 8M-row chunks copy at the full pinned rate (H200)
 DEFAULT_STREAMS = 3
 DEFAULT_STAGING_BUFFERS = 3
-CHUNK_ALIGN_ROWS = 1024  # chunks start 16-byte aligned in every column
+CHUNK_ALIGN_ROWS = FRAME_ROWS  # chunks start on a frame, 16-byte aligned in every buffer
 DEVICE_HEADROOM = 0.9  # of free memory a plan may take
 MAX_HOST_THREADS = 16  # host copies stop scaling near here (measured on a 16-core GPU host)
 
@@ -99,7 +107,7 @@ class Plan:
             f"  launch      {self.launch(self.chunk_rows)} per chunk, {self.vectors_per_thread} x 4 rows a thread a step",
             f"  GPU memory  {mb(self.device_bytes)} for columns",
         ]
-        if self.mode == "pageable":
+        if self.staging_buffers:
             lines.append(f"  staging     {self.staging_buffers} pinned buffers, {self.staging_threads} host threads")
         return "\n".join(lines)
 
@@ -135,3 +143,185 @@ def make_plan(mode: str, rows: int, bytes_per_row: int, sm_count: int, free_byte
     return Plan(mode, rows, bytes_per_row, chunk, streams,
                 DEFAULT_STAGING_BUFFERS if mode == "pageable" else 0,
                 threads if mode == "pageable" else 0, sm_count)
+
+
+# --- the query plan ------------------------------------------------------------------------------
+PLACEMENTS = ("resident", "stream", "zero_copy")
+ZERO_COPY_READ_BYTES = 64  # link time a scattered zero-copy read costs, in bulk-copy bytes (a 32 B
+# sector and its request; measured: 0.5% of SF10's rows read so took ~1.5x their bulk bytes' time)
+ZERO_COPY_SECTOR = 32  # the smallest read a GPU load makes of host memory: the profile's unit
+FACTOR_READS_PER_ROW = 4  # a selected row's factors: frame metadata and words, of two columns
+ENCODING_CHOICES = ("auto", "plain", "packed", "sliced")
+
+
+@dataclass(frozen=True)
+class Buffer:
+    column: str
+    name: str  # values (plain), words and meta (packed), top and low (sliced)
+    placement: str  # resident | stream | zero_copy
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """The scan's compile-time variant: one load primitive per column, 64- or 128-bit products."""
+
+    key: str  # plain | packed | sliced
+    factors: str  # plain | packed
+    low_bytes: int  # sliced: bytes a low-bits value takes (0: the top byte holds the whole key)
+    wide: bool
+
+    def defines(self) -> dict[str, int]:
+        code = {"plain": 0, "packed": 1, "sliced": 2}
+        return {"KEY_ENCODING": code[self.key], "FACTOR_ENCODING": code[self.factors],
+                "LOW_BYTES": self.low_bytes, "WIDE_PRODUCT": int(self.wide)}
+
+    def __str__(self) -> str:
+        low = f", low bits {self.low_bytes} B" if self.key == "sliced" else ""
+        return f"key {self.key}{low}, factors {self.factors}, {'128' if self.wide else '64'}-bit products"
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    z: int
+    encoding: str
+    geometry: Plan
+    kernel: Kernel
+    buffers: tuple[Buffer, ...]
+    selected_estimate: tuple[int, int]  # (rows at least, rows at most) the predicate selects
+    undecided_estimate: int  # sliced: rows whose top byte ties Z's
+    reasons: tuple[str, ...]
+
+    @property
+    def mode(self) -> str:
+        return self.geometry.mode
+
+    @property
+    def rows(self) -> int:
+        return self.geometry.rows
+
+    def placement(self, column: str, name: str) -> str:
+        return next(b.placement for b in self.buffers if b.column == column and b.name == name)
+
+    def bytes_by_placement(self, placement: str) -> int:
+        return sum(b.nbytes for b in self.buffers if b.placement == placement)
+
+    def steps(self) -> list[tuple[str, str]]:
+        streamed = [f"{b.column}.{b.name}" for b in self.buffers if b.placement == "stream"]
+        zero_copy = [f"{b.column}.{b.name}" for b in self.buffers if b.placement == "zero_copy"]
+        resident = [f"{b.column}.{b.name}" for b in self.buffers if b.placement == "resident"]
+        g = self.geometry
+        out = []
+        if streamed:
+            how = f"staged by {g.staging_threads} host threads into {g.staging_buffers} pinned buffers, then " \
+                if g.staging_buffers else ""
+            out.append(("transfer", f"{how}copied in {g.n_chunks} chunk(s) of {g.chunk_rows:,} rows on one copy "
+                                    f"stream: {', '.join(streamed)} ({self.bytes_by_placement('stream') / 1e6:,.1f} MB)"))
+        if resident:
+            out.append(("resident", f"on the GPU before the query: {', '.join(resident)}"))
+        out.append(("decode-and-scan", f"scan kernel ({self.kernel}) on {g.streams} compute stream(s), "
+                                       f"{g.launch(g.chunk_rows)} a chunk"))
+        if zero_copy:
+            out.append(("gather", f"read in place from mapped host memory, only where needed: {', '.join(zero_copy)}"))
+        out.append(("combine", "exact 128-bit block sums, atomically added on the GPU; one copy back"))
+        return out
+
+    def to_dict(self) -> dict:
+        return {"z": self.z, "encoding": self.encoding, "mode": self.mode, "kernel": str(self.kernel),
+                "buffers": [asdict(b) for b in self.buffers], "selected_estimate": list(self.selected_estimate),
+                "undecided_estimate": self.undecided_estimate, "reasons": list(self.reasons),
+                "steps": [list(s) for s in self.steps()], "geometry": self.geometry.to_dict()}
+
+    def describe(self) -> str:
+        lo, hi = self.selected_estimate
+        lines = [f"plan: {self.mode}, {self.encoding} encoding, Z = {self.z}",
+                 f"  rows        {self.rows:,}; the predicate selects {lo:,} to {hi:,} (from statistics)"]
+        lines += [f"  {i + 1}. {name:<16} {text}" for i, (name, text) in enumerate(self.steps())]
+        lines += [f"  why: {r}" for r in self.reasons]
+        return "\n".join(lines)
+
+
+def _estimate(encoded: dict, key: str, z: int, rows: int) -> tuple[tuple[int, int], int, str]:
+    """(rows selected at least, at most), undecided rows, and where the estimate came from."""
+    k = encoded[key]
+    if k.name == "sliced":
+        decided, undecided = k.estimate(z)
+        return (decided, decided + undecided), undecided, "the sliced key's histogram of top bytes"
+    if k.name == "packed" and k.frames:
+        refs = k.meta[:, 0].astype(np.float64)
+        spans = np.ldexp(1.0, k.widths) - 1
+        frame_rows = np.full(k.frames, FRAME_ROWS)
+        frame_rows[-1] = rows - FRAME_ROWS * (k.frames - 1)
+        all_pass = int(frame_rows[refs + spans < z].sum())
+        some = int(frame_rows[refs < z].sum())
+        return (all_pass, some), 0, "each frame's reference and width"
+    return (0, rows), 0, "no statistics for plain keys: every row may pass"
+
+
+def plan_query(table, z: int, mode: str, sm_count: int, free_bytes: int | None = None, encoding: str = "auto",
+               chunk_rows: int | None = None, streams: int | None = None,
+               staging_threads: int | None = None) -> QueryPlan:
+    """Choose the encoding, where each buffer lives, and the scan's variant for one query."""
+    from gquery.table import ENCODING_SETS, KEY
+
+    if mode not in MODES:
+        raise UsageError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if encoding not in ENCODING_CHOICES:
+        raise UsageError(f"encoding must be one of {', '.join(ENCODING_CHOICES)}, got {encoding!r}")
+    reasons = []
+    if encoding == "auto":
+        encoding = "sliced"
+        reasons.append("sliced: the key's top byte decides nearly every row, so the key ships 1 byte a row "
+                       "and factors are read only for selected rows")
+    encoded = table.encoded(encoding)
+    rows = table.rows
+    selected, undecided, source = _estimate(encoded, KEY, z, rows)
+    reasons.append(f"selectivity {selected[0]:,}–{selected[1]:,} of {rows:,} rows, from {source}")
+    buffers = []
+    for column, enc in encoded.items():
+        for name, array in enc.buffers().items():
+            buffers.append([column, name, array.nbytes])
+    factor_bulk = sum(n for c, _, n in buffers if c != KEY)
+    low_bulk = sum(n for c, name, n in buffers if name == "low")
+    placed = []
+    for column, name, nbytes in buffers:
+        if mode == "resident":
+            where = "resident"
+        elif mode not in MAPPED_MODES:
+            where = "stream"
+        elif name == "low":
+            cost = undecided * ZERO_COPY_READ_BYTES
+            where = "zero_copy" if cost < low_bulk else "stream"
+        elif column != KEY and ENCODING_SETS[encoding][column] == "packed":
+            cost = selected[1] * FACTOR_READS_PER_ROW * ZERO_COPY_READ_BYTES
+            where = "zero_copy" if cost < factor_bulk else "stream"
+        else:
+            where = "stream"
+        placed.append(Buffer(column, name, where, nbytes))
+    if mode in MAPPED_MODES:
+        if any(b.name == "low" for b in placed):
+            where = placed[[b.name for b in placed].index("low")].placement
+            reasons.append(f"low key bits {'read in place (zero-copy)' if where == 'zero_copy' else 'shipped'}: "
+                           f"{undecided:,} undecided rows x {ZERO_COPY_READ_BYTES} B against {low_bulk / 1e6:,.1f} MB in bulk")
+        factor_place = {b.placement for b in placed if b.column != KEY}
+        if "zero_copy" in factor_place:
+            reasons.append(f"factors read in place for selected rows: at most {selected[1]:,} rows x "
+                           f"{FACTOR_READS_PER_ROW} reads x {ZERO_COPY_READ_BYTES} B < {factor_bulk / 1e6:,.1f} MB in bulk")
+        elif encoding != "plain":
+            reasons.append(f"factors shipped in bulk: up to {selected[1]:,} selected rows would cost more read in "
+                           f"place than {factor_bulk / 1e6:,.1f} MB copied")
+    elif mode == "pageable":
+        reasons.append("pageable memory cannot be read in place: every buffer is staged and copied")
+    wide = table.wide_products()
+    if wide:
+        reasons.append("128-bit products: the largest |quantity| x |price| reaches 2^63")
+    low_bytes = encoded[KEY].low_itemsize if encoded[KEY].name == "sliced" else 0
+    kernel = Kernel(encoded[KEY].name, ENCODING_SETS[encoding]["l_quantity"], low_bytes, wide)
+    streamed = sum(b.nbytes for b in placed if b.placement == "stream")
+    total = sum(b.nbytes for b in placed)
+    per_row = math.ceil((total if mode == "resident" else max(streamed, 1)) / max(rows, 1))
+    geometry = make_plan(mode if mode != "registered" else "pinned", rows, max(per_row, 1), sm_count, free_bytes,
+                         chunk_rows, streams, staging_threads)
+    if mode == "registered":
+        geometry = replace(geometry, mode="registered")
+    return QueryPlan(z, encoding, geometry, kernel, tuple(placed), selected, undecided, tuple(reasons))

@@ -57,6 +57,20 @@ class Profile:
     intervals: list[Interval] = field(default_factory=list)
     setup_ms: float = 0.0  # once per table: upload (resident) or page-locking (pinned)
     kernel_bytes: int | None = None  # what the kernel read: keys, and factors only where a key passed
+    encoding: str = "plain"
+    zero_copy_bytes: int = 0  # read in place from mapped host memory: the kernel's read counts x 32 B sectors
+    physical_bytes: int | None = None  # the encoded buffers the plan used (column_bytes is the logical size)
+    counters: dict = field(default_factory=dict)  # the kernel's: selected rows, factor vectors, low reads
+    host_path: str = ""  # how host memory reached the GPU: pinned copy, registered in place, staged
+
+    @property
+    def pcie_bytes(self) -> int:
+        """Bytes that crossed PCIe for this query: bulk copies and zero-copy reads."""
+        return self.h2d_bytes + self.zero_copy_bytes
+
+    @property
+    def pcie_bytes_per_row(self) -> float:
+        return self.pcie_bytes / self.rows if self.rows else 0.0
 
     def stage(self, name: str) -> list[Interval]:
         return [i for i in self.intervals if i.stage == name]
@@ -72,6 +86,8 @@ class Profile:
     @property
     def h2d_gbps(self) -> float | None:
         ms = self.stage_ms("h2d")
+        if not self.h2d_bytes:
+            return None
         return self.h2d_bytes / ms / 1e6 if ms > 0 else None
 
     @property
@@ -94,6 +110,9 @@ class Profile:
         s = {
             "mode": self.mode, "rows": self.rows, "column_bytes": self.column_bytes,
             "h2d_bytes": self.h2d_bytes, "kernel_bytes": self.kernel_bytes, "total_ms": self.total_ms,
+            "encoding": self.encoding, "physical_bytes": self.physical_bytes, "zero_copy_bytes": self.zero_copy_bytes,
+            "pcie_bytes": self.pcie_bytes, "pcie_bytes_per_row": self.pcie_bytes_per_row, "counters": self.counters,
+            "host_path": self.host_path,
             "setup_ms": self.setup_ms,
             **{f"{name}_ms": self.stage_ms(name) for name in STAGES},
             "effective_gbps": self.effective_gbps, "h2d_gbps": self.h2d_gbps,
@@ -111,7 +130,9 @@ class Profile:
     def from_dict(cls, d: dict) -> "Profile":
         """A recorded profile (to_dict's output) back as an object, e.g. to plot it again."""
         return cls(d["mode"], d["rows"], d["column_bytes"], d["h2d_bytes"], d["total_ms"],
-                   [Interval(**i) for i in d.get("intervals", [])], d.get("setup_ms", 0.0), d.get("kernel_bytes"))
+                   [Interval(**i) for i in d.get("intervals", [])], d.get("setup_ms", 0.0), d.get("kernel_bytes"),
+                   d.get("encoding", "plain"), d.get("zero_copy_bytes", 0), d.get("physical_bytes"),
+                   d.get("counters", {}), d.get("host_path", ""))
 
 
 def fractions(summary: dict, limits: dict) -> dict:

@@ -7,15 +7,16 @@ import subprocess
 import pytest
 
 from gquery.gpu import kernels
-from gquery.gpu.executor import SELECT_SUM
+from gquery.gpu.executor import SELECT_SUM, scan_builds
 from gquery.gpu.ladder import builds as ladder_builds
 
 NVCC = shutil.which("nvcc")
-BUILDS = sorted({SELECT_SUM} | ladder_builds(), key=str)
+BUILDS = sorted({SELECT_SUM} | scan_builds() | ladder_builds(), key=str)
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not on the PATH")
-@pytest.mark.parametrize("build", BUILDS, ids=lambda b: f"{b.source}{'+' + ' '.join(b.options) if b.options else ''}")
+@pytest.mark.parametrize("build", BUILDS, ids=lambda b: f"{b.source}{'+' + ' '.join(b.options) if b.options else ''}"
+                                                        f"{'+' + ','.join(f'{k}={v}' for k, v in b.defines if k.endswith(('ENCODING', 'BYTES', 'PRODUCT'))) if b.source == 'scan.cu' else ''}")
 def test_compiles_without_spills(build, tmp_path):
     cmd = [NVCC, "-cubin", "-arch=sm_90", "-Xptxas", "-v", f"-I{kernels.CUDA_DIR}", *build.nvcc_options(),
            "-o", str(tmp_path / "k.cubin"), str(kernels.CUDA_DIR / build.source)]

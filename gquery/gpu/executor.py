@@ -1,4 +1,5 @@
-"""Runs a plan on the GPU: streams, copies, the fused kernel, and CUDA events around every stage."""
+"""Runs a query plan on the GPU: one pipeline of chunk copies (staged or not), the scan kernel on
+compute streams, zero-copy reads where the plan placed them, and CUDA events around every stage."""
 
 from __future__ import annotations
 
@@ -8,19 +9,36 @@ from decimal import Decimal
 
 import numpy as np
 
-from gquery.columns import LineitemColumns
+from gquery.encodings import FRAME_ROWS, PAD_WORDS
 from gquery.errors import GqueryError
 from gquery.gpu import kernels
 from gquery.gpu.device import require
-from gquery.gpu.memory import DeviceColumns, GpuMemory
-from gquery.plan import (BLOCK_THREADS, BLOCKS_PER_SM, ROWS_PER_VECTOR, VECTORS_PER_THREAD, Plan, host_threads,
-                         make_plan)
+from gquery.gpu.memory import ACC_WORDS, GpuMemory
+from gquery.plan import (BLOCK_THREADS, BLOCKS_PER_SM, ENCODING_CHOICES, MODES, ROWS_PER_VECTOR, VECTORS_PER_THREAD,
+                         ZERO_COPY_SECTOR, Kernel, QueryPlan, host_threads, plan_query)
 from gquery.profile import Interval, Profile
 from gquery.query import Query, to_decimal
+from gquery.table import KEY, PRICE, QUANTITY, Table
 
 SELECT_SUM = kernels.build("select_sum.cu", BLOCK_THREADS=BLOCK_THREADS, VECTORS_PER_THREAD=VECTORS_PER_THREAD,
-                           MIN_BLOCKS_PER_SM=BLOCKS_PER_SM)
-FACTOR_BYTES_PER_VECTOR = 2 * ROWS_PER_VECTOR * 8  # both int64 factors of a 4-row vector
+                           MIN_BLOCKS_PER_SM=BLOCKS_PER_SM)  # the ladder's fused_engine step
+SCAN_BLOCKS_PER_SM = 4  # 4 x 256 threads: room for the decoders' registers (<= 64), no spills
+SELECTED, FACTOR_VECTORS, LOW_READS = 4, 5, 6  # counter words of the accumulator (scan.cu)
+
+
+def scan_build(kernel: Kernel) -> kernels.Build:
+    return kernels.build("scan.cu", BLOCK_THREADS=BLOCK_THREADS, VECTORS_PER_THREAD=VECTORS_PER_THREAD,
+                         MIN_BLOCKS_PER_SM=SCAN_BLOCKS_PER_SM, FRAME_ROWS=FRAME_ROWS, **kernel.defines())
+
+
+def scan_builds() -> set:
+    """Every scan variant a plan can ask for (the CPU test compiles each with nvcc)."""
+    out = set()
+    for key, factors in (("plain", "plain"), ("packed", "packed"), ("sliced", "packed")):
+        for low in ((0, 1, 2, 4, 8) if key == "sliced" else (0,)):
+            for wide in (False, True):
+                out.add(scan_build(Kernel(key, factors, low, wide)))
+    return out
 
 
 @dataclass
@@ -31,13 +49,22 @@ class GpuResult:
     plan: Plan
 
 
+def signed_128(lo, hi) -> int:
+    total = (int(hi) << 64) | int(lo)
+    return total - (1 << 128) if total >= 1 << 127 else total
+
+
 def exact_total(words: np.ndarray) -> tuple[int, int]:
-    """(signed 128-bit sum, selected rows) from the accumulator's first three uint64 words."""
-    lo, hi, count = (int(w) for w in words[:3])
-    total = (hi << 64) | lo
-    if total >= 1 << 127:
-        total -= 1 << 128
-    return total, count
+    """(signed 128-bit sum, selected rows) from select_sum's accumulator words."""
+    return signed_128(words[0], words[1]), int(words[2])
+
+
+def scan_total(words: np.ndarray, wide: bool) -> int:
+    """The scan's exact sum: wide scans sum the products' low words (unsigned) and high words apart."""
+    if not wide:
+        return signed_128(words[0], words[1])
+    low_words = (int(words[1]) << 64) | int(words[0])  # < rows x 2^64: never negative
+    return low_words + (signed_128(words[2], words[3]) << 64)
 
 
 class Timeline:
@@ -69,7 +96,8 @@ class Timeline:
 
 
 class Engine:
-    """The GPU engine on the current device; memory is reused across queries."""
+    """The GPU engine on the current device. Scratch memory is reused across queries; what belongs
+    to a table (device copies, pinned copies, registrations) lives in table.cache."""
 
     def __init__(self):
         import pycuda.driver as cuda
@@ -77,115 +105,273 @@ class Engine:
         self.device = require()
         self._cuda = cuda
         self.memory = GpuMemory()
-        self.kernel = kernels.function(SELECT_SUM, "select_sum")
+        self.kernel = kernels.function(SELECT_SUM, "select_sum")  # the ladder's fused_engine step
         self.kernel.prepare("PPPqqP")
+        self._scans: dict[Kernel, object] = {}
         self._streams: list = []
 
-    def resources(self) -> dict:
-        return kernels.resources(self.kernel) | {"occupancy": kernels.occupancy(self.kernel, BLOCK_THREADS)}
+    def scan(self, kernel: Kernel):
+        if kernel not in self._scans:
+            f = kernels.function(scan_build(kernel), "scan")
+            f.prepare("PPqPPqqPPqqqqqqP")
+            self._scans[kernel] = f
+        return self._scans[kernel]
 
-    def plan(self, columns: LineitemColumns, mode: str, **options) -> Plan:
+    def resources(self, kernel: Kernel | None = None) -> dict:
+        f = self.kernel if kernel is None else self.scan(kernel)
+        return kernels.resources(f) | {"occupancy": kernels.occupancy(f, BLOCK_THREADS)}
+
+    def plan(self, table: Table, query: Query, mode: str, encoding: str = "auto", **options) -> QueryPlan:
         free = self._cuda.mem_get_info()[0]
-        if mode == "resident" and self.memory.is_resident(columns):
-            free += columns.nbytes  # cached columns need no new room
-        return make_plan(mode, columns.rows, columns.bytes_per_row, self.device.sm_count, free, **options)
+        if mode == "resident":
+            free += sum(v[1] for k, v in table.cache.items() if k[0] == "device")  # held: no new room
+        return plan_query(table, query.z, mode, self.device.sm_count, free, encoding, **options)
 
     def streams(self, n: int) -> list:
         while len(self._streams) < n:
             self._streams.append(self._cuda.Stream())
         return self._streams[:n]
 
-    def prepare(self, columns: LineitemColumns, plan: Plan) -> tuple[LineitemColumns | DeviceColumns, float]:
-        """Once per table and mode, untimed by queries: upload (resident) or page-lock (pinned)."""
-        t0 = time.perf_counter()
-        if plan.mode == "resident":
-            source = self.memory.resident(columns)[0]
-        elif plan.mode == "pinned":
-            source = self.memory.pinned_columns(columns, self.memory.copier(host_threads()))
-        else:
-            source = columns
-        self._cuda.Context.synchronize()
-        return source, (time.perf_counter() - t0) * 1e3
+    # --- where each buffer is ------------------------------------------------------------------
+    def _host_buffer(self, table: Table, key: tuple, array: np.ndarray, mode: str) -> np.ndarray:
+        """The host array a plan reads: pinned mode a mapped copy (unless the table is mapped
+        already), registered mode the table's own array locked in place, pageable as it is."""
+        if mode == "pageable" or (mode == "pinned" and table.pinned) or mode == "resident":
+            return array
+        if mode == "pinned":
+            k = ("pinned", *key)
+            if k not in table.cache:
+                copy = self.memory.mapped_empty(array.size, array.dtype)
+                self.memory.copier(host_threads()).copy([(copy, array.reshape(-1))])
+                table.cache[k] = copy
+            return table.cache[k]
+        owner = self.memory.owner(array)
+        k = ("registered", owner.ctypes.data)
+        if k not in table.cache and owner.nbytes:
+            if owner.base is not None:
+                raise GqueryError("cannot register this table's memory in place (it is not a NumPy allocation); "
+                                  "use --mode pinned")
+            table.cache[k] = (self.memory.register(owner), owner)
+        return array.reshape(-1)
 
-    def run(self, columns: LineitemColumns, query: Query, plan: Plan) -> GpuResult:
-        if plan.rows != columns.rows:
-            raise GqueryError(f"plan is for {plan.rows:,} rows, the table has {columns.rows:,}")
-        source, setup_ms = self.prepare(columns, plan)
+    def _resident(self, table: Table, key: tuple, array: np.ndarray):
+        k = ("device", *key)
+        if k not in table.cache:
+            table.cache[k] = (self.memory.upload(array), array.nbytes)
+        return table.cache[k][0]
+
+    def prepare(self, table: Table, qplan: QueryPlan) -> tuple[dict, float]:
+        """Once per table, mode and encoding, untimed by queries: upload (resident), page-lock a copy
+        (pinned) or register in place (registered). Returns {(column, buffer): host or device}."""
+        t0 = time.perf_counter()
+        encoded = table.encoded(qplan.encoding)
+        out = {}
+        for b in qplan.buffers:
+            array = encoded[b.column].buffers()[b.name].reshape(-1)
+            key = (b.column, qplan.encoding, b.name)
+            out[(b.column, b.name)] = (self._resident(table, key, array) if b.placement == "resident"
+                                       else self._host_buffer(table, key, array, qplan.mode))
+        self._cuda.Context.synchronize()
+        return out, (time.perf_counter() - t0) * 1e3
+
+    # --- one query -------------------------------------------------------------------------------
+    def run(self, table: Table, query: Query, qplan: QueryPlan) -> GpuResult:
+        if qplan.rows != table.rows:
+            raise GqueryError(f"plan is for {qplan.rows:,} rows, the table has {table.rows:,}")
+        if qplan.z != query.z:
+            raise GqueryError(f"plan is for Z = {qplan.z}, the query has Z = {query.z}")
+        sources, setup_ms = self.prepare(table, qplan)
+        encoded = table.encoded(qplan.encoding)
+        g = qplan.geometry
+        chunks = list(g.chunks())
+        ranges = {(b.column, b.name): [_chunk_range(encoded[b.column], b.name, a, e) for _, a, e in chunks]
+                  for b in qplan.buffers}
+        streamed = [b for b in qplan.buffers if b.placement == "stream"]
         acc_d, acc_h = self.memory.accumulator()
-        if plan.mode == "resident":  # one stream: no cross-stream waits in a 0.1 ms query
+        scan = self.scan(qplan.kernel)
+        params = _z_params(encoded[KEY], query.z_int64)
+        if streamed:
+            copy, *compute = self.streams(g.streams + 1)
+        else:  # nothing to copy: one stream, no cross-stream waits
             copy = self.streams(1)[0]
-            tl = Timeline(self._cuda, copy)
-            self.memory.zero_async(int(acc_d), acc_h.nbytes, copy)
-            self._launch(tl, copy, "stream 0", 0, source.pointers(), plan.rows, query, plan, int(acc_d))
-            h2d_bytes = 0
-        else:
-            copy, *compute = self.streams(plan.streams + 1)
-            tl = Timeline(self._cuda, copy)
-            self.memory.zero_async(int(acc_d), acc_h.nbytes, copy)
-            self._stream_chunks(tl, copy, compute, source, query, plan, int(acc_d))
-            h2d_bytes = plan.bytes
+            compute = [copy]
+        tl = Timeline(self._cuda, copy)
+        self.memory.zero_async(int(acc_d), acc_h.nbytes, copy)
+        if params is not None:
+            self._pipeline(tl, copy, compute, qplan, encoded, sources, ranges, streamed, scan, params, int(acc_d))
         d2h_begin = tl.event(copy)
         self.memory.dtoh_async(acc_h, int(acc_d), copy)
         done = tl.event(copy)
-        tl.gpu("d2h", "stream 0" if plan.mode == "resident" else "copy", 0, d2h_begin, done)
+        tl.gpu("d2h", "copy" if streamed else "stream 0", 0, d2h_begin, done)
         done.synchronize()
-        total, selected = exact_total(acc_h)
-        kernel_bytes = plan.rows * 4 + int(acc_h[3]) * FACTOR_BYTES_PER_VECTOR
-        profile = Profile(plan.mode, plan.rows, plan.bytes, h2d_bytes, done.time_since(tl.start),
-                          tl.intervals(), setup_ms, kernel_bytes)
-        return GpuResult(to_decimal(total, selected), selected, profile, plan)
+        total = scan_total(acc_h, qplan.kernel.wide)
+        selected = int(acc_h[SELECTED])
+        counters = {"selected_rows": selected, "factor_vectors": int(acc_h[FACTOR_VECTORS]),
+                    "low_reads": int(acc_h[LOW_READS])}
+        h2d_bytes = sum((r[1] - r[0]) * encoded[b.column].buffers()[b.name].itemsize
+                        for b in streamed for r in ranges[(b.column, b.name)])
+        zero_copy_reads = _zero_copy_reads(qplan, counters)
+        profile = Profile(qplan.mode, table.rows, table.logical_bytes(), h2d_bytes, done.time_since(tl.start),
+                          tl.intervals(), setup_ms, _kernel_bytes(qplan, encoded, counters),
+                          encoding=qplan.encoding, zero_copy_bytes=zero_copy_reads * ZERO_COPY_SECTOR,
+                          physical_bytes=sum(b.nbytes for b in qplan.buffers), counters=counters,
+                          host_path=_host_path(qplan))
+        return GpuResult(to_decimal(total, selected), selected, profile, qplan)
 
-    def _launch(self, tl: Timeline, stream, lane: str, chunk: int, pointers, rows: int, query: Query,
-                plan: Plan, acc: int) -> object:
-        """The kernel on `stream`, timed; returns the event after it."""
-        begin = tl.event(stream)
-        launch = plan.launch(rows)
-        self.kernel.prepared_async_call((launch.grid, 1, 1), (launch.block, 1, 1), stream,
-                                        *pointers, rows, query.z_int64, acc)
-        end = tl.event(stream)
-        tl.gpu("kernel", lane, chunk, begin, end)
-        return end
-
-    def _stream_chunks(self, tl: Timeline, copy, compute: list, host: LineitemColumns, query: Query,
-                       plan: Plan, acc: int) -> None:
+    def _pipeline(self, tl: Timeline, copy, compute: list, qplan: QueryPlan, encoded: dict, sources: dict,
+                  ranges: dict, streamed: list, scan, params: tuple, acc: int) -> None:
         """All copies go in order on one copy stream, back to back, so their events time the copies
         themselves; chunk i's kernel runs on compute stream i % k once its copy is done, under the
         next chunks' copies (and, for pageable, the host's staging of them). Device buffer i % k is
         overwritten only after the kernel that last read it has finished."""
-        ring = self.memory.chunk_ring(plan.streams, plan.chunk_rows)
-        staging = self.memory.staging_ring(plan.staging_buffers, plan.chunk_rows) if plan.mode == "pageable" else None
-        copier = self.memory.copier(plan.staging_threads) if staging else None
-        staged_free: list = [None] * (len(staging) if staging else 0)  # copy out of each pinned buffer done
-        ring_free: list = [None] * len(ring)  # kernel reading each device buffer done
+        g = qplan.geometry
+        slots = g.streams if streamed else 1
+        ring = [{(b.column, b.name): self.memory.device_buffer(f"ring{s}:{b.column}.{b.name}",
+                                                               _capacity(ranges[(b.column, b.name)], sources[(b.column, b.name)]))
+                 for b in streamed} for s in range(slots)]
+        staging = None
+        if g.staging_buffers and streamed:
+            staging = [{(b.column, b.name): self.memory.scratch_host(
+                f"stage{s}:{b.column}.{b.name}", max(r[1] - r[0] for r in ranges[(b.column, b.name)]),
+                sources[(b.column, b.name)].dtype, pinned=True) for b in streamed} for s in range(g.staging_buffers)]
+        copier = self.memory.copier(g.staging_threads) if staging else None
+        staged_free: list = [None] * (len(staging) if staging else 0)
+        ring_free: list = [None] * slots
         kernels_done = []
-        for i, a, b in plan.chunks():
-            slot = i % len(ring)
-            parts = [col[a:b] for col in host.arrays()]
+        for i, a, b in g.chunks():
+            slot = i % slots
+            parts = {k: sources[k][ranges[k][i][0]:ranges[k][i][1]] for k in ring[slot]}
             if staging is not None:
-                k = i % len(staging)
-                if staged_free[k] is not None:
-                    staged_free[k].synchronize()
+                s = i % len(staging)
+                if staged_free[s] is not None:
+                    staged_free[s].synchronize()
                 t0 = time.perf_counter()
-                targets = [buf[:b - a] for buf in staging[k]]
-                copier.copy(zip(targets, parts))
+                targets = {k: staging[s][k][:len(v)] for k, v in parts.items()}
+                copier.copy((targets[k], parts[k]) for k in parts)
                 tl.host("staging", i, t0, time.perf_counter())
                 parts = targets
-            if ring_free[slot] is not None:
-                copy.wait_for_event(ring_free[slot])
-            begin = tl.event(copy)
-            for ptr, part in zip(ring[slot].pointers(), parts):
-                self.memory.htod_async(ptr, part, copy)
-            copied = tl.event(copy)
-            tl.gpu("h2d", "copy", i, begin, copied)
-            if staging is not None:
-                staged_free[k] = copied
+            if parts:
+                if ring_free[slot] is not None:
+                    copy.wait_for_event(ring_free[slot])
+                begin = tl.event(copy)
+                for k, part in parts.items():
+                    self.memory.htod_async(int(ring[slot][k]), part, copy)
+                copied = tl.event(copy)
+                tl.gpu("h2d", "copy", i, begin, copied)
+                if staging is not None:
+                    staged_free[i % len(staging)] = copied
             stream = compute[slot % len(compute)]
-            stream.wait_for_event(copied)
-            ring_free[slot] = self._launch(tl, stream, f"stream {slot % len(compute)}", i,
-                                           ring[slot].pointers(), b - a, query, plan, acc)
-            kernels_done.append(ring_free[slot])
+            if parts:
+                stream.wait_for_event(copied)
+            args = self._scan_args(qplan, encoded, sources, ranges, ring[slot], i, a)
+            begin = tl.event(stream)
+            launch = g.launch(b - a)
+            scan.prepared_async_call((launch.grid, 1, 1), (launch.block, 1, 1), stream,
+                                     *args, b - a, *params, acc)
+            end = tl.event(stream)
+            tl.gpu("kernel", f"stream {slot % len(compute)}", i, begin, end)
+            ring_free[slot] = end
+            kernels_done.append(end)
         for done in kernels_done[-len(compute):]:
             copy.wait_for_event(done)  # the result is read only after every kernel
 
+    def _locate(self, qplan, encoded, sources, ranges, ring, column: str, name: str, i: int) -> tuple[int, int]:
+        """(pointer the kernel reads buffer `name` of this chunk at, word base for packed words)."""
+        key = (column, name)
+        start = ranges[key][i][0]
+        placement = qplan.placement(column, name)
+        if placement == "stream":
+            return int(ring[key]), start if name == "words" else 0
+        source = sources[key]
+        if placement == "resident":
+            base = int(source)
+        else:
+            base = self.memory.mapped_pointer(source)
+        if name == "words":
+            return base, 0
+        return base + start * encoded[column].buffers()[name].itemsize, 0
+
+    def _scan_args(self, qplan, encoded, sources, ranges, ring, i: int, first_row: int) -> list:
+        loc = lambda column, name: self._locate(qplan, encoded, sources, ranges, ring, column, name, i)
+        key = encoded[KEY]
+        if key.name == "plain":
+            key_args = [loc(KEY, "values")[0], 0, 0]
+        elif key.name == "packed":
+            words, base = loc(KEY, "words")
+            key_args = [words, loc(KEY, "meta")[0], base]
+        else:
+            key_args = [loc(KEY, "top")[0], loc(KEY, "low")[0] if key.low is not None else 0, 0]
+        factor_args = []
+        for column in (QUANTITY, PRICE):
+            enc = encoded[column]
+            if enc.name == "plain":
+                factor_args += [loc(column, "values")[0], 0, 0, 1]
+            else:
+                words, base = loc(column, "words")
+                factor_args += [words, loc(column, "meta")[0], base, enc.factor]
+        return key_args + factor_args
+
     def close(self) -> None:
         self.memory.release()
+
+
+def _chunk_range(enc, name: str, a: int, b: int) -> tuple[int, int]:
+    """[start, stop) elements of buffer `name` (flattened) that rows a..b need."""
+    if name in ("values", "top", "low"):
+        return a, b
+    f0, f1 = a // FRAME_ROWS, -(-b // FRAME_ROWS)
+    if name == "meta":
+        return 2 * f0, 2 * f1
+    w0, w1 = enc.frame_words(f0, f1)
+    return w0, w1
+
+
+def _capacity(chunk_ranges: list, source: np.ndarray) -> int:
+    """Bytes of a ring buffer: the largest chunk's share, plus room for the decoders' reads past it."""
+    return max(r[1] - r[0] for r in chunk_ranges) * source.itemsize + 4 * PAD_WORDS + 64
+
+
+def _z_params(key, z: int) -> tuple[int, int, int] | None:
+    """(z, z_top, z_low) for the scan; None when no row can pass (no kernel need run)."""
+    if key.name == "sliced":
+        z_top, z_low = key.thresholds(z)
+        return None if z_top < 0 else (z, z_top, z_low)
+    return z, 0, 0
+
+
+def _zero_copy_reads(qplan: QueryPlan, counters: dict) -> int:
+    """Reads of mapped host memory, from the kernel's counters: a low-bits read per undecided row;
+    per selected row's factors, the frame metadata and the words of each column."""
+    reads = 0
+    if any(b.name == "low" and b.placement == "zero_copy" for b in qplan.buffers):
+        reads += counters["low_reads"]
+    for column in (QUANTITY, PRICE):
+        zero = {b.name for b in qplan.buffers if b.column == column and b.placement == "zero_copy"}
+        reads += counters["selected_rows"] * len(zero)
+    return reads
+
+
+def _kernel_bytes(qplan: QueryPlan, encoded: dict, counters: dict) -> int:
+    """Device-memory bytes the kernel read: the key's streamed or resident buffers whole, the
+    factor bytes of the 4-row vectors it loaded factors for."""
+    total = 0
+    for b in qplan.buffers:
+        if b.placement == "zero_copy":
+            continue
+        if b.column == KEY and b.name != "low":
+            total += b.nbytes
+        elif b.name == "low":
+            total += counters["low_reads"] * encoded[KEY].low_itemsize
+        elif b.name in ("values", "words"):
+            per_row = b.nbytes / max(qplan.rows, 1)
+            total += int(counters["factor_vectors"] * ROWS_PER_VECTOR * per_row)
+    return total
+
+
+def _host_path(qplan: QueryPlan) -> str:
+    return {"resident": "resident on the GPU", "pinned": "pinned copy (mapped)",
+            "registered": "registered in place (no copy)",
+            "pageable": "staged through pinned buffers"}[qplan.mode]
+
+
+__all__ = ["Engine", "GpuResult", "Timeline", "exact_total", "scan_total", "MODES", "ENCODING_CHOICES"]

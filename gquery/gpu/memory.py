@@ -3,6 +3,11 @@
 Device columns of resident tables (the column cache), the per-stream chunk buffers of streamed
 plans, pinned copies of host columns, the pinned staging ring and the result accumulator are
 allocated here, reused across queries, and released by release() or at exit.
+
+Encoded tables (gquery.table) keep their own device copies, mapped pinned copies and in-place
+registrations in `table.cache`, allocated here: they live as long as the table, or until
+release_table(table), so a benchmark over several scale factors holds one table at a time.
+Mapped host memory is recorded with its device address, so a kernel can read any view of it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from gquery.columns import LineitemColumns
 
 COLUMN_DTYPES = (np.int32, np.int64, np.int64)  # suppkey, quantity, extendedprice: see columns
 ROW_BYTES = sum(np.dtype(d).itemsize for d in COLUMN_DTYPES)
+ACC_WORDS = 8  # the result accumulator: sums and counters (see scan.cu and select_sum.cu)
+DEVICE_PAD_BYTES = 64  # past a resident buffer's end: a 4-row vector or a 3-word read stays inside
 COPY_PIECE_BYTES = 8 << 20  # smaller shares cost more in hand-off than they gain (measured: 1 MiB halves the rate)
 
 
@@ -47,6 +54,42 @@ class HostCopier:
         self._pool.shutdown(wait=True)
 
 
+class Registration:
+    """cuMemHostRegister on an array's memory, mapped into the device's address space."""
+
+    DEVICEMAP = 0x02  # CU_MEMHOSTREGISTER_DEVICEMAP
+
+    def __init__(self, a: np.ndarray):
+        import ctypes
+
+        self._lib = _libcuda()
+        self._ptr = ctypes.c_void_p(a.ctypes.data)
+        self._array = a  # keeps the memory alive while registered
+        _check(self._lib.cuMemHostRegister_v2(self._ptr, ctypes.c_size_t(a.nbytes), self.DEVICEMAP), "cuMemHostRegister")
+        dev = ctypes.c_uint64(0)
+        _check(self._lib.cuMemHostGetDevicePointer_v2(ctypes.byref(dev), self._ptr, 0), "cuMemHostGetDevicePointer")
+        self.device_pointer = dev.value
+        self._registered = True
+
+    def unregister(self) -> None:
+        if self._registered:
+            self._registered = False
+            _check(self._lib.cuMemHostUnregister(self._ptr), "cuMemHostUnregister")
+
+
+def _libcuda():
+    import ctypes
+
+    return ctypes.CDLL("libcuda.so.1")
+
+
+def _check(code: int, what: str) -> None:
+    if code != 0:
+        from gquery.errors import GqueryError
+
+        raise GqueryError(f"{what} failed with CUDA error {code}")
+
+
 @dataclass
 class DeviceColumns:
     """The three columns in device memory, room for `capacity` rows."""
@@ -70,6 +113,7 @@ class GpuMemory:
         self._accumulator = None
         self._scratch: dict[str, object] = {}
         self._copiers: dict[int, HostCopier] = {}
+        self._mapped: dict[int, tuple[int, int, int]] = {}  # host start → (end, device start, owner id)
 
     # --- allocation -------------------------------------------------------------------------
     def device_empty(self, nbytes: int):
@@ -77,6 +121,71 @@ class GpuMemory:
 
     def pinned_empty(self, n: int, dtype) -> np.ndarray:
         return self._cuda.pagelocked_empty(int(n), dtype)
+
+    def mapped_empty(self, n: int, dtype) -> np.ndarray:
+        """Page-locked host memory that kernels can also read in place (zero-copy)."""
+        a = self._cuda.pagelocked_empty(int(max(n, 1)), dtype, mem_flags=self._cuda.host_alloc_flags.DEVICEMAP)
+        self._record_mapped(a, a.base.get_device_pointer())
+        return a[:n]
+
+    @staticmethod
+    def owner(a: np.ndarray) -> np.ndarray:
+        """The array that owns a view's memory: what registration page-locks."""
+        while isinstance(a.base, np.ndarray):
+            a = a.base
+        return a
+
+    def register(self, a: np.ndarray) -> "Registration":
+        """Page-lock the memory an array owns where it lies (cuMemHostRegister), mapped for
+        zero-copy; the handle unregisters it. No copy: the user's own array is what the GPU then
+        copies from. Views of it are found through mapped_pointer. (Through the driver API
+        directly: PyCUDA's register_host_memory fails under NumPy 2 setting the array's base.)"""
+        if a.base is not None:
+            raise ValueError("register the array that owns its memory (GpuMemory.owner)")
+        handle = Registration(a)
+        self._record_mapped(a, handle.device_pointer)
+        return handle
+
+    def unregister(self, handle, a: np.ndarray) -> None:
+        self._mapped.pop(a.ctypes.data, None)
+        handle.unregister()
+
+    def _record_mapped(self, a: np.ndarray, device_ptr: int) -> None:
+        self._mapped[a.ctypes.data] = (a.ctypes.data + a.nbytes, int(device_ptr), id(a))
+
+    def mapped_pointer(self, view: np.ndarray) -> int:
+        """The device address of a view of mapped host memory (0 for an empty view: never read)."""
+        if view.nbytes == 0:
+            return 0
+        addr = view.ctypes.data
+        for start, (end, dev, _) in self._mapped.items():
+            if start <= addr < end or (addr == start == end):
+                return dev + (addr - start)
+        raise ValueError("this array is not mapped host memory")
+
+    def is_mapped(self, view: np.ndarray) -> bool:
+        addr = view.ctypes.data
+        return any(start <= addr < end for start, (end, _, _) in self._mapped.items())
+
+    def upload(self, a: np.ndarray):
+        """A device copy of a host buffer, padded so vector and 3-word reads stay in bounds."""
+        dev = self.device_empty(a.nbytes + DEVICE_PAD_BYTES)
+        if a.nbytes:
+            self._cuda.memcpy_htod(dev, np.ascontiguousarray(a))
+        return dev
+
+    def release_table(self, table) -> None:
+        """Free what a table holds here: device copies, pinned copies, registrations."""
+        for key, value in list(table.cache.items()):
+            kind = key[0]
+            if kind == "device":
+                value[0].free()
+            elif kind == "registered":
+                handle, arr = value
+                self.unregister(handle, arr)
+            elif kind == "pinned":
+                self._mapped.pop(value.ctypes.data, None)
+        table.cache.clear()
 
     def device_columns(self, rows: int) -> DeviceColumns:
         return DeviceColumns(tuple(self.device_empty(rows * np.dtype(d).itemsize) for d in COLUMN_DTYPES), rows)
@@ -132,10 +241,14 @@ class GpuMemory:
         return self._staging[key]
 
     def accumulator(self):
-        """(device words, pinned host words) for {sum low, sum high, selected rows, vectors read}."""
+        """(device words, pinned host words) of ACC_WORDS words: the kernels' sums and counters."""
         if self._accumulator is None:
-            self._accumulator = (self.device_empty(32), self.pinned_empty(4, np.uint64))
+            self._accumulator = (self.device_empty(8 * ACC_WORDS), self.pinned_empty(ACC_WORDS, np.uint64))
         return self._accumulator
+
+    def device_buffer(self, name: str, nbytes: int):
+        """A named device buffer of at least nbytes (chunk rings of encoded plans), kept and grown."""
+        return self.scratch_device(name, nbytes)
 
     def scratch_device(self, name: str, nbytes: int):
         """A named device buffer of at least nbytes, kept and grown across calls."""
@@ -183,4 +296,5 @@ class GpuMemory:
             c.close()
         self._resident.clear(), self._rings.clear(), self._pinned.clear(), self._staging.clear(), self._scratch.clear()
         self._copiers.clear()
+        self._mapped.clear()
         self._accumulator = None

@@ -73,3 +73,72 @@ __device__ __forceinline__ unsigned select_mask(int4 k, long long z) {
     return (unsigned)(k.x < z) | (unsigned)(k.y < z) << 1 | (unsigned)(k.z < z) << 2 |
            (unsigned)(k.w < z) << 3;
 }
+
+// ---- Decoding inside the scan (layouts: gquery/encodings.py) --------------------------------
+
+// `width` bits at bit offset `bit` of a little-endian uint32 stream; the stream is padded so the
+// third word is always readable. Offsets are taken from a reference in uint64, so they wrap.
+__device__ __forceinline__ u64 extract_bits(const unsigned* __restrict__ words, unsigned bit, unsigned width) {
+    const unsigned i = bit >> 5, shift = bit & 31;
+    u64 v = ((u64)__ldg(words + i) | ((u64)__ldg(words + i + 1) << 32)) >> shift;
+    if (shift + width > 64) v |= (u64)__ldg(words + i + 2) << (64 - shift);
+    return width >= 64 ? v : v & ((1ull << width) - 1);
+}
+
+// One frame's metadata: its reference and (word offset << 8) | width.
+struct Frame {
+    long long reference;
+    const unsigned* words;  // the frame's first word
+    unsigned width;
+};
+
+// `base`: the word offset the `words` pointer starts at (a streamed chunk holds a slice of words).
+__device__ __forceinline__ Frame load_frame(const long long* __restrict__ meta, const unsigned* words,
+                                            long long base, long long frame) {
+    const longlong2 m = __ldg(reinterpret_cast<const longlong2*>(meta) + frame);
+    return Frame{m.x, words + ((m.y >> 8) - base), (unsigned)(m.y & 0xFF)};
+}
+
+// Value of slot `slot` of a frame, times the column's common factor.
+__device__ __forceinline__ long long decode_slot(const Frame& f, unsigned slot, long long factor) {
+    return (long long)((u64)f.reference + extract_bits(f.words, slot * f.width, f.width)) * factor;
+}
+
+// Rows a vector of 4 holds when the launch ends inside it.
+__device__ __forceinline__ unsigned valid_rows(long long first_row, long long rows) {
+    const long long left = rows - first_row;
+    return left >= 4 ? 0xFu : (1u << left) - 1u;
+}
+
+// ---- Exact sums of several 128-bit values and counters over a block --------------------------
+template <int THREADS, int SUMS, int COUNTS>
+__device__ __forceinline__ void block_reduce(i128 (&sum)[SUMS], u64 (&count)[COUNTS]) {
+    constexpr int WARPS = THREADS / 32;
+    __shared__ u64 lanes[2 * SUMS + COUNTS][WARPS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int s = 0; s < SUMS; ++s) sum[s] = warp_sum(sum[s]);
+#pragma unroll
+    for (int c = 0; c < COUNTS; ++c) count[c] = warp_sum(count[c]);
+    if (lane == 0) {
+#pragma unroll
+        for (int s = 0; s < SUMS; ++s) lanes[2 * s][warp] = low_word(sum[s]), lanes[2 * s + 1][warp] = high_word(sum[s]);
+#pragma unroll
+        for (int c = 0; c < COUNTS; ++c) lanes[2 * SUMS + c][warp] = count[c];
+    }
+    __syncthreads();
+    if (warp == 0) {
+#pragma unroll
+        for (int s = 0; s < SUMS; ++s)
+            sum[s] = warp_sum(lane < WARPS ? from_words(lanes[2 * s][lane], lanes[2 * s + 1][lane]) : (i128)0);
+#pragma unroll
+        for (int c = 0; c < COUNTS; ++c) count[c] = warp_sum(lane < WARPS ? lanes[2 * SUMS + c][lane] : 0ull);
+    }
+}
+
+// A 128-bit atomic add from two 64-bit ones: the low word's wrap-around carries into the high word.
+__device__ __forceinline__ void atomic_add_128(u64* acc, i128 v) {
+    const u64 lo = low_word(v);
+    const u64 old = atomicAdd(acc, lo);
+    atomicAdd(acc + 1, high_word(v) + (old + lo < old ? 1ull : 0ull));
+}
