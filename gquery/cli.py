@@ -69,7 +69,8 @@ def generate(sf: float = typer.Option(..., "--sf", help="Scale factor, 0.01 to 1
 def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; generated if absent."),
         z: int = typer.Option(..., "--z", help="The predicate's bound: l_suppkey < Z (any integer)."),
         backend: str = typer.Option("auto", "--backend", help="auto (GPU when usable), gpu or duckdb."),
-        mode: str = typer.Option("all", "--mode", help="resident, pinned, pageable or all."),
+        mode: str = typer.Option("all", "--mode", help="resident, pinned, registered, pageable or all."),
+        encoding: str = typer.Option("auto", "--encoding", help="auto (the planner chooses), plain, packed, sliced or all."),
         repeat: int = typer.Option(5, "--repeat", help="Timed runs of each engine; medians are reported."),
         validate: bool = typer.Option(True, "--validate/--no-validate", help="Check the GPU's answer against DuckDB."),
         explain: bool = typer.Option(False, "--explain", help="Print each mode's plan with the results."),
@@ -80,16 +81,17 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         as_json: bool = JSON, data: Optional[Path] = DATA, data_dir: Optional[Path] = DATA_DIR):
     """Run the query on the GPU and DuckDB; print the result, the check and where the time went."""
     from gquery.query import Query
-    from gquery.runner import check_options, parse_modes, run_query
+    from gquery.runner import check_options, parse_encodings, parse_modes, run_query
 
     modes = parse_modes(mode)
+    encodings = parse_encodings(encoding)
     check_options(backend, repeat)
     if plot is not None and plot.suffix.lower() != ".png":
         raise UsageError(f"--plot writes a PNG: give a path ending in .png, got {plot}")
     source = _source(sf, data, data_dir)
     options = {k: v for k, v in (("chunk_rows", chunk_rows), ("streams", streams),
                                  ("staging_threads", staging_threads)) if v is not None}
-    outcome = run_query(source, Query(z), backend=backend, modes=modes, repeat=repeat,
+    outcome = run_query(source, Query(z), backend=backend, modes=modes, encodings=encodings, repeat=repeat,
                         validate=validate, echo=note, **options)
     if outcome.gpu_reason and backend != "gpu":
         note(f"GPU not used: {outcome.gpu_reason}")
@@ -130,25 +132,29 @@ def _print_outcome(o, explain: bool = False) -> None:
     if not o.runs:
         return
     t = Table(title="GPU runs (medians; ms)", title_justify="left")
-    for col in ("mode", "result", "check", "total", "staging", "H2D", "kernel", "D2H", "GB/s",
+    for col in ("mode", "encoding", "result", "check", "total", "staging", "H2D", "kernel", "D2H", "PCIe B/row",
                 "of pinned H2D", "kernel of D2D", "kernels hidden", "vs DuckDB"):
-        t.add_column(col, justify="left" if col in ("mode", "result", "check") else "right")
+        t.add_column(col, justify="left" if col in ("mode", "encoding", "result", "check") else "right")
     for r in o.runs:
         p = r.result.profile
         s = p.summary(o.limits)
         f = s.get("fraction_of_limits", {})
         check = {True: "[green]MATCH[/green]", False: "[red]MISMATCH[/red]", None: "not checked"}[r.match]
-        t.add_row(r.mode, _fmt(r.value), check, _ms(p.total_ms), _ms(s["staging_ms"] or None),
+        t.add_row(r.mode, r.encoding, _fmt(r.value), check, _ms(p.total_ms), _ms(s["staging_ms"] or None),
                   _ms(s["h2d_ms"] or None), _ms(s["kernel_ms"]), _ms(s["d2h_ms"]),
-                  f"{p.effective_gbps:,.1f}", _pct(f.get("end_to_end_of_pinned_h2d")),
+                  f"{p.pcie_bytes_per_row:,.2f}", _pct(f.get("end_to_end_of_pinned_h2d")),
                   _pct(f.get("kernel_of_d2d")), _pct(s["kernel_hidden"]),
                   f"{o.duckdb.median_ms / p.total_ms:.1f}x" if o.duckdb else "")
     out.print(t)
     if explain:
+        for line in o.table:
+            out.print(f"table    {line}", markup=False)
         for r in o.runs:
-            out.print(r.result.plan.describe())
-    out.print("[dim]GB/s: the three columns' bytes over total time. Setup once per table, not in total: "
-              + ", ".join(f"{r.mode} {r.result.profile.setup_ms:.0f} ms" for r in o.runs) + "[/dim]")
+            out.print(r.result.plan.describe(), markup=False)
+    out.print("[dim]PCIe B/row: bytes copied plus bytes read in place (kernel counters x 32 B sectors), per row; "
+              "of pinned H2D: logical bytes (20 a row) over total time, against the pinned copy rate. "
+              "Setup once per table, not in total: "
+              + ", ".join(f"{r.mode}/{r.encoding} {r.result.profile.setup_ms:.0f} ms" for r in o.runs) + "[/dim]")
 
 
 @app.command()
@@ -227,7 +233,10 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
         note(f"step {step.name}")
         rows.append(runner.measure(step, columns, query, expected, repeat))
     outcome = Outcome(query, str(source), columns.rows, duck, device=info.to_dict(), limits=limits)
-    outcome.runs = run_modes(engine, columns, query, MODES, repeat, duck.value)
+    from gquery.table import Table
+
+    outcome.runs = run_modes(engine, Table.from_columns(columns), query, MODES, repeat, duck.value,
+                             encodings=("plain",))
     engine.close()
     notes = L.findings(rows, duck.median_ms, statistics.median(numpy_times))
     meta = {"device": info.name, **reports.stamp(), "sf": sf, "z": z, "rows": columns.rows, "repeat": repeat,

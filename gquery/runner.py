@@ -1,5 +1,6 @@
 """One query end to end: find or generate the data, ask DuckDB, run the GPU modes, compare.
-The CLI, the benchmark and the ladder all go through here."""
+The CLI, the Python API (gquery.api), the benchmark and the ladder all go through here; every timed
+GPU run goes through measure(): one warm-up, then the median of `repeat`."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from gquery.columns import LineitemColumns, load_lineitem
 from gquery.errors import UsageError
-from gquery.plan import MODES
+from gquery.plan import ENCODING_CHOICES, MODES
 from gquery.query import Query
+from gquery.table import Table
 from gquery.reference import DuckDBReference, DuckDBResult
 from gquery.tpch import LineitemSource
 
@@ -23,6 +24,10 @@ class ModeRun:
     result: object  # GpuResult of the median run
     totals_ms: list[float]
     match: bool | None  # None: not validated
+
+    @property
+    def encoding(self) -> str:
+        return self.result.plan.encoding
 
     @property
     def value(self) -> Decimal | None:
@@ -41,6 +46,7 @@ class Outcome:
     limits: dict | None = None
     kernel: dict | None = None
     runs: list[ModeRun] = field(default_factory=list)
+    table: list[str] = field(default_factory=list)  # each encoding's columns, as the runs read them
 
     @property
     def all_match(self) -> bool:
@@ -55,18 +61,28 @@ class Outcome:
                 "result": _str(d.value), "median_ms": d.median_ms, "times_ms": d.times_ms,
                 "threads": d.threads, "version": d.version},
             "gpu": None if self.gpu_reason is None else {"unavailable": self.gpu_reason},
-            "device": self.device, "limits": self.limits, "kernel": self.kernel,
+            "device": self.device, "limits": self.limits, "kernel": self.kernel, "encodings": self.table,
             "runs": [{
-                "mode": r.mode, "result": _str(r.value), "selected_rows": r.result.selected_rows,
+                "mode": r.mode, "encoding": r.encoding, "result": _str(r.value),
+                "selected_rows": r.result.selected_rows,
                 "match": r.match, "plan": r.result.plan.to_dict(),
                 "profile": r.result.profile.to_dict(self.limits), "totals_ms": r.totals_ms,
                 "speedup_vs_duckdb": (d.median_ms / r.result.profile.total_ms) if d else None,
+                "pcie_bytes": r.result.profile.pcie_bytes, "pcie_bytes_per_row": r.result.profile.pcie_bytes_per_row,
             } for r in self.runs],
         }
 
 
 def _str(v: Decimal | None) -> str | None:
     return None if v is None else str(v)
+
+
+def parse_encodings(encoding: str) -> list[str]:
+    if encoding == "all":
+        return [e for e in ENCODING_CHOICES if e != "auto"]
+    if encoding not in ENCODING_CHOICES:
+        raise UsageError(f"encoding must be one of {', '.join(ENCODING_CHOICES)} or all, got {encoding!r}")
+    return [encoding]
 
 
 def parse_modes(mode: str) -> list[str]:
@@ -85,25 +101,28 @@ def check_options(backend: str, repeat: int) -> None:
         raise UsageError(f"repeat must be at least 1, got {repeat}")
 
 
-def run_modes(engine, columns: LineitemColumns, query: Query, modes, repeat: int,
-              expected: Decimal | None = None, validate: bool = True, **plan_options) -> list[ModeRun]:
-    """Each mode: one untimed warm-up, then `repeat` runs; the median run's profile is kept."""
-    runs = []
-    for mode in modes:
-        plan = engine.plan(columns, mode, **plan_options)
-        warm = engine.run(columns, query, plan)  # warm-up: setup, module load, first-touch
-        results = [engine.run(columns, query, plan) for _ in range(repeat)]
-        results.sort(key=lambda r: r.profile.total_ms)
-        median = results[len(results) // 2]
-        median.profile.setup_ms = warm.profile.setup_ms  # the one-time upload or page-locking
-        values = {r.value for r in results}
-        match = (values == {expected}) if validate else None
-        runs.append(ModeRun(mode, median, [r.profile.total_ms for r in results], match))
-    return runs
+def measure(engine, table: Table, query: Query, mode: str, encoding: str = "auto", repeat: int = 5,
+            expected: Decimal | None = None, validate: bool = True, **plan_options) -> ModeRun:
+    """One untimed warm-up (setup, module load, first touch), then `repeat` runs; the median run's
+    profile is kept, with the warm-up's one-time setup."""
+    plan = engine.plan(table, query, mode, encoding, **plan_options)
+    warm = engine.run(table, query, plan)
+    results = sorted((engine.run(table, query, plan) for _ in range(repeat)), key=lambda r: r.profile.total_ms)
+    median = results[len(results) // 2]
+    median.profile.setup_ms = warm.profile.setup_ms  # the one-time upload, page-locking or registration
+    values = {r.value for r in results} | {warm.value}
+    match = (values == {expected}) if validate else None
+    return ModeRun(mode, median, [r.profile.total_ms for r in results], match)
+
+
+def run_modes(engine, table: Table, query: Query, modes, repeat: int, expected: Decimal | None = None,
+              validate: bool = True, encodings=("auto",), **plan_options) -> list[ModeRun]:
+    return [measure(engine, table, query, mode, encoding, repeat, expected, validate, **plan_options)
+            for encoding in encodings for mode in modes]
 
 
 def run_query(source: LineitemSource, query: Query, *, backend: str = "auto", modes=("resident",),
-              repeat: int = 5, validate: bool = True, echo=print, **plan_options) -> Outcome:
+              encodings=("auto",), repeat: int = 5, validate: bool = True, echo=print, **plan_options) -> Outcome:
     check_options(backend, repeat)
     outcome = Outcome(query, str(source))
     engine = None
@@ -124,18 +143,23 @@ def run_query(source: LineitemSource, query: Query, *, backend: str = "auto", mo
         outcome.duckdb = ref.run(query, repeat=repeat)
         ref.close()
     if engine is not None:
-        from gquery.gpu.bandwidth import measure
+        from gquery.gpu.bandwidth import measure as bandwidth
+
+        from gquery.api import open_table
 
         echo(f"GPU: loading columns from {source}")
         t0 = time.perf_counter()
-        columns = load_lineitem(source)
+        table = open_table(source, memory=engine.memory, echo=echo)
         outcome.load_ms = (time.perf_counter() - t0) * 1e3
-        echo(f"GPU: loaded {columns.rows:,} rows ({columns.nbytes / 1e9:.2f} GB of columns) in {outcome.load_ms / 1e3:.2f} s")
-        outcome.rows = columns.rows
-        outcome.limits = measure(engine.memory)
+        echo(f"GPU: loaded {table.rows:,} rows ({table.logical_bytes() / 1e9:.2f} GB of logical columns) "
+             f"in {outcome.load_ms / 1e3:.2f} s")
+        outcome.rows = table.rows
+        outcome.limits = bandwidth(engine.memory)
         outcome.kernel = engine.resources()
         expected = outcome.duckdb.value if outcome.duckdb else None
-        outcome.runs = run_modes(engine, columns, query, modes, repeat, expected, validate, **plan_options)
+        outcome.runs = run_modes(engine, table, query, modes, repeat, expected, validate, encodings, **plan_options)
+        outcome.table = [f"{e}: " + "; ".join(table.describe(e)) for e in {r.encoding for r in outcome.runs}]
+        engine.memory.release_table(table)
         engine.close()
     return outcome
 

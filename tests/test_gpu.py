@@ -1,4 +1,4 @@
-"""On a GPU host: every mode and every ladder step equals DuckDB or an exact Python sum."""
+"""On a GPU host: every mode x encoding and every ladder step equals DuckDB or an exact Python sum."""
 
 import numpy as np
 import pytest
@@ -10,8 +10,10 @@ from gquery.ladder import STEPS
 from gquery.plan import MODES
 from gquery.query import Query, numpy_select_sum, to_decimal
 from gquery.reference import DuckDBReference
+from gquery.table import Table
 
 pytestmark = pytest.mark.gpu
+ENCODINGS = ("plain", "packed", "sliced")
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +30,10 @@ def ladder(engine):
     from gquery.gpu.ladder import LadderRunner
 
     return LadderRunner(engine)
+
+
+def run(engine, table, z, mode, encoding="auto", **options):
+    return engine.run(table, Query(z), engine.plan(table, Query(z), mode, encoding, **options))
 
 
 def exact(cols: LineitemColumns, z: int):
@@ -50,58 +56,121 @@ def random_columns(rows: int, seed: int, big: bool = False) -> LineitemColumns:
 def test_tpch_every_mode_equals_duckdb(engine, data_dir, sf):
     source = tpch.generate(sf, data_dir, echo=lambda m: None)
     cols = load_lineitem(source)
+    table = Table.from_columns(cols)
     ref = DuckDBReference(source)
     top = int(cols.suppkey.max())
     try:
         for z in (-3, 0, 1, 30, top // 2, top, top + 1, 2**40):
             expected = ref.run(Query(z), repeat=1).value
             for mode in MODES:
-                got = engine.run(cols, Query(z), engine.plan(cols, mode)).value
-                assert got == expected, f"SF {sf}, Z {z}, {mode}"
+                for encoding in ENCODINGS:
+                    got = run(engine, table, z, mode, encoding).value
+                    assert got == expected, f"SF {sf}, Z {z}, {mode}, {encoding}"
     finally:
         ref.close()
-        engine.memory.evict(cols)
+        engine.memory.release_table(table)
 
 
-@pytest.mark.parametrize("rows", [0, 1, 3, 4, 5, 31, 33, 255, 257, 1023, 1025, 2**20 - 1, 2**20 + 1])
+@pytest.mark.parametrize("rows", [0, 1, 3, 4, 5, 31, 33, 255, 257, 1023, 1024, 1025, 2047, 2049, 2**20 - 1, 2**20 + 1])
 @pytest.mark.parametrize("mode", MODES)
-def test_odd_sizes_and_partial_chunks(engine, rows, mode):
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_odd_sizes_and_partial_chunks(engine, rows, mode, encoding):
     cols = random_columns(rows, rows)
+    table = Table.from_columns(cols)
     for z in (0, 500, 2000):
         want = exact(cols, z)
         for chunk in (None, 1024, 3072):  # default, many small chunks, a short last chunk
-            plan = engine.plan(cols, mode, **({} if chunk is None or mode == "resident" else {"chunk_rows": chunk}))
-            result = engine.run(cols, Query(z), plan)
-            assert result.value == want, f"{rows} rows, Z {z}, {mode}, chunk {chunk}"
+            options = {} if chunk is None or mode == "resident" else {"chunk_rows": chunk}
+            result = run(engine, table, z, mode, encoding, **options)
+            assert result.value == want, f"{rows} rows, Z {z}, {mode}, {encoding}, chunk {chunk}"
             assert result.selected_rows == int(np.count_nonzero(cols.suppkey < z))
-    engine.memory.evict(cols)
+    engine.memory.release_table(table)
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_sum_beyond_int64_is_exact(engine, mode):
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_sum_beyond_int64_is_exact(engine, mode, encoding):
     rows = 4099
     limit = 2**31 - 1
     cols = LineitemColumns.from_values(np.arange(rows) % 7, np.full(rows, limit), np.full(rows, limit))
     total = rows * limit * limit
     assert total > 2**63
-    assert engine.run(cols, Query(100), engine.plan(cols, mode)).value == to_decimal(total, rows)
+    tables = [Table.from_columns(cols)]
+    assert run(engine, tables[-1], 100, mode, encoding).value == to_decimal(total, rows)
     neg = LineitemColumns.from_values(np.zeros(rows), np.full(rows, -limit), np.full(rows, limit))
-    assert engine.run(neg, Query(1), engine.plan(neg, mode)).value == to_decimal(-total, rows)
+    tables.append(Table.from_columns(neg))
+    assert run(engine, tables[-1], 1, mode, encoding).value == to_decimal(-total, rows)
     mixed = random_columns(100_003, 7, big=True)
-    assert engine.run(mixed, Query(700), engine.plan(mixed, mode)).value == exact(mixed, 700)
-    for c in (cols, neg, mixed):
-        engine.memory.evict(c)
+    tables.append(Table.from_columns(mixed))
+    assert run(engine, tables[-1], 700, mode, encoding).value == exact(mixed, 700)
+    for t in tables:
+        engine.memory.release_table(t)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_64_bit_values_and_products_are_exact(engine, mode, encoding):
+    """Values across the whole int64 range: 64-bit frame widths, 128-bit products (the scan's wide
+    variant), negative values, constant frames and frames of one row; random Z."""
+    rng = np.random.default_rng(42)
+    rows = 3 * 1024 + 1
+    top = 2**63 - 1
+    q = rng.integers(-top, top, rows, dtype=np.int64)
+    p = rng.integers(-top, top, rows, dtype=np.int64)
+    q[:1024] = 7  # a constant frame (width 0)
+    p[1024:2048] = rng.integers(-3, 3, 1024)
+    keys = rng.integers(-2**31, 2**31 - 1, rows)
+    cols = LineitemColumns(keys.astype(np.int32), q, p, "int64 edges")
+    table = Table.from_columns(cols)
+    assert table.wide_products()
+    for z in [int(x) for x in rng.integers(-2**31, 2**31, 6)] + [-2**31, 2**31]:
+        mask = keys < z
+        want = to_decimal(sum(int(a) * int(b) for a, b in zip(q[mask], p[mask])), int(mask.sum()))
+        assert run(engine, table, z, mode, encoding).value == want, (z, mode, encoding)
+    engine.memory.release_table(table)
+
+
+def test_sparse_selection_reads_in_place_and_dense_ships(engine):
+    rng = np.random.default_rng(8)
+    cols = LineitemColumns.from_values(rng.integers(1, 100_001, 2_000_000), rng.integers(1, 51, 2_000_000) * 100,
+                                       rng.integers(90_000, 10_000_000, 2_000_000))
+    table = Table.from_columns(cols)
+    sparse = engine.plan(table, Query(30), "pinned")
+    assert sparse.placement("l_suppkey", "low") == "zero_copy"
+    assert sparse.placement("l_quantity", "words") == "zero_copy"
+    result = engine.run(table, Query(30), sparse)
+    assert result.value == exact(cols, 30)
+    assert result.profile.pcie_bytes_per_row < 1.5 and result.profile.zero_copy_bytes > 0
+    dense = engine.plan(table, Query(50_000), "pinned")
+    assert dense.placement("l_quantity", "words") == "stream"
+    assert engine.run(table, Query(50_000), dense).value == exact(cols, 50_000)
+    assert engine.run(table, Query(50_000), dense).profile.pcie_bytes_per_row < 6
+    engine.memory.release_table(table)
 
 
 def test_resident_columns_are_uploaded_once(engine):
     cols = random_columns(300_001, 3)
-    plan = engine.plan(cols, "resident")
-    first = engine.run(cols, Query(10), plan)
-    assert engine.memory.resident(cols)[1] is False  # cached: no second upload
+    table = Table.from_columns(cols)
+    first = run(engine, table, 10, "resident", "plain")
+    held = dict(table.cache)
     for z in (1, 10, 500, 999, 1000, 5000):
-        assert engine.run(cols, Query(z), plan).value == exact(cols, z)
+        assert run(engine, table, z, "resident", "plain").value == exact(cols, z)
+    assert table.cache.keys() == held.keys()  # cached: no second upload
     assert first.profile.h2d_bytes == 0
-    engine.memory.evict(cols)
+    engine.memory.release_table(table)
+    assert not table.cache
+
+
+def test_store_round_trip_on_the_gpu(engine, tmp_path):
+    from gquery import store
+
+    cols = random_columns(50_001, 9)
+    path = store.write_store(Table.from_columns(cols), tmp_path / "lineitem.gq", echo=lambda m: None)
+    table = store.open_store(path, engine.memory)
+    assert table.pinned
+    for mode in MODES:
+        assert run(engine, table, 400, mode).value == exact(cols, 400), mode
+    engine.memory.release_table(table)
 
 
 @pytest.mark.parametrize("rows", [1, 33, 257, 4097, 2**16 + 3, 1_000_001])
@@ -136,20 +205,21 @@ def test_cupy_one_liner_matches(engine):
 
 def test_profile_accounts_for_every_chunk(engine):
     cols = random_columns(10_000_000, 5)
-    for mode in ("pinned", "pageable"):
-        plan = engine.plan(cols, mode, chunk_rows=1 << 20)
-        p = engine.run(cols, Query(500), plan).profile
-        assert len(p.stage("h2d")) == len(p.stage("kernel")) == plan.n_chunks
-        assert (len(p.stage("staging")) == plan.n_chunks) == (mode == "pageable")
+    table = Table.from_columns(cols)
+    for mode in ("pinned", "registered", "pageable"):
+        plan = engine.plan(table, Query(500), mode, "plain", chunk_rows=1 << 20)
+        p = engine.run(table, Query(500), plan).profile
+        assert len(p.stage("h2d")) == len(p.stage("kernel")) == plan.geometry.n_chunks
+        assert (len(p.stage("staging")) == plan.geometry.n_chunks) == (mode == "pageable")
         assert p.h2d_bytes == cols.nbytes and 0 < p.stage_ms("h2d") <= p.total_ms
         assert all(i.end_ms >= i.start_ms >= 0 for i in p.intervals)
-    engine.memory.evict(cols)
+    engine.memory.release_table(table)
 
 
 def test_cli_run_all_modes_match(data_dir):
     r = gquery("run", "--sf", "0.01", "--z", "30", "--mode", "all", "--repeat", "2", "--data-dir", data_dir)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.count("MATCH") == 3 and "MISMATCH" not in r.stdout
+    assert r.stdout.count("MATCH") == len(MODES) and "MISMATCH" not in r.stdout
 
 
 def test_bandwidth_command():

@@ -6,121 +6,190 @@ from __future__ import annotations
 from pathlib import Path
 
 from gquery import reports
-from gquery.columns import load_lineitem
 from gquery.gpu import cupy_baseline
 from gquery.gpu.bandwidth import measure
 from gquery.gpu.executor import Engine
+from gquery.gpu.memory import DeviceColumns
 from gquery.plan import MODES
 from gquery.query import Query
 from gquery.reference import DuckDBReference
 from gquery.runner import run_modes
+from gquery.table import KEY, PRICE, QUANTITY
 from gquery.tpch import generate
 
-FLOORS = {  # (what, floor): checked on the largest SF of the run
-    "resident_kernel_of_d2d": 0.85,
-    "pinned_end_to_end_of_h2d": 0.95,
-    "pageable_end_to_end_of_h2d": 0.80,
+BENCH_ENCODINGS = ("plain", "packed", "sliced")
+FLOORS = {  # (what, floor)
+    "host_vs_duckdb_half": 3.0,  # pinned store, sliced: DuckDB time / GPU time at Z = half (each SF)
+    "host_vs_duckdb_30": 5.0,  # the same at Z = 30
+    "pcie_bytes_per_row_half": 6.0,  # at most (SF 10)
+    "pcie_bytes_per_row_30": 1.5,  # at most (SF 10)
+    "resident_packed_vs_plain": 2.0,  # resident plain time / resident packed time, Z = half
+    "resident_packed_kernel_of_d2d": 0.80,  # packed bytes the kernel read / kernel time / device copy rate
+    "registered_of_pinned": 0.95,  # pinned time / registered time, same encoding
+    "registered_plain_end_to_end_of_h2d": 0.80,  # the old pageable floor, met by the registered path
+    "resident_kernel_of_d2d": 0.85,  # plain
+    "pinned_end_to_end_of_h2d": 0.95,  # plain
     "resident_vs_cupy": 3.0,
 }
+AT_MOST = {"pcie_bytes_per_row_half", "pcie_bytes_per_row_30"}
 
 
-def half_of_suppliers(suppkey) -> int:
+def half_of_suppliers(table) -> int:
     """Z that selects about half the rows: half of the largest supplier key."""
-    return (int(suppkey.max()) + 1) // 2 if len(suppkey) else 0
+    keys = table.encoded("sliced")[KEY]
+    if not table.rows:
+        return 0
+    top = max(i for i, n in enumerate(keys.histogram) if n)
+    largest = keys.reference + ((top + 1) << keys.low_bits) - 1  # at or above the largest key
+    exact = int(keys.decode().max()) if largest - keys.reference < 2**40 else largest
+    return (exact + 1) // 2
+
+
+def _store_table(source, engine, echo):
+    from gquery import store
+    from gquery.api import open_table
+
+    path = store.store_path_for(source)
+    if not store.is_store(path):
+        open_table(source, echo=echo, build_store=True)
+    return store.open_store(path, engine.memory)
 
 
 def run_bench(sfs, repeat: int, data_dir=None, echo=print) -> dict:
     engine = Engine()
     limits = measure(engine.memory)
     runs = []
+    kernels = {}
     for sf in sfs:
         source = generate(sf, data_dir, echo=echo)
-        columns = load_lineitem(source)
+        echo(f"SF {sf:g}: opening the encoded store into pinned memory")
+        table = _store_table(source, engine, echo)
         ref = DuckDBReference(source)
-        for z in (30, half_of_suppliers(columns.suppkey)):
+        for z in (30, half_of_suppliers(table)):
             query = Query(z)
-            echo(f"SF {sf:g}, Z {z}: DuckDB, {', '.join(MODES)}, CuPy")
+            echo(f"SF {sf:g}, Z {z}: DuckDB, {', '.join(MODES)} x {', '.join(BENCH_ENCODINGS)}, CuPy")
             duck = ref.run(query, repeat=repeat)
-            mode_runs = run_modes(engine, columns, query, MODES, repeat, duck.value)
+            mode_runs = run_modes(engine, table, query, MODES, repeat, duck.value, encodings=BENCH_ENCODINGS)
             cupy_ms = cupy_value = None
             if cupy_baseline.available():
-                dev, _ = engine.memory.resident(columns)
-                cupy_ms, cupy_value = cupy_baseline.one_liner(dev, columns.rows, query, repeat)
+                plan = engine.plan(table, query, "resident", "plain")
+                held, _ = engine.prepare(table, plan)
+                dev = DeviceColumns(tuple(held[(c, "values")] for c in (KEY, QUANTITY, PRICE)), table.rows)
+                cupy_ms, cupy_value = cupy_baseline.one_liner(dev, table.rows, query, repeat)
             for r in mode_runs:
                 p = r.result.profile
                 s = p.summary(limits)
+                kernels[str(r.result.plan.kernel)] = engine.resources(r.result.plan.kernel)
                 runs.append({
-                    "sf": sf, "z": z, "mode": r.mode, "match": r.match, "result": str(r.value),
-                    "gpu_ms": p.total_ms, "h2d_ms": s["h2d_ms"], "kernel_ms": s["kernel_ms"],
+                    "sf": sf, "z": z, "mode": r.mode, "encoding": r.encoding, "match": r.match,
+                    "result": str(r.value), "gpu_ms": p.total_ms, "h2d_ms": s["h2d_ms"], "kernel_ms": s["kernel_ms"],
                     "staging_ms": s["staging_ms"], "d2h_ms": s["d2h_ms"], "effective_gbps": p.effective_gbps,
-                    "h2d_gbps": s["h2d_gbps"], "kernel_gbps": s["kernel_gbps"], "kernel_hidden": s["kernel_hidden"],
-                    "staging_hidden": s["staging_hidden"], "duckdb_ms": duck.median_ms,
-                    "duckdb_threads": duck.threads, "cupy_ms": cupy_ms,
+                    "h2d_gbps": s["h2d_gbps"], "kernel_gbps": s["kernel_gbps"], "kernel_bytes": p.kernel_bytes,
+                    "kernel_hidden": s["kernel_hidden"], "staging_hidden": s["staging_hidden"],
+                    "duckdb_ms": duck.median_ms, "duckdb_threads": duck.threads, "cupy_ms": cupy_ms,
                     "cupy_match": None if cupy_value is None else (cupy_value == r.result.value.scaleb(4)
                                                                   if r.result.value is not None else cupy_value == 0),
-                    "totals_ms": r.totals_ms, "plan": r.result.plan.to_dict(), "rows": columns.rows,
-                    "column_bytes": p.column_bytes,
+                    "totals_ms": r.totals_ms, "plan": r.result.plan.to_dict(), "rows": table.rows,
+                    "column_bytes": p.column_bytes, "physical_bytes": p.physical_bytes,
+                    "pcie_bytes": p.pcie_bytes, "pcie_bytes_per_row": p.pcie_bytes_per_row,
+                    "zero_copy_bytes": p.zero_copy_bytes, "counters": p.counters, "host_path": p.host_path,
+                    "setup_ms": p.setup_ms, "kernel": str(r.result.plan.kernel),
                 })
         ref.close()
-        engine.memory.evict(columns)
-        del columns
+        engine.memory.release_table(table)
+        del table
     return {"device": engine.device.name, "device_info": engine.device.to_dict(), **reports.stamp(),
-            "kernel": engine.resources(), "repeat": repeat, "limits": limits, "runs": runs,
+            "kernel": engine.resources(), "kernels": kernels, "repeat": repeat, "limits": limits, "runs": runs,
             "floors": floors(runs, limits)}
 
 
 def floors(runs: list[dict], limits: dict) -> list[dict]:
-    """Each floor on the largest SF: value, floor, met, and where missed, by how much and why."""
+    """Each floor: value, floor, met, and where missed, by how much and the measured reason."""
     if not runs:
         return []
-    sf = max(r["sf"] for r in runs)
-    at = [r for r in runs if r["sf"] == sf]
-    half = max(r["z"] for r in at)
-    pick = lambda mode, z=None: [r for r in at if r["mode"] == mode and (z is None or r["z"] == z)]
     out = []
 
-    def add(name, what, value, why):
+    def add(name, what, sf, value, why):
         floor = FLOORS[name]
-        met = value is not None and value >= floor
+        if value is None:
+            return
+        met = value <= floor if name in AT_MOST else value >= floor
         out.append({"name": name, "what": what, "sf": sf, "value": value, "floor": floor, "met": met,
-                    "short_by": None if met or value is None else floor - value, "why": None if met else why})
+                    "short_by": None if met else abs(floor - value), "why": None if met else why})
 
-    for r in pick("resident", half):
-        add("resident_kernel_of_d2d", f"resident kernel rate / device copy rate, Z = {half}",
-            r["kernel_gbps"] / limits["d2d_gbps"],
-            f"the kernel consumed {r['kernel_gbps']:,.0f} GB/s of columns in {r['kernel_ms']:.3f} ms against a "
-            f"device copy of {limits['d2d_gbps']:,.0f} GB/s (read+write)")
-    for mode, name in (("pinned", "pinned_end_to_end_of_h2d"), ("pageable", "pageable_end_to_end_of_h2d")):
-        for r in pick(mode):
-            why = (f"H2D ran {r['h2d_ms']:.2f} ms at {r['h2d_gbps'] or 0:.1f} GB/s while copying; "
-                   f"the run took {r['gpu_ms']:.2f} ms")
-            if r["staging_ms"]:
-                why += (f"; host staging was busy {r['staging_ms']:.2f} ms "
-                        f"({r['column_bytes'] / r['staging_ms'] / 1e6:.1f} GB/s; alone, with no DMA beside it, host threads copy "
-                        f"{limits['host_staging_gbps']:.1f} GB/s on this host) and overlapped the copies "
-                        f"{(r['staging_hidden'] or 0):.0%} of its time: host memory bandwidth for the copy into "
-                        f"pinned buffers bounds it, below the {FLOORS[name]:.0%} floor")
-            add(name, f"{mode} end to end / pinned H2D, Z = {r['z']}", r["effective_gbps"] / limits["h2d_pinned_gbps"], why)
-    for r in pick("resident"):
-        if r["cupy_ms"]:
-            add("resident_vs_cupy", f"CuPy one-liner time / resident time, Z = {r['z']}", r["cupy_ms"] / r["gpu_ms"],
-                f"resident took {r['gpu_ms']:.3f} ms (kernel {r['kernel_ms']:.3f} ms, "
-                f"{r['kernel_gbps']:,.0f} GB/s), CuPy {r['cupy_ms']:.3f} ms")
+    for sf in sorted({r["sf"] for r in runs}):
+        at = [r for r in runs if r["sf"] == sf]
+        half = max(r["z"] for r in at)
+        pick = lambda mode, enc, z: next((r for r in at if r["mode"] == mode and r["encoding"] == enc
+                                          and r["z"] == z), None)
+        for z, name in ((half, "host_vs_duckdb_half"), (30, "host_vs_duckdb_30")):
+            r = pick("pinned", "sliced", z)
+            if r:
+                add(name, f"DuckDB / GPU from the pinned store (sliced), Z = {z}", sf, r["duckdb_ms"] / r["gpu_ms"],
+                    f"GPU {r['gpu_ms']:.2f} ms (H2D busy {r['h2d_ms']:.2f} ms for {r['pcie_bytes'] / 1e6:,.0f} MB, "
+                    f"{r['pcie_bytes_per_row']:.2f} B a row; kernel busy {r['kernel_ms']:.2f} ms) against DuckDB "
+                    f"{r['duckdb_ms']:.2f} ms on {r['duckdb_threads']} threads")
+            if sf == min(r2["sf"] for r2 in runs) or sf == 10:
+                key = "pcie_bytes_per_row_half" if z == half else "pcie_bytes_per_row_30"
+                if r and (sf == 10 or 10 not in {x["sf"] for x in runs}):
+                    add(key, f"PCIe bytes a row, pinned store (sliced), Z = {z}", sf, r["pcie_bytes_per_row"],
+                        f"{r['pcie_bytes'] / 1e6:,.0f} MB: copied {(r['pcie_bytes'] - r['zero_copy_bytes']) / 1e6:,.0f} MB, "
+                        f"read in place {r['zero_copy_bytes'] / 1e6:,.1f} MB")
+        plain, packed = pick("resident", "plain", half), pick("resident", "packed", half)
+        if plain and packed:
+            add("resident_packed_vs_plain", f"resident plain / resident packed time, Z = {half}", sf,
+                plain["gpu_ms"] / packed["gpu_ms"],
+                f"packed {packed['gpu_ms']:.3f} ms (kernel {packed['kernel_ms']:.3f} ms reading "
+                f"{(packed['kernel_bytes'] or 0) / 1e6:,.0f} MB), plain {plain['gpu_ms']:.3f} ms")
+            add("resident_packed_kernel_of_d2d", f"resident packed: bytes read / kernel time / device copy, Z = {half}",
+                sf, (packed["kernel_gbps"] or 0) / limits["d2d_gbps"],
+                f"the kernel read {(packed['kernel_bytes'] or 0) / 1e6:,.0f} MB of packed columns at "
+                f"{packed['kernel_gbps'] or 0:,.0f} GB/s, decoding in registers, against a device copy of "
+                f"{limits['d2d_gbps']:,.0f} GB/s")
+        for enc in BENCH_ENCODINGS:
+            for z in (30, half):
+                pin, reg = pick("pinned", enc, z), pick("registered", enc, z)
+                if pin and reg:
+                    add("registered_of_pinned", f"pinned / registered time ({enc}), Z = {z}", sf,
+                        pin["gpu_ms"] / reg["gpu_ms"],
+                        f"registered {reg['gpu_ms']:.2f} ms (H2D {reg['h2d_ms']:.2f} ms), pinned {pin['gpu_ms']:.2f} ms")
+        for z in (30, half):
+            reg, pin = pick("registered", "plain", z), pick("pinned", "plain", z)
+            if reg:
+                add("registered_plain_end_to_end_of_h2d", f"registered plain end to end / pinned H2D, Z = {z}", sf,
+                    reg["effective_gbps"] / limits["h2d_pinned_gbps"],
+                    f"H2D ran {reg['h2d_ms']:.2f} ms at {reg['h2d_gbps'] or 0:.1f} GB/s; the run took {reg['gpu_ms']:.2f} ms")
+            if pin:
+                add("pinned_end_to_end_of_h2d", f"pinned plain end to end / pinned H2D, Z = {z}", sf,
+                    pin["effective_gbps"] / limits["h2d_pinned_gbps"],
+                    f"H2D ran {pin['h2d_ms']:.2f} ms at {pin['h2d_gbps'] or 0:.1f} GB/s; the run took {pin['gpu_ms']:.2f} ms")
+        r = pick("resident", "plain", half)
+        if r:
+            add("resident_kernel_of_d2d", f"resident plain kernel rate / device copy rate, Z = {half}", sf,
+                (r["kernel_gbps"] or 0) / limits["d2d_gbps"],
+                f"the kernel consumed {r['kernel_gbps'] or 0:,.0f} GB/s in {r['kernel_ms']:.3f} ms against a "
+                f"device copy of {limits['d2d_gbps']:,.0f} GB/s (read+write)")
+        for z in (30, half):
+            r = pick("resident", "plain", z)
+            if r and r["cupy_ms"]:
+                add("resident_vs_cupy", f"CuPy one-liner / resident plain time, Z = {z}", sf, r["cupy_ms"] / r["gpu_ms"],
+                    f"resident took {r['gpu_ms']:.3f} ms (kernel {r['kernel_ms']:.3f} ms), CuPy {r['cupy_ms']:.3f} ms")
     return out
 
 
 def markdown(data: dict, command: str) -> str:
     L = data["limits"]
-    run_rows = [[f"{r['sf']:g}", r["z"], r["mode"], "MATCH" if r["match"] else "MISMATCH", f"{r['gpu_ms']:.3f}",
+    run_rows = [[f"{r['sf']:g}", r["z"], r["mode"], r["encoding"], "MATCH" if r["match"] else "MISMATCH",
+                 f"{r['gpu_ms']:.3f}", f"{r['pcie_bytes_per_row']:.2f}",
                  f"{r['h2d_ms']:.3f}" if r["h2d_ms"] else "", f"{r['staging_ms']:.3f}" if r["staging_ms"] else "",
                  f"{r['kernel_ms']:.3f}", f"{r['effective_gbps']:,.1f}",
                  f"{r['kernel_hidden']:.0%}" if r["kernel_hidden"] is not None else "",
                  f"{r['duckdb_ms']:.2f}", f"{r['duckdb_ms'] / r['gpu_ms']:.1f}x",
                  f"{r['cupy_ms']:.3f}" if r["cupy_ms"] else "n/a"] for r in data["runs"]]
     floor_rows = [[f["what"], f"SF {f['sf']:g}", f"{f['value']:.3f}" if f["value"] is not None else "",
-                   f"{f['floor']:g}", "met" if f["met"] else f"MISSED by {f['short_by']:.3f}", f["why"] or ""]
+                   ("≤ " if f["name"] in AT_MOST else "≥ ") + f"{f['floor']:g}",
+                   "met" if f["met"] else f"MISSED by {f['short_by']:.3f}", f["why"] or ""]
                   for f in data["floors"]]
-    k = data["kernel"]
     return "\n".join([
         f"# gquery benchmark on {data['device']}",
         "",
@@ -129,17 +198,22 @@ def markdown(data: dict, command: str) -> str:
         f"Limits measured in this run: H2D pinned {L['h2d_pinned_gbps']:.1f} GB/s, pageable "
         f"{L['h2d_pageable_gbps']:.1f} GB/s; D2H pinned {L['d2h_pinned_gbps']:.1f} GB/s; device copy "
         f"{L['d2d_gbps']:,.0f} GB/s (read+write); host pageable→pinned copy {L['host_staging_gbps']:.1f} GB/s "
-        f"({L['host_staging_threads']} threads). Kernel select_sum: {k['registers']} registers, "
-        f"occupancy {k['occupancy']:.0%}.",
+        f"({L['host_staging_threads']} threads). Scan variants: "
+        + "; ".join(f"{name}: {v['registers']} registers, occupancy {v['occupancy']:.0%}"
+                    for name, v in data.get("kernels", {}).items()) + ".",
         "",
         "## Runs",
         "",
-        reports.md_table(["SF", "Z", "mode", "check", "GPU ms", "H2D ms", "staging ms", "kernel ms",
+        reports.md_table(["SF", "Z", "mode", "encoding", "check", "GPU ms", "PCIe B/row", "H2D ms", "staging ms", "kernel ms",
                           "GB/s end to end", "kernels hidden", "DuckDB ms", "vs DuckDB", "CuPy ms"], run_rows),
         "",
-        "GPU ms: start of the query to the result on the host (CUDA events). GB/s: the three columns' "
-        "bytes (20 per row) over GPU ms. Resident columns were uploaded once before timing; pinned columns "
-        "were page-locked once. DuckDB: its own in-memory table, all cores, warm.",
+        "GPU ms: start of the query to the result on the host (CUDA events). PCIe B/row: bytes copied plus "
+        "bytes read in place from mapped host memory (the kernel's read counters x 32-byte sectors), per row. "
+        "GB/s: the three columns' logical bytes (20 per row) over GPU ms. Host memory: the encoded store read "
+        "into page-locked, mapped memory (pinned: sliced and packed buffers used in place; plain decoded from "
+        "it and page-locked once); registered: the table's own arrays page-locked in place, no copy; pageable: "
+        "staged through a pinned ring. Resident: uploaded once before timing. Nothing is on the GPU before a "
+        "host-memory query. DuckDB: its own in-memory table, all cores, warm.",
         "",
         "## Floors",
         "",
