@@ -188,15 +188,21 @@ class Packed:
     def decode(self) -> np.ndarray:
         out = np.empty(self.frames * FRAME_ROWS, dtype=np.int64)
         frames_out = out.reshape(self.frames, FRAME_ROWS)
-        widths = self.widths
+        widths, offsets = self.widths, self.word_offsets
         refs = self.meta[:, 0].view(np.uint64)
-        for width in np.unique(widths):
-            idx = np.flatnonzero(widths == width)
-            starts = self.word_offsets[idx]
-            words = self.words[(starts[:, None] + np.arange(32 * int(width))).reshape(-1)] \
-                if width else np.zeros(0, np.uint32)
-            offsets = _unpack_frames(words, int(width), len(idx))
-            frames_out[idx] = (offsets + refs[idx][:, None]).view(np.int64)  # wraps, as encoded
+
+        def decode_range(first: int, end: int) -> None:
+            for width in np.unique(widths[first:end]):
+                idx = first + np.flatnonzero(widths[first:end] == width)
+                a = int(offsets[idx[0]])
+                n = 32 * int(width) * len(idx)
+                if width and int(offsets[idx[-1]]) + 32 * int(width) - a == n:  # contiguous: one slice
+                    words = self.words[a:a + n]
+                else:
+                    words = self.words[(offsets[idx][:, None] + np.arange(32 * int(width))).reshape(-1)]
+                frames_out[idx] = (_unpack_frames(words, int(width), len(idx)) + refs[idx][:, None]).view(np.int64)
+
+        parallel_ranges(self.frames, decode_range)  # offsets wrap in uint64, as encoded
         values = out[:self.rows]
         if self.factor != 1:
             values = values * np.int64(self.factor)
