@@ -1,0 +1,108 @@
+"""The encoded store: written atomically, verified, and refused in one line when it is not whole."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from gquery import store
+from gquery.columns import LineitemColumns
+from gquery.table import Table
+
+
+def columns(rows=5000, seed=3):
+    rng = np.random.default_rng(seed)
+    return LineitemColumns.from_values(rng.integers(1, 100_001, rows), rng.integers(1, 51, rows) * 100,
+                                       rng.integers(90_000, 10_000_000, rows))
+
+
+@pytest.fixture
+def written(tmp_path):
+    cols = columns()
+    return cols, store.write_store(Table.from_columns(cols), tmp_path / "lineitem.gq", echo=lambda m: None)
+
+
+def test_round_trip_keeps_every_value_and_statistic(written):
+    cols, path = written
+    t = store.open_store(path)
+    assert t.rows == cols.rows and not t.pinned
+    plain = t.plain_columns()
+    for a, b in zip(plain.arrays(), cols.arrays()):
+        assert np.array_equal(a, b)
+    sliced = t.encoded("sliced")["l_suppkey"]
+    assert int(sliced.histogram.sum()) == cols.rows
+    assert t.largest == Table.from_columns(cols).largest
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".")], "temporary folder left behind"
+
+
+def test_failed_verification_leaves_nothing(tmp_path, monkeypatch):
+    def bad(stored, original):
+        raise store.StoreError("simulated mismatch")
+
+    monkeypatch.setattr(store, "_verify", bad)
+    with pytest.raises(store.StoreError, match="simulated"):
+        store.write_store(Table.from_columns(columns()), tmp_path / "lineitem.gq", echo=lambda m: None)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_never_overwrites_what_is_not_a_store(tmp_path):
+    (tmp_path / "lineitem.gq").mkdir()
+    (tmp_path / "lineitem.gq" / "mine.txt").write_text("user data")
+    with pytest.raises(store.StoreError, match="not a gquery store"):
+        store.write_store(Table.from_columns(columns(100)), tmp_path / "lineitem.gq", echo=lambda m: None)
+    assert (tmp_path / "lineitem.gq" / "mine.txt").read_text() == "user data"
+
+
+def _one_buffer(path):
+    return sorted(path.glob("*.bin"), key=lambda p: p.stat().st_size)[-1]
+
+
+@pytest.mark.parametrize("damage,message", [
+    (lambda p: _one_buffer(p).write_bytes(_one_buffer(p).read_bytes()[:-8]), "truncated"),
+    (lambda p: _flip(_one_buffer(p)), "corrupt"),
+    (lambda p: _one_buffer(p).unlink(), "missing"),
+    (lambda p: (p / "manifest.json").write_text("{not json"), "unreadable manifest"),
+    (lambda p: _edit(p, version=99), "version"),
+    (lambda p: _edit(p, format="other"), "not a gquery store"),
+    (lambda p: _edit(p, rows="x"), "manifest lacks"),
+])
+def test_damaged_store_is_refused_in_one_line(written, damage, message):
+    _, path = written
+    damage(path)
+    with pytest.raises(store.StoreError, match=message) as e:
+        store.open_store(path)
+    assert "\n" not in str(e.value) and "gquery encode" in str(e.value)
+
+
+def _flip(file):
+    data = bytearray(file.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    file.write_bytes(bytes(data))
+
+
+def _edit(path, **fields):
+    m = json.loads((path / "manifest.json").read_text())
+    m.update(fields)
+    (path / "manifest.json").write_text(json.dumps(m))
+
+
+def test_stale_store_is_refused_and_rebuilt_from_its_source(sf001, tmp_path):
+    from gquery.api import open_table
+    from gquery.tpch import find_lineitem
+
+    data = tmp_path / "data"
+    data.mkdir()
+    parquet = data / "lineitem.parquet"
+    parquet.write_bytes(sf001.files[0].read_bytes())
+    source = find_lineitem(parquet)
+    notes = []
+    table = open_table(source, echo=notes.append, build_store=True)
+    path = store.store_path_for(source)
+    assert store.is_store(path) and store.source_files(path) == [parquet.resolve()]
+    os.utime(parquet, ns=(1, 1))  # the parquet changed after the store was written
+    with pytest.raises(store.StoreError, match="stale"):
+        store.open_store(path)
+    again = open_table(source, echo=notes.append)
+    assert any("rebuilding" in n for n in notes)
+    assert again.rows == table.rows and store.open_store(path).rows == table.rows
