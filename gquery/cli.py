@@ -24,7 +24,7 @@ out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)  # pi
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 DATA_DIR = typer.Option(None, "--data-dir", help="Folder of generated datasets [default: ./dbgen_data or $GQUERY_DATA_DIR].")
-DATA = typer.Option(None, "--data", help="Read lineitem from this parquet/.tbl file or folder instead of a generated SF.")
+DATA = typer.Option(None, "--data", help="Read lineitem from this parquet/.tbl file or folder, or an encoded store (lineitem.gq), instead of a generated SF.")
 JSON = typer.Option(False, "--json", help="Print one JSON object instead of tables.")
 
 
@@ -36,7 +36,9 @@ def _source(sf: Optional[float], data: Optional[Path], data_dir: Optional[Path])
     from gquery import tpch
 
     if data is not None:
-        return tpch.find_lineitem(data)
+        from gquery import store
+
+        return store.as_source(data) if store.is_store(data) else tpch.find_lineitem(data)
     if sf is None:
         raise UsageError("give --sf (a generated dataset) or --data PATH")
     return tpch.generate(sf, data_dir, echo=note)
@@ -61,8 +63,30 @@ def generate(sf: float = typer.Option(..., "--sf", help="Scale factor, 0.01 to 1
     """Generate TPC-H lineitem with tpchgen-cli (reused when already complete)."""
     from gquery import tpch
 
+    from gquery import store
+
     source = tpch.generate(sf, data_dir, fmt=fmt, echo=note)
-    out.print(f"{source}  ({len(source.files)} file{'s' * (len(source.files) > 1)})")
+    path = store.ensure_store(source, echo=note)
+    out.print(f"{source}  ({len(source.files)} file{'s' * (len(source.files) > 1)}); store {path}")
+
+
+@app.command()
+def encode(data: Path = typer.Option(..., "--data", help="A parquet/.tbl file or folder to encode."),
+           to: Optional[Path] = typer.Option(None, "--out", help="The store folder [default: lineitem.gq beside the data]."),
+           force: bool = typer.Option(False, "--force", help="Rebuild even when a whole, fresh store is there.")):
+    """Build the encoded store (sliced key, packed factors) from parquet or .tbl, verified before it appears."""
+    from gquery import store
+    from gquery.columns import load_lineitem
+    from gquery.table import Table
+    from gquery.tpch import find_lineitem
+
+    source = find_lineitem(data)
+    path = to or store.store_path_for(source)
+    if to is None and not force:
+        path = store.ensure_store(source, echo=note)
+    else:
+        store.write_store(Table.from_columns(load_lineitem(source)), path, source, echo=note)
+    out.print(str(path))
 
 
 @app.command()

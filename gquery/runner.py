@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from gquery.errors import UsageError
+from gquery.errors import GqueryError, UsageError
 from gquery.plan import ENCODING_CHOICES, MODES
 from gquery.query import Query
 from gquery.table import Table
@@ -137,6 +137,9 @@ def run_query(source: LineitemSource, query: Query, *, backend: str = "auto", mo
 
             engine = Engine()
             outcome.device = info.to_dict()
+    if (engine is None or validate) and not source.files:
+        raise GqueryError(f"{source}: the files this store was built from are gone, so DuckDB has nothing to "
+                          "check against; run with --no-validate on a GPU")
     if engine is None or validate:
         echo(f"DuckDB: loading {source}")
         ref = DuckDBReference(source)

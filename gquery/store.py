@@ -207,3 +207,33 @@ def source_files(path: Path | str) -> list[Path]:
     except (OSError, ValueError):
         return []
     return [Path(s["path"]) for s in manifest.get("source", []) if Path(s["path"]).exists()]
+
+
+def ensure_store(source, echo=print) -> Path:
+    """The store beside a parquet/.tbl source: kept when whole and fresh, else (re)built from it."""
+    from gquery.columns import load_lineitem
+
+    path = store_path_for(source)
+    if is_store(path):
+        try:
+            open_store(path)
+            return path
+        except StoreError as e:
+            echo(f"{e}; rebuilding it from {source}")
+    return write_store(Table.from_columns(load_lineitem(source)), path, source, echo=echo)
+
+
+def as_source(path: Path | str):
+    """A store folder as the LineitemSource of the files it was built from (DuckDB reads those);
+    the source's path is the store, so the engine opens the store itself."""
+    from gquery.tpch import LineitemSource
+
+    try:
+        manifest = json.loads((Path(path) / "manifest.json").read_text())
+    except (OSError, ValueError) as e:
+        _fail(Path(path), f"unreadable manifest ({e.__class__.__name__})")
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        _fail(Path(path), "not a gquery store manifest")
+    files = tuple(source_files(path))
+    fmt = "tbl" if files and (files[0].suffix == ".tbl" or ".tbl." in files[0].name) else "parquet"
+    return LineitemSource(Path(path), fmt, files)
