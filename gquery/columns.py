@@ -4,7 +4,7 @@ Every column encoding lives here. Today's encodings, the contract the kernels re
     l_suppkey        int32                       (TPC-H keys < 2^31 up to SF 20000)
     l_quantity       int64, exact hundredths     decimal(_, 2) scaled by 100
     l_extendedprice  int64, exact hundredths
-Scaled values must satisfy |v| < 2^31, so every product fits an int64 and only the sum needs 128 bits.
+Any int64 of hundredths is accepted (every decimal(<=18, 2) value); a product may need 127 bits.
 Narrower and bit-packed encodings join this module, next to these.
 """
 
@@ -25,7 +25,6 @@ TBL_COLUMNS = (
     "l_receiptdate", "l_shipinstruct", "l_shipmode", "l_comment",
 )
 DECIMAL_SCALE = 2
-VALUE_LIMIT = 2**31  # |scaled value| below this: q*p < 2^62 fits int64
 KEY_MIN, KEY_MAX = -(2**31), 2**31 - 1
 
 
@@ -69,15 +68,7 @@ class LineitemColumns:
         if s.size and (s.min() < KEY_MIN or s.max() > KEY_MAX):
             raise GqueryError(f"{source}: column l_suppkey has values outside int32")
         q, p = (np.ascontiguousarray(v, dtype=np.int64) for v in (quantity, extendedprice))
-        for name, v in (("l_quantity", q), ("l_extendedprice", p)):
-            _check_value_limit(v, source, name)
         return cls(s.astype(np.int32, copy=False), q, p, source)
-
-
-def _check_value_limit(v: np.ndarray, where, name: str) -> None:
-    if v.size and (v.min() <= -VALUE_LIMIT or v.max() >= VALUE_LIMIT):
-        raise GqueryError(f"{where}: column {name} has values beyond ±2^31 hundredths; "
-                          "products would not fit int64")
 
 
 def _encode_key(column: pa.ChunkedArray, where, name: str) -> np.ndarray:
@@ -114,7 +105,6 @@ def _encode_decimal(column: pa.ChunkedArray, where, name: str) -> np.ndarray:
             raise GqueryError(f"{where}: column {name} has values outside int64 hundredths")
         out[pos:pos + n] = low
         pos += n
-    _check_value_limit(out, where, name)
     return out
 
 
