@@ -114,10 +114,14 @@ def _print_outcome(o, explain: bool = False) -> None:
     if o.device:
         d = o.device
         out.print(f"device   {d['name']} ({d['arch']}, {d['sm_count']} SMs, {d['total_bytes'] / 2**30:.0f} GiB)")
-    if o.duckdb:
+    if o.duckdb and o.duckdb.unavailable:
+        out.print(f"DuckDB   cannot answer: {o.duckdb.unavailable}")
+    elif o.duckdb:
         d = o.duckdb
         out.print(f"DuckDB   {_fmt(d.value)}   median {d.median_ms:.2f} ms of {len(d.times_ms)}, "
-                  f"{d.threads} threads, DuckDB {d.version}")
+                  f"{d.threads} threads, DuckDB {d.version}" + ", on DECIMAL(38,2) factors" * d.widened)
+    if o.numpy:
+        out.print(f"NumPy    {_fmt(o.numpy.value)}   exact, {o.numpy.ms:.2f} ms; not validated (DuckDB cannot answer)")
     if o.limits:
         L = o.limits
         out.print(f"limits   H2D pinned {L['h2d_pinned_gbps']:.1f} GB/s · pageable {L['h2d_pageable_gbps']:.1f} GB/s"

@@ -112,47 +112,40 @@ ENCODERS = {"l_suppkey": _encode_key, "l_quantity": _encode_decimal, "l_extended
 
 
 def _check_columns(table: pa.Table, where) -> None:
-    for name in QUERY_COLUMNS:
-        if name not in table.column_names:
-            raise GqueryError(f"{where}: missing column {name}")
-        if table.column(name).null_count:
-            raise GqueryError(f"{where}: column {name} has {table.column(name).null_count} nulls")
+    from gquery.contract import check_table  # the contract reads this module's column names
+
+    check_table(table, where)
 
 
 def _read_parquet(source: LineitemSource) -> pa.Table:
     import pyarrow.parquet as pq
 
+    from gquery.contract import check_schema
+
     tables = []
     for f in source.files:
         try:
-            schema = pq.read_schema(f)
-            missing = [c for c in QUERY_COLUMNS if c not in schema.names]
-            if missing:
-                raise GqueryError(f"{f}: missing column {missing[0]}")
+            check_schema(pq.read_schema(f), f)
             tables.append(pq.read_table(f, columns=list(QUERY_COLUMNS)))
         except (pa.ArrowException, OSError) as e:
-            raise GqueryError(f"{f}: cannot read parquet: {e}") from None
-    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+            raise GqueryError(f"{f}: cannot read parquet: {str(e).splitlines()[0]}") from None
+    try:  # parts may differ in integer width or decimal precision; the widest type holds all
+        return pa.concat_tables(tables, promote_options="permissive")
+    except pa.ArrowException as e:
+        raise GqueryError(f"{source}: parts do not share a schema: {str(e).splitlines()[0]}") from None
 
 
 def _read_tbl(source: LineitemSource) -> pa.Table:
     from pyarrow import csv
 
-    decimal = pa.decimal128(15, DECIMAL_SCALE)
-    options = dict(
-        read_options=csv.ReadOptions(column_names=[*TBL_COLUMNS, "_trailing"], block_size=64 << 20),
-        parse_options=csv.ParseOptions(delimiter="|", quote_char=False),
-        convert_options=csv.ConvertOptions(
-            include_columns=list(QUERY_COLUMNS),
-            column_types={"l_suppkey": pa.int64(), "l_quantity": decimal, "l_extendedprice": decimal},
-            strings_can_be_null=False, quoted_strings_can_be_null=False, null_values=[""]),
-    )
+    from gquery.contract import tbl_error, tbl_reader_options
+
     tables = []
     for f in source.files:
         try:
-            tables.append(csv.read_csv(f, **options))
+            tables.append(csv.read_csv(f, **tbl_reader_options()))
         except (pa.ArrowException, OSError) as e:
-            raise GqueryError(f"{f}: cannot read .tbl: {str(e).splitlines()[0]}") from None
+            raise tbl_error(f, e) from None
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 

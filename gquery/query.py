@@ -28,8 +28,12 @@ class Query:
         if isinstance(self.z, bool) or not isinstance(self.z, int):
             raise TypeError(f"Z must be an integer, got {self.z!r}")
 
-    def sql(self, table: str = "lineitem") -> str:
-        return f"SELECT SUM(l_quantity * l_extendedprice) FROM {table} WHERE l_suppkey < {self.z}"
+    def sql(self, table: str = "lineitem", widened: bool = False) -> str:
+        """The query; `widened` casts both factors to DECIMAL(38,2), so that a SQL engine multiplies in
+        128 bits (DuckDB multiplies two DECIMAL(<=18) in 64 bits and fails on overflow)."""
+        q, p = ("CAST(l_quantity AS DECIMAL(38,2))", "CAST(l_extendedprice AS DECIMAL(38,2))") if widened \
+            else ("l_quantity", "l_extendedprice")
+        return f"SELECT SUM({q} * {p}) FROM {table} WHERE l_suppkey < {self.z}"
 
     @property
     def z_int64(self) -> int:
@@ -97,7 +101,7 @@ def to_decimal(scaled_total: int, selected_rows: int) -> Decimal | None:
     """An exact result in ten-thousandths as SQL gives it: NULL (None) when no row was selected."""
     if selected_rows == 0:
         return None
-    return Decimal(scaled_total).scaleb(-RESULT_SCALE)
+    return Decimal(f"{scaled_total}E-{RESULT_SCALE}")  # exact at any size: scaleb would round to 28 digits
 
 
 def numpy_select_sum(columns: LineitemColumns, query: Query) -> Decimal | None:

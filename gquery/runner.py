@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from gquery.columns import LineitemColumns, load_lineitem
+from gquery.contract import check_source
 from gquery.errors import UsageError
 from gquery.plan import MODES
-from gquery.query import Query
+from gquery.query import Query, numpy_select_sum
 from gquery.reference import DuckDBReference, DuckDBResult
 from gquery.tpch import LineitemSource
 
@@ -30,6 +31,14 @@ class ModeRun:
 
 
 @dataclass
+class CpuAnswer:
+    """NumPy's exact answer, given where DuckDB cannot answer and no GPU runs."""
+
+    value: Decimal | None
+    ms: float
+
+
+@dataclass
 class Outcome:
     query: Query
     source: str
@@ -41,6 +50,7 @@ class Outcome:
     limits: dict | None = None
     kernel: dict | None = None
     runs: list[ModeRun] = field(default_factory=list)
+    numpy: CpuAnswer | None = None
 
     @property
     def all_match(self) -> bool:
@@ -53,14 +63,16 @@ class Outcome:
             "load_ms": self.load_ms,
             "duckdb": None if d is None else {
                 "result": _str(d.value), "median_ms": d.median_ms, "times_ms": d.times_ms,
-                "threads": d.threads, "version": d.version},
+                "threads": d.threads, "version": d.version, "widened": d.widened,
+                "unavailable": d.unavailable},
+            "numpy": None if self.numpy is None else {"result": _str(self.numpy.value), "ms": self.numpy.ms},
             "gpu": None if self.gpu_reason is None else {"unavailable": self.gpu_reason},
             "device": self.device, "limits": self.limits, "kernel": self.kernel,
             "runs": [{
                 "mode": r.mode, "result": _str(r.value), "selected_rows": r.result.selected_rows,
                 "match": r.match, "plan": r.result.plan.to_dict(),
                 "profile": r.result.profile.to_dict(self.limits), "totals_ms": r.totals_ms,
-                "speedup_vs_duckdb": (d.median_ms / r.result.profile.total_ms) if d else None,
+                "speedup_vs_duckdb": (d.median_ms / r.result.profile.total_ms) if d and d.median_ms else None,
             } for r in self.runs],
         }
 
@@ -105,6 +117,7 @@ def run_modes(engine, columns: LineitemColumns, query: Query, modes, repeat: int
 def run_query(source: LineitemSource, query: Query, *, backend: str = "auto", modes=("resident",),
               repeat: int = 5, validate: bool = True, echo=print, **plan_options) -> Outcome:
     check_options(backend, repeat)
+    check_source(source)  # the one input contract, before any engine reads the data
     outcome = Outcome(query, str(source))
     engine = None
     if backend != "duckdb":
@@ -123,6 +136,17 @@ def run_query(source: LineitemSource, query: Query, *, backend: str = "auto", mo
         ref = DuckDBReference(source)
         outcome.duckdb = ref.run(query, repeat=repeat)
         ref.close()
+        if outcome.duckdb.widened:
+            echo("DuckDB: DECIMAL(18) products overflow; asked again on DECIMAL(38,2) factors")
+    if outcome.duckdb and outcome.duckdb.unavailable:
+        echo(f"DuckDB cannot answer ({outcome.duckdb.unavailable}): the result is not validated")
+        validate = False
+        if engine is None:  # a user always gets an exact answer: NumPy's, in 128-bit products
+            columns = load_lineitem(source)
+            outcome.rows = columns.rows
+            t0 = time.perf_counter()
+            value = numpy_select_sum(columns, query)
+            outcome.numpy = CpuAnswer(value, (time.perf_counter() - t0) * 1e3)
     if engine is not None:
         from gquery.gpu.bandwidth import measure
 

@@ -69,6 +69,8 @@ def test_to_decimal():
     assert to_decimal(0, 0) is None
     assert to_decimal(0, 3) == Decimal("0.0000") and str(to_decimal(0, 3)) == "0.0000"
     assert str(to_decimal(123456, 1)) == "12.3456" and str(to_decimal(-5, 1)) == "-0.0005"
+    huge = 100_000 * (2**63 - 1) ** 2  # 43 digits: no rounding to the default 28
+    assert str(to_decimal(huge, 1)) == f"{str(huge)[:-4]}.{str(huge)[-4:]}"
 
 
 @settings(max_examples=200, deadline=None)
