@@ -7,6 +7,7 @@ progress and notes go to stderr so that --json leaves stdout to one JSON object.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -15,15 +16,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gquery.errors import GqueryError, UsageError
+from gquery.errors import GqueryError, Terminated, UsageError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+# Plain click help: rich markup would eat "[...]" in help texts and show flags as "<bool>".
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="A columnar GPU query engine for SELECT SUM(l_quantity*l_extendedprice) "
                        "FROM lineitem WHERE l_suppkey < Z, checked against DuckDB.")
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)  # pipes get whole tables
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-DATA_DIR = typer.Option(None, "--data-dir", help="Folder of generated datasets [default: ./dbgen_data or $GQUERY_DATA_DIR].")
+DATA_DIR = typer.Option(None, "--data-dir", help="Folder of generated datasets (default: $GQUERY_DATA_DIR, else ./dbgen_data).")
 DATA = typer.Option(None, "--data", help="Read lineitem from this parquet/.tbl file or folder instead of a generated SF.")
 JSON = typer.Option(False, "--json", help="Print one JSON object instead of tables.")
 
@@ -82,10 +84,12 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
     from gquery.query import Query
     from gquery.runner import check_options, parse_modes, run_query
 
+    from gquery.options import check_run
+
     modes = parse_modes(mode)
     check_options(backend, repeat)
-    if plot is not None and plot.suffix.lower() != ".png":
-        raise UsageError(f"--plot writes a PNG: give a path ending in .png, got {plot}")
+    check_run(backend, chunk_rows=chunk_rows, streams=streams, staging_threads=staging_threads, plot=plot,
+              explain=explain, echo=note)
     source = _source(sf, data, data_dir)
     options = {k: v for k, v in (("chunk_rows", chunk_rows), ("streams", streams),
                                  ("staging_threads", staging_threads)) if v is not None}
@@ -188,6 +192,9 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
            report_dir: Optional[Path] = typer.Option(None, "--report-dir", help="Write ladder-<gpu>.md/.json and PNGs here."),
            as_json: bool = JSON, data: Optional[Path] = DATA, data_dir: Optional[Path] = DATA_DIR):
     """Run the course's optimization ladder and its modern steps; every step checked against DuckDB."""
+    from gquery.options import require_gpu
+
+    require_gpu("ladder")  # before the imports below, which need pycuda
     import statistics
     import time
 
@@ -273,6 +280,9 @@ def bench(sf: list[float] = typer.Option([1.0, 10.0], "--sf", help="Scale factor
           out_dir: Path = typer.Option(Path("reports"), "--out", help="Where bench-<gpu>.json/.md go."),
           data_dir: Optional[Path] = DATA_DIR):
     """Benchmark every mode at each SF for Z = 30 and half the suppliers, with DuckDB and CuPy; write a report."""
+    from gquery.options import require_gpu
+
+    require_gpu("bench")  # before the import below, which needs pycuda
     from gquery.gpu import bench as B
 
     if repeat < 1:
@@ -290,22 +300,37 @@ def _click_class(name: str) -> type:
     return next(c for c in typer.BadParameter.__mro__ if c.__name__ == name)
 
 
+def _terminate(signum, frame) -> None:
+    raise Terminated()  # unwinds like Ctrl-C: a running tpchgen-cli is killed, temporary files removed
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: turns every error a user can act on into one line and an exit code."""
+    signal.signal(signal.SIGTERM, _terminate)
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv, prog_name="gquery", standalone_mode=False)
     except typer.Exit as e:
         code = e.exit_code
     except _click_class("UsageError") as e:
-        print(f"gquery: error: {e.format_message()}", file=sys.stderr)
-        code = 2
+        if type(e).__name__ == "NoArgsIsHelpError":  # plain `gquery`: its help is no error
+            print(e.ctx.get_help())
+            code = 0
+        else:
+            print(f"gquery: error: {e.format_message()}", file=sys.stderr)
+            code = 2
     except GqueryError as e:
         print(f"gquery: error: {e}", file=sys.stderr)
         code = e.exit_code
+    except Terminated:
+        print("gquery: terminated", file=sys.stderr)
+        code = Terminated.exit_code
     except (KeyboardInterrupt, typer.Abort):
         print("gquery: interrupted", file=sys.stderr)
         code = 130
     except BrokenPipeError:
         code = 0
+    except OSError as e:  # a file or folder the system refused (permissions, a full disk)
+        print(f"gquery: error: {e.filename + ': ' if e.filename else ''}{e.strerror or e}", file=sys.stderr)
+        code = 1
     sys.exit(code if isinstance(code, int) else 0)

@@ -11,3 +11,9 @@ class UsageError(GqueryError):
     """A bad argument: exit code 2, like any command-line usage error."""
 
     exit_code = 2
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised so that cleanup runs as for Ctrl-C: 'gquery: terminated', exit code 143."""
+
+    exit_code = 128 + 15
