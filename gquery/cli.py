@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gquery.errors import GqueryError, Terminated, UsageError
+from gquery.errors import GqueryError, Stopped, UsageError
 
 # Plain click help: rich markup would eat "[...]" in help texts and show flags as "<bool>".
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -300,13 +300,14 @@ def _click_class(name: str) -> type:
     return next(c for c in typer.BadParameter.__mro__ if c.__name__ == name)
 
 
-def _terminate(signum, frame) -> None:
-    raise Terminated()  # unwinds like Ctrl-C: a running tpchgen-cli is killed, temporary files removed
+def _stop(signum, frame) -> None:
+    raise Stopped(signum)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: turns every error a user can act on into one line and an exit code."""
-    signal.signal(signal.SIGTERM, _terminate)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _stop)
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv, prog_name="gquery", standalone_mode=False)
@@ -322,9 +323,9 @@ def main(argv: list[str] | None = None) -> None:
     except GqueryError as e:
         print(f"gquery: error: {e}", file=sys.stderr)
         code = e.exit_code
-    except Terminated:
-        print("gquery: terminated", file=sys.stderr)
-        code = Terminated.exit_code
+    except Stopped as e:
+        print(f"gquery: {e.message}", file=sys.stderr)
+        code = e.exit_code
     except (KeyboardInterrupt, typer.Abort):
         print("gquery: interrupted", file=sys.stderr)
         code = 130

@@ -238,7 +238,7 @@ def generate(sf: float, data_dir: Path | str | None = None, *, fmt: str = "parqu
             raise GqueryError(f"tpchgen-cli wrote no {produced.name} for SF {sf:g}")
         final_dir.mkdir(exist_ok=True)
         os.replace(produced, final_dir / final_name)  # the one step that makes it visible
-    except BaseException:  # Ctrl-C and SIGTERM (errors.Terminated) too: no generator outlives us
+    except BaseException:  # Ctrl-C and SIGTERM (errors.Stopped) too: no generator outlives us
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
