@@ -7,6 +7,7 @@ progress and notes go to stderr so that --json leaves stdout to one JSON object.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -15,15 +16,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gquery.errors import GqueryError, UsageError
+from gquery.errors import GqueryError, Stopped, UsageError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+# Plain click help: rich markup would eat "[...]" in help texts and show flags as "<bool>".
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="A columnar GPU query engine for SELECT SUM(l_quantity*l_extendedprice) "
                        "FROM lineitem WHERE l_suppkey < Z, checked against DuckDB.")
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)  # pipes get whole tables
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-DATA_DIR = typer.Option(None, "--data-dir", help="Folder of generated datasets [default: ./dbgen_data or $GQUERY_DATA_DIR].")
+DATA_DIR = typer.Option(None, "--data-dir", help="Folder of generated datasets (default: $GQUERY_DATA_DIR, else ./dbgen_data).")
 DATA = typer.Option(None, "--data", help="Read lineitem from this parquet/.tbl file or folder, or an encoded store (lineitem.gq), instead of a generated SF.")
 JSON = typer.Option(False, "--json", help="Print one JSON object instead of tables.")
 
@@ -107,11 +109,13 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
     from gquery.query import Query
     from gquery.runner import check_options, parse_encodings, parse_modes, run_query
 
+    from gquery.options import check_run
+
     modes = parse_modes(mode)
     encodings = parse_encodings(encoding)
     check_options(backend, repeat)
-    if plot is not None and plot.suffix.lower() != ".png":
-        raise UsageError(f"--plot writes a PNG: give a path ending in .png, got {plot}")
+    check_run(backend, chunk_rows=chunk_rows, streams=streams, staging_threads=staging_threads, plot=plot,
+              explain=explain, echo=note)
     source = _source(sf, data, data_dir)
     options = {k: v for k, v in (("chunk_rows", chunk_rows), ("streams", streams),
                                  ("staging_threads", staging_threads)) if v is not None}
@@ -140,10 +144,14 @@ def _print_outcome(o, explain: bool = False) -> None:
     if o.device:
         d = o.device
         out.print(f"device   {d['name']} ({d['arch']}, {d['sm_count']} SMs, {d['total_bytes'] / 2**30:.0f} GiB)")
-    if o.duckdb:
+    if o.duckdb and o.duckdb.unavailable:
+        out.print(f"DuckDB   cannot answer: {o.duckdb.unavailable}")
+    elif o.duckdb:
         d = o.duckdb
         out.print(f"DuckDB   {_fmt(d.value)}   median {d.median_ms:.2f} ms of {len(d.times_ms)}, "
-                  f"{d.threads} threads, DuckDB {d.version}")
+                  f"{d.threads} threads, DuckDB {d.version}" + ", on DECIMAL(38,2) factors" * d.widened)
+    if o.numpy:
+        out.print(f"NumPy    {_fmt(o.numpy.value)}   exact, {o.numpy.ms:.2f} ms; not validated (DuckDB cannot answer)")
     if o.limits:
         L = o.limits
         out.print(f"limits   H2D pinned {L['h2d_pinned_gbps']:.1f} GB/s · pageable {L['h2d_pageable_gbps']:.1f} GB/s"
@@ -214,6 +222,9 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
            report_dir: Optional[Path] = typer.Option(None, "--report-dir", help="Write ladder-<gpu>.md/.json and PNGs here."),
            as_json: bool = JSON, data: Optional[Path] = DATA, data_dir: Optional[Path] = DATA_DIR):
     """Run the course's optimization ladder and its modern steps; every step checked against DuckDB."""
+    from gquery.options import require_gpu
+
+    require_gpu("ladder")  # before the imports below, which need pycuda
     import statistics
     import time
 
@@ -226,7 +237,7 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
     from gquery.gpu.ladder import LadderRunner
     from gquery.plan import MODES
     from gquery.plots import plot_ladder, plot_run
-    from gquery.query import Query, numpy_select_sum
+    from gquery.query import Query, numpy_select_sum, scaled_int
     from gquery.reference import DuckDBReference
     from gquery.runner import Outcome, run_modes
 
@@ -251,7 +262,7 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
     engine = Engine()
     limits = measure(engine.memory)
     runner = LadderRunner(engine)
-    expected = 0 if duck.value is None else int(duck.value.scaleb(4))
+    expected = scaled_int(duck.value)
     rows = []
     for step in L.STEPS:
         note(f"step {step.name}")
@@ -302,6 +313,9 @@ def bench(sf: list[float] = typer.Option([1.0, 10.0], "--sf", help="Scale factor
           out_dir: Path = typer.Option(Path("reports"), "--out", help="Where bench-<gpu>.json/.md go."),
           data_dir: Optional[Path] = DATA_DIR):
     """Benchmark every mode at each SF for Z = 30 and half the suppliers, with DuckDB and CuPy; write a report."""
+    from gquery.options import require_gpu
+
+    require_gpu("bench")  # before the import below, which needs pycuda
     from gquery.gpu import bench as B
 
     if repeat < 1:
@@ -319,22 +333,38 @@ def _click_class(name: str) -> type:
     return next(c for c in typer.BadParameter.__mro__ if c.__name__ == name)
 
 
+def _stop(signum, frame) -> None:
+    raise Stopped(signum)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: turns every error a user can act on into one line and an exit code."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _stop)
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv, prog_name="gquery", standalone_mode=False)
     except typer.Exit as e:
         code = e.exit_code
     except _click_class("UsageError") as e:
-        print(f"gquery: error: {e.format_message()}", file=sys.stderr)
-        code = 2
+        if type(e).__name__ == "NoArgsIsHelpError":  # plain `gquery`: its help is no error
+            print(e.ctx.get_help())
+            code = 0
+        else:
+            print(f"gquery: error: {e.format_message()}", file=sys.stderr)
+            code = 2
     except GqueryError as e:
         print(f"gquery: error: {e}", file=sys.stderr)
+        code = e.exit_code
+    except Stopped as e:
+        print(f"gquery: {e.message}", file=sys.stderr)
         code = e.exit_code
     except (KeyboardInterrupt, typer.Abort):
         print("gquery: interrupted", file=sys.stderr)
         code = 130
     except BrokenPipeError:
         code = 0
+    except OSError as e:  # a file or folder the system refused (permissions, a full disk)
+        print(f"gquery: error: {e.filename + ': ' if e.filename else ''}{e.strerror or e}", file=sys.stderr)
+        code = 1
     sys.exit(code if isinstance(code, int) else 0)

@@ -4,7 +4,7 @@ Every column encoding lives here. Today's encodings, the contract the kernels re
     l_suppkey        int32                       (TPC-H keys < 2^31 up to SF 20000)
     l_quantity       int64, exact hundredths     decimal(_, 2) scaled by 100
     l_extendedprice  int64, exact hundredths
-Scaled values must satisfy |v| < 2^31, so every product fits an int64 and only the sum needs 128 bits.
+Any int64 of hundredths is accepted (every decimal(<=18, 2) value); a product may need 127 bits.
 Narrower and bit-packed encodings join this module, next to these.
 """
 
@@ -25,7 +25,6 @@ TBL_COLUMNS = (
     "l_receiptdate", "l_shipinstruct", "l_shipmode", "l_comment",
 )
 DECIMAL_SCALE = 2
-VALUE_LIMIT = 2**31  # |scaled value| below this: q*p < 2^62 fits int64
 KEY_MIN, KEY_MAX = -(2**31), 2**31 - 1
 
 
@@ -69,15 +68,7 @@ class LineitemColumns:
         if s.size and (s.min() < KEY_MIN or s.max() > KEY_MAX):
             raise GqueryError(f"{source}: column l_suppkey has values outside int32")
         q, p = (np.ascontiguousarray(v, dtype=np.int64) for v in (quantity, extendedprice))
-        for name, v in (("l_quantity", q), ("l_extendedprice", p)):
-            _check_value_limit(v, source, name)
         return cls(s.astype(np.int32, copy=False), q, p, source)
-
-
-def _check_value_limit(v: np.ndarray, where, name: str) -> None:
-    if v.size and (v.min() <= -VALUE_LIMIT or v.max() >= VALUE_LIMIT):
-        raise GqueryError(f"{where}: column {name} has values beyond ±2^31 hundredths; "
-                          "products would not fit int64")
 
 
 def _encode_key(column: pa.ChunkedArray, where, name: str) -> np.ndarray:
@@ -114,7 +105,6 @@ def _encode_decimal(column: pa.ChunkedArray, where, name: str) -> np.ndarray:
             raise GqueryError(f"{where}: column {name} has values outside int64 hundredths")
         out[pos:pos + n] = low
         pos += n
-    _check_value_limit(out, where, name)
     return out
 
 
@@ -122,47 +112,40 @@ ENCODERS = {"l_suppkey": _encode_key, "l_quantity": _encode_decimal, "l_extended
 
 
 def _check_columns(table: pa.Table, where) -> None:
-    for name in QUERY_COLUMNS:
-        if name not in table.column_names:
-            raise GqueryError(f"{where}: missing column {name}")
-        if table.column(name).null_count:
-            raise GqueryError(f"{where}: column {name} has {table.column(name).null_count} nulls")
+    from gquery.contract import check_table  # the contract reads this module's column names
+
+    check_table(table, where)
 
 
 def _read_parquet(source: LineitemSource) -> pa.Table:
     import pyarrow.parquet as pq
 
+    from gquery.contract import check_schema
+
     tables = []
     for f in source.files:
         try:
-            schema = pq.read_schema(f)
-            missing = [c for c in QUERY_COLUMNS if c not in schema.names]
-            if missing:
-                raise GqueryError(f"{f}: missing column {missing[0]}")
+            check_schema(pq.read_schema(f), f)
             tables.append(pq.read_table(f, columns=list(QUERY_COLUMNS)))
         except (pa.ArrowException, OSError) as e:
-            raise GqueryError(f"{f}: cannot read parquet: {e}") from None
-    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+            raise GqueryError(f"{f}: cannot read parquet: {str(e).splitlines()[0]}") from None
+    try:  # parts may differ in integer width or decimal precision; the widest type holds all
+        return pa.concat_tables(tables, promote_options="permissive")
+    except pa.ArrowException as e:
+        raise GqueryError(f"{source}: parts do not share a schema: {str(e).splitlines()[0]}") from None
 
 
 def _read_tbl(source: LineitemSource) -> pa.Table:
     from pyarrow import csv
 
-    decimal = pa.decimal128(15, DECIMAL_SCALE)
-    options = dict(
-        read_options=csv.ReadOptions(column_names=[*TBL_COLUMNS, "_trailing"], block_size=64 << 20),
-        parse_options=csv.ParseOptions(delimiter="|", quote_char=False),
-        convert_options=csv.ConvertOptions(
-            include_columns=list(QUERY_COLUMNS),
-            column_types={"l_suppkey": pa.int64(), "l_quantity": decimal, "l_extendedprice": decimal},
-            strings_can_be_null=False, quoted_strings_can_be_null=False, null_values=[""]),
-    )
+    from gquery.contract import tbl_error, tbl_reader_options
+
     tables = []
     for f in source.files:
         try:
-            tables.append(csv.read_csv(f, **options))
+            tables.append(csv.read_csv(f, **tbl_reader_options()))
         except (pa.ArrowException, OSError) as e:
-            raise GqueryError(f"{f}: cannot read .tbl: {str(e).splitlines()[0]}") from None
+            raise tbl_error(f, e) from None
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 

@@ -8,9 +8,11 @@ import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from gquery.columns import load_lineitem
+from gquery.contract import check_source
 from gquery.errors import GqueryError, UsageError
 from gquery.plan import ENCODING_CHOICES, MODES
-from gquery.query import Query
+from gquery.query import Query, numpy_select_sum
 from gquery.table import Table
 from gquery.reference import DuckDBReference, DuckDBResult
 from gquery.tpch import LineitemSource
@@ -35,6 +37,14 @@ class ModeRun:
 
 
 @dataclass
+class CpuAnswer:
+    """NumPy's exact answer, given where DuckDB cannot answer and no GPU runs."""
+
+    value: Decimal | None
+    ms: float
+
+
+@dataclass
 class Outcome:
     query: Query
     source: str
@@ -47,6 +57,7 @@ class Outcome:
     kernel: dict | None = None
     runs: list[ModeRun] = field(default_factory=list)
     table: list[str] = field(default_factory=list)  # each encoding's columns, as the runs read them
+    numpy: CpuAnswer | None = None
 
     @property
     def all_match(self) -> bool:
@@ -59,7 +70,9 @@ class Outcome:
             "load_ms": self.load_ms,
             "duckdb": None if d is None else {
                 "result": _str(d.value), "median_ms": d.median_ms, "times_ms": d.times_ms,
-                "threads": d.threads, "version": d.version},
+                "threads": d.threads, "version": d.version, "widened": d.widened,
+                "unavailable": d.unavailable},
+            "numpy": None if self.numpy is None else {"result": _str(self.numpy.value), "ms": self.numpy.ms},
             "gpu": None if self.gpu_reason is None else {"unavailable": self.gpu_reason},
             "device": self.device, "limits": self.limits, "kernel": self.kernel, "encodings": self.table,
             "runs": [{
@@ -67,7 +80,7 @@ class Outcome:
                 "selected_rows": r.result.selected_rows,
                 "match": r.match, "plan": r.result.plan.to_dict(),
                 "profile": r.result.profile.to_dict(self.limits), "totals_ms": r.totals_ms,
-                "speedup_vs_duckdb": (d.median_ms / r.result.profile.total_ms) if d else None,
+                "speedup_vs_duckdb": (d.median_ms / r.result.profile.total_ms) if d and d.median_ms else None,
                 "pcie_bytes": r.result.profile.pcie_bytes, "pcie_bytes_per_row": r.result.profile.pcie_bytes_per_row,
             } for r in self.runs],
         }
@@ -124,6 +137,8 @@ def run_modes(engine, table: Table, query: Query, modes, repeat: int, expected: 
 def run_query(source: LineitemSource, query: Query, *, backend: str = "auto", modes=("resident",),
               encodings=("auto",), repeat: int = 5, validate: bool = True, echo=print, **plan_options) -> Outcome:
     check_options(backend, repeat)
+    if source.files:  # a store without its source files was checked when it was encoded
+        check_source(source)  # the one input contract, before any engine reads the data
     outcome = Outcome(query, str(source))
     engine = None
     if backend != "duckdb":
@@ -145,6 +160,19 @@ def run_query(source: LineitemSource, query: Query, *, backend: str = "auto", mo
         ref = DuckDBReference(source)
         outcome.duckdb = ref.run(query, repeat=repeat)
         ref.close()
+        if outcome.duckdb.widened:
+            echo("DuckDB: DECIMAL(18) products overflow; asked again on DECIMAL(38,2) factors")
+    check_with_numpy = bool(outcome.duckdb and outcome.duckdb.unavailable)
+    if check_with_numpy:
+        echo(f"DuckDB cannot answer ({outcome.duckdb.unavailable}): "
+             + ("the GPU is checked against NumPy's exact answer" if engine is not None
+                else "the result is not validated; NumPy answers exactly"))
+        if engine is None:  # a user always gets an exact answer: NumPy's, in 128-bit products
+            columns = load_lineitem(source)
+            outcome.rows = columns.rows
+            t0 = time.perf_counter()
+            value = numpy_select_sum(columns, query)
+            outcome.numpy = CpuAnswer(value, (time.perf_counter() - t0) * 1e3)
     if engine is not None:
         from gquery.gpu.bandwidth import measure as bandwidth
 
@@ -160,6 +188,10 @@ def run_query(source: LineitemSource, query: Query, *, backend: str = "auto", mo
         outcome.limits = bandwidth(engine.memory)
         outcome.kernel = engine.resources()
         expected = outcome.duckdb.value if outcome.duckdb else None
+        if check_with_numpy:  # exact in 128-bit products, where DuckDB's DECIMAL(38) overflows
+            t0 = time.perf_counter()
+            expected = numpy_select_sum(table.plain_columns(), query)
+            outcome.numpy = CpuAnswer(expected, (time.perf_counter() - t0) * 1e3)
         outcome.runs = run_modes(engine, table, query, modes, repeat, expected, validate, encodings, **plan_options)
         outcome.table = [f"{e}: " + "; ".join(table.describe(e)) for e in {r.encoding for r in outcome.runs}]
         engine.memory.release_table(table)

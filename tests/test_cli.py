@@ -43,10 +43,19 @@ def test_auto_without_gpu_says_why_and_still_answers(sf001, data_dir):
 
 
 @pytest.mark.skipif(HAS_GPU, reason="checks the behaviour without a GPU")
-def test_backend_gpu_without_gpu_fails_after_answering(sf001, data_dir):
-    r = gquery("run", "--sf", "0.01", "--z", "30", "--backend", "gpu", "--data-dir", data_dir)
+def test_backend_gpu_without_gpu_fails_before_any_work(tmp_path):
+    r = gquery("run", "--sf", "0.01", "--z", "30", "--backend", "gpu", "--json", "--data-dir", tmp_path)
     assert "no usable GPU" in one_line_error(r, 1)
-    assert "DuckDB" in r.stdout
+    assert r.stdout == "" and "DuckDB" not in r.stderr
+    assert not list(tmp_path.iterdir()), "no data is generated for a command that cannot run"
+
+
+@pytest.mark.skipif(HAS_GPU, reason="checks the behaviour without a GPU")
+def test_gpu_options_without_gpu_are_ignored_with_one_note(sf001):
+    r = gquery("run", "--z", "30", "--backend", "duckdb", "--explain", "--streams", "2", "--data", sf001.files[0])
+    assert r.returncode == 0, r.stderr
+    notes = [line for line in r.stderr.splitlines() if line.startswith("ignored")]
+    assert notes == ["ignored --explain, --streams: they need the GPU, and --backend duckdb runs no GPU"]
 
 
 @pytest.mark.parametrize("args", [
@@ -87,8 +96,15 @@ def test_data_path_and_tbl(sf001_tbl, sf001):
     assert json.loads(r.stdout)["duckdb"]["result"] == str(numpy_select_sum(load_lineitem(sf001), Query(30)))
 
 
-def test_help_lists_commands():
-    r = gquery("--help")
-    assert r.returncode == 0
+@pytest.mark.parametrize("args", [["--help"], []], ids=["help", "no-arguments"])
+def test_help_lists_commands(args):
+    r = gquery(*args)
+    assert r.returncode == 0 and "gquery: error" not in r.stderr
     for cmd in ("generate", "run", "bandwidth", "ladder", "bench"):
         assert cmd in r.stdout
+
+
+def test_help_texts_are_plain():
+    r = gquery("run", "--help")
+    assert "(default: $GQUERY_DATA_DIR, else ./dbgen_data)" in " ".join(r.stdout.split())
+    assert "<bool>" not in r.stdout and "--json " in r.stdout

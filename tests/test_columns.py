@@ -52,7 +52,6 @@ GOOD = dict(l_suppkey=pa.array([1, 2], pa.int64()), l_quantity=dec(["1.00", "2.5
     (dict(l_quantity=dec(["1.00", None])), "l_quantity has 1 nulls"),
     (dict(l_suppkey=pa.array([1, 2**40], pa.int64())), "l_suppkey has values outside int32"),
     (dict(l_quantity=pa.array([1.0, 2.5])), "l_quantity is double, expected decimal"),
-    (dict(l_extendedprice=dec(["1.00", "30000000.00"])), "l_extendedprice has values beyond"),
     (dict(l_suppkey=pa.array(["a", "b"])), "l_suppkey is string, expected an integer"),
 ])
 def test_bad_columns_name_file_and_column(tmp_path, change, message):
@@ -95,8 +94,7 @@ def test_parquet_parts_concatenate(tmp_path):
 def test_from_values_checks():
     c = LineitemColumns.from_values([1, 2], [3, 4], [5, 6])
     assert c.rows == 2 and c.suppkey.dtype == np.int32
-    with pytest.raises(GqueryError, match="beyond"):
-        LineitemColumns.from_values([1], [2**31], [1])
+    assert LineitemColumns.from_values([1], [2**63 - 1], [-(2**63)]).quantity.tolist() == [2**63 - 1]
     with pytest.raises(GqueryError, match="outside int32"):
         LineitemColumns.from_values([2**31], [1], [1])
     with pytest.raises(GqueryError, match="differ in length"):
@@ -106,9 +104,9 @@ def test_from_values_checks():
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.integers(-(2**31) + 1, 2**31 - 1), min_size=1, max_size=300), st.integers(0, 5))
+@given(st.lists(st.integers(-(10**15) + 1, 10**15 - 1), min_size=1, max_size=300), st.integers(0, 5))
 def test_decimal_encoding_is_exact(hundredths, offset):
-    """Any decimal(15,2) within the limit encodes to its exact hundredths, in sliced chunks too."""
+    """Any decimal(15,2) encodes to its exact hundredths, in sliced chunks too."""
     arr = pa.array([Decimal(h).scaleb(-2) for h in hundredths], pa.decimal128(15, 2))
     sliced = arr.slice(min(offset, len(arr) - 1))
     table = pa.table(dict(l_suppkey=pa.array([1] * len(sliced), pa.int64()), l_quantity=sliced,

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gquery.columns import LineitemColumns, load_lineitem
-from gquery.query import Query, exact_sum_int64, numpy_select_sum, to_decimal
+from gquery import query as Q
+from gquery.query import Query, exact_product_sum, exact_sum_int64, numpy_select_sum, to_decimal
 from gquery.reference import DuckDBReference
 
 
@@ -68,6 +69,8 @@ def test_to_decimal():
     assert to_decimal(0, 0) is None
     assert to_decimal(0, 3) == Decimal("0.0000") and str(to_decimal(0, 3)) == "0.0000"
     assert str(to_decimal(123456, 1)) == "12.3456" and str(to_decimal(-5, 1)) == "-0.0005"
+    huge = 100_000 * (2**63 - 1) ** 2  # 43 digits: no rounding to the default 28
+    assert str(to_decimal(huge, 1)) == f"{str(huge)[:-4]}.{str(huge)[-4:]}"
 
 
 @settings(max_examples=200, deadline=None)
@@ -81,3 +84,43 @@ def test_exact_sum_beyond_int64():
     assert exact_sum_int64(big) == 1000 * 2**62
     assert exact_sum_int64(-big) == -1000 * 2**62
     assert exact_sum_int64(np.array([5, 7], np.int64), bound=7) == 12
+
+
+INT64 = st.integers(-(2**63), 2**63 - 1)
+EXTREMES = st.sampled_from([-(2**63), -(2**63) + 1, 2**63 - 1, 2**63 - 2, -(2**32), 2**32 - 1, 2**31, -1, 0, 1])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.one_of(INT64, EXTREMES), st.one_of(INT64, EXTREMES)), max_size=100))
+def test_exact_product_sum_matches_python(pairs):
+    a = np.array([x for x, _ in pairs], dtype=np.int64)
+    b = np.array([y for _, y in pairs], dtype=np.int64)
+    assert exact_product_sum(a, b) == sum(x * y for x, y in pairs)
+
+
+def test_exact_product_sum_at_the_extremes_and_across_pieces(monkeypatch):
+    monkeypatch.setattr(Q, "PIECE_ROWS", 7)
+    for v in (2**63 - 1, -(2**63)):
+        for w in (2**63 - 1, -(2**63)):
+            n = 3 * 7 + 3  # a partial last piece
+            a, b = np.full(n, v, np.int64), np.full(n, w, np.int64)
+            assert exact_product_sum(a, b) == n * v * w
+    small = np.arange(-50, 50, dtype=np.int64)
+    assert exact_product_sum(small, small) == sum(x * x for x in range(-50, 50))
+    assert exact_product_sum(np.array([], np.int64), np.array([], np.int64)) == 0
+
+
+def test_numpy_select_sum_beyond_int64_products():
+    q = [3_000_000_000, 2**63 - 1, -(2**63), 5]  # hundredths: 30,000,000.00 and the int64 extremes
+    p = [3_000_000_000, 2**63 - 1, 2**63 - 1, 7]
+    cols = LineitemColumns.from_values([1, 2, 3, 40], q, p)
+    assert numpy_select_sum(cols, Query(40)) == Decimal(sum(x * y for x, y in zip(q[:3], p[:3]))).scaleb(-4)
+    assert numpy_select_sum(cols, Query(1)) is None
+
+
+def test_scaled_int_is_exact_at_any_length():
+    from gquery.query import scaled_int
+
+    for v in (0, 1, -1, 10**40 + 7, -(10**45) - 3, 2**127):
+        assert scaled_int(to_decimal(v, 1)) == v
+    assert scaled_int(None) == 0

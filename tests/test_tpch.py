@@ -77,7 +77,7 @@ def test_ctrl_c_kills_generator_and_cleans_up(tmp_path, monkeypatch):
     seen = {}
 
     def interrupted_wait(self, timeout=None):
-        if timeout is None and "proc" not in seen:
+        if "proc" not in seen:
             seen["proc"] = self
             try:
                 real_wait(self, timeout=0.5)
@@ -117,3 +117,92 @@ def test_corrupt_dataset_is_an_error_not_overwritten(tmp_path):
 def test_bad_format():
     with pytest.raises(UsageError):
         tpch.generate(0.01, "x", fmt="csv")
+
+
+def tiny_lineitem(folder: Path) -> dict[str, Path]:
+    """One row of lineitem in each format, for a fake generator to copy."""
+    import pyarrow as pa
+    from decimal import Decimal
+
+    folder.mkdir(parents=True, exist_ok=True)
+    dec = pa.decimal128(15, 2)
+    pq.write_table(pa.table(dict(l_suppkey=pa.array([1], pa.int64()), l_quantity=pa.array([Decimal("1.00")], dec),
+                                 l_extendedprice=pa.array([Decimal("2.00")], dec))), folder / "t.parquet")
+    (folder / "t.tbl").write_text("1|2|1|4|1.00|2.00|0|0|N|O|1996-01-01|1996-01-01|1996-01-01|x|y|z|\n")
+    return {"parquet": folder / "t.parquet", "tbl": folder / "t.tbl"}
+
+
+def copying_generator(tmp_path: Path) -> str:
+    """A stand-in for tpchgen-cli that writes tpchgen-cli's layout (a folder of parts with --parts)."""
+    t = tiny_lineitem(tmp_path / "templates")
+    script = tmp_path / "copying-tpchgen"
+    script.write_text("#!/bin/bash\n"
+                      'fmt=$1; out=""; parts=""\n'
+                      'while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; [ "$1" = --parts ] && parts=$2; shift; done\n'
+                      f'src={t["parquet"]}; [ "$fmt" = tbl ] && src={t["tbl"]}\n'
+                      'if [ -n "$parts" ]; then mkdir -p "$out/lineitem"\n'
+                      '  for k in $(seq 1 "$parts"); do cp "$src" "$out/lineitem/lineitem.$k.$fmt"; done\n'
+                      'else cp "$src" "$out/lineitem.$fmt"; fi\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+def test_both_formats_of_one_sf_above_10_coexist(tmp_path, monkeypatch):
+    monkeypatch.setattr(tpch, "tpchgen_binary", lambda: copying_generator(tmp_path))
+    data = tmp_path / "data"
+    tbl = tpch.generate(10.01, data, fmt="tbl", echo=lambda m: None)
+    parquet = tpch.generate(10.01, data, fmt="parquet", echo=lambda m: None)
+    assert (tbl.format, tbl.path.name, len(tbl.files)) == ("tbl", "lineitem-tbl", 2)
+    assert (parquet.format, parquet.path.name, len(parquet.files)) == ("parquet", "lineitem", 2)
+    monkeypatch.setattr(tpch, "tpchgen_binary", lambda: pytest.fail("a complete dataset must be reused"))
+    assert tpch.generate(10.01, data, fmt="tbl", echo=lambda m: None) == tbl
+    assert tpch.generate(10.01, data, fmt="parquet", echo=lambda m: None) == parquet
+
+
+def test_old_tbl_parts_are_read_and_moved_not_lost(tmp_path, monkeypatch):
+    monkeypatch.setattr(tpch, "tpchgen_binary", lambda: copying_generator(tmp_path))
+    old = tmp_path / "data" / "sf10.01" / "lineitem"
+    old.mkdir(parents=True)
+    for k in (1, 2):
+        (old / f"lineitem.{k}.tbl").write_text(tiny_lineitem(tmp_path / "t")["tbl"].read_text())
+    assert tpch.existing_dataset(10.01, tmp_path / "data", "tbl").path == old
+    assert tpch.existing_dataset(10.01, tmp_path / "data", "parquet") is None
+    notes = []
+    parquet = tpch.generate(10.01, tmp_path / "data", echo=notes.append)
+    assert parquet.format == "parquet" and parquet.path == old
+    moved = tpch.existing_dataset(10.01, tmp_path / "data", "tbl")
+    assert moved.path.name == "lineitem-tbl" and len(moved.files) == 2 and any("moving" in n for n in notes)
+
+
+def test_free_space_is_checked_before_generating(tmp_path, monkeypatch):
+    monkeypatch.setattr(tpch, "tpchgen_binary", lambda: pytest.fail("must not start without the space"))
+    monkeypatch.setattr(tpch.shutil, "disk_usage", lambda p: shutil_usage(free=10**9))
+    with pytest.raises(GqueryError, match=r"SF 1000 as tbl needs 817\.0 GB, 1\.0 GB free at "):
+        tpch.generate(1000, tmp_path, fmt="tbl", echo=lambda m: None)
+    assert not list(tmp_path.glob(".sf*"))
+
+
+def shutil_usage(free: int):
+    import shutil
+
+    return shutil._ntuple_diskusage(10 * free, 9 * free, free)
+
+
+def test_progress_lines_where_no_bar_is_drawn(tmp_path, monkeypatch):
+    script = tmp_path / "slow-tpchgen"
+    script.write_text(f"#!/bin/bash\nsleep 0.6\nexec {copying_generator(tmp_path)} \"$@\"\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(tpch, "tpchgen_binary", lambda: str(script))
+    monkeypatch.setattr(tpch, "PROGRESS_SECONDS", 0.1)
+    notes = []
+    tpch.generate(0.02, tmp_path / "data", progress=False, echo=notes.append)
+    assert sum("GB written of about" in n for n in notes) >= 2
+
+
+@pytest.mark.parametrize("kind", ["file", "under-a-file"])
+def test_data_dir_that_cannot_be_a_folder(tmp_path, kind):
+    blocker = tmp_path / "f"
+    blocker.write_text("x")
+    data = blocker if kind == "file" else blocker / "sub"
+    with pytest.raises(GqueryError, match="--data-dir"):
+        tpch.generate(0.01, data, echo=lambda m: None)

@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from gquery import reports
+from gquery.contract import check_source
 from gquery.gpu import cupy_baseline
 from gquery.gpu.bandwidth import measure
 from gquery.gpu.executor import Engine
 from gquery.gpu.memory import DeviceColumns
 from gquery.plan import MODES
-from gquery.query import Query
+from gquery.query import Query, scaled_int
 from gquery.reference import DuckDBReference
 from gquery.runner import run_modes
 from gquery.table import KEY, PRICE, QUANTITY
@@ -62,6 +63,7 @@ def run_bench(sfs, repeat: int, data_dir=None, echo=print) -> dict:
     kernels = {}
     for sf in sfs:
         source = generate(sf, data_dir, echo=echo)
+        check_source(source)
         echo(f"SF {sf:g}: opening the encoded store into pinned memory")
         table = _store_table(source, engine, echo)
         ref = DuckDBReference(source)
@@ -87,8 +89,7 @@ def run_bench(sfs, repeat: int, data_dir=None, echo=print) -> dict:
                     "h2d_gbps": s["h2d_gbps"], "kernel_gbps": s["kernel_gbps"], "kernel_bytes": p.kernel_bytes,
                     "kernel_hidden": s["kernel_hidden"], "staging_hidden": s["staging_hidden"],
                     "duckdb_ms": duck.median_ms, "duckdb_threads": duck.threads, "cupy_ms": cupy_ms,
-                    "cupy_match": None if cupy_value is None else (cupy_value == r.result.value.scaleb(4)
-                                                                  if r.result.value is not None else cupy_value == 0),
+                    "cupy_match": None if cupy_value is None else cupy_value == scaled_int(r.result.value),
                     "totals_ms": r.totals_ms, "plan": r.result.plan.to_dict(), "rows": table.rows,
                     "column_bytes": p.column_bytes, "physical_bytes": p.physical_bytes,
                     "pcie_bytes": p.pcie_bytes, "pcie_bytes_per_row": p.pcie_bytes_per_row,

@@ -84,7 +84,12 @@ class LadderRunner:
 
     def exactness_problem(self, step: Step, columns: LineitemColumns, chunk_rows: int) -> str | None:
         """Why int64 partials could overflow on these columns, or None when they cannot."""
-        if step.output == "exact" or columns.rows == 0:
+        if columns.rows == 0:
+            return None
+        if self.largest_product(columns) >= INT64_LIMIT:  # every step multiplies in 64 bits
+            return (f"a product overflows int64 (largest {self.largest_product(columns):,}); "
+                    "the engine's scan multiplies these in 128 bits")
+        if step.output == "exact":
             return None
         per_partial, bound = self.partial_bound(step, columns, chunk_rows)
         if bound >= INT64_LIMIT:

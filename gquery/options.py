@@ -1,0 +1,48 @@
+"""Options checked before any work: no data is generated and no engine runs for a command that
+cannot run as asked. GPU-only options with no GPU to use them are refused (--backend gpu) or
+ignored with one note saying why (--backend auto or duckdb), never silently."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gquery.errors import GqueryError, UsageError
+
+
+def check_positive(**flags: int | None) -> None:
+    """Each given count is at least 1; keyword names are the flags with '_' for '-'."""
+    for name, value in flags.items():
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+
+
+def check_run(backend: str, *, chunk_rows: int | None, streams: int | None, staging_threads: int | None,
+              plot: Path | None, explain: bool, echo) -> None:
+    """`gquery run`'s options, before its data is found or generated."""
+    check_positive(chunk_rows=chunk_rows, streams=streams, staging_threads=staging_threads)
+    if plot is not None and plot.suffix.lower() != ".png":
+        raise UsageError(f"--plot writes a PNG: give a path ending in .png, got {plot}")
+    if backend == "duckdb":
+        reason = "--backend duckdb runs no GPU"
+    else:
+        from gquery.gpu.device import GpuUnavailable, probe
+
+        info, reason = probe()
+        if info is not None:
+            return
+        if backend == "gpu":
+            raise GpuUnavailable(f"no usable GPU: {reason}")
+    given = {"--plot": plot is not None, "--explain": explain, "--chunk-rows": chunk_rows is not None,
+             "--streams": streams is not None, "--staging-threads": staging_threads is not None}
+    ignored = [flag for flag, present in given.items() if present]
+    if ignored:
+        echo(f"ignored {', '.join(ignored)}: they need the GPU, and {reason}")
+
+
+def require_gpu(command: str) -> None:
+    """GPU-only commands (bench, ladder) fail in one line before any import of pycuda or any work."""
+    from gquery.gpu.device import probe
+
+    info, reason = probe()
+    if info is None:
+        raise GqueryError(f"gquery {command} needs a GPU: {reason}")

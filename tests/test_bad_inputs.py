@@ -1,0 +1,256 @@
+"""The catalogue of issue #8: every bad input, bad option and interruption a new user met, through
+the CLI as a separate process. Each must end in its documented exit code with exactly one
+'gquery: error:' line and no traceback, leave nothing on disk, and never depend on the machine."""
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import gquery
+from gquery.gpu.device import probe
+
+HAS_GPU = probe()[0] is not None
+no_gpu_only = pytest.mark.skipif(HAS_GPU, reason="checks the behaviour without a GPU")
+INT64_MAX = 2**63 - 1
+
+
+def files_under(folder: Path) -> set[Path]:
+    return {p for p in folder.rglob("*")}
+
+
+def one_error(r, code: int) -> str:
+    assert r.returncode == code, r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("gquery: error:")]
+    assert len(errors) == 1, r.stderr
+    assert errors[0] != "gquery: error:" and errors[0].strip() != "gquery: error:"
+    return errors[0]
+
+
+def dec(values, precision=15, scale=2):
+    return pa.array([None if v is None else Decimal(v) for v in values], pa.decimal128(precision, scale))
+
+
+def hundredths(values, precision=38):
+    return pa.array([Decimal(v).scaleb(-2) for v in values], pa.decimal128(precision, 2))
+
+
+GOOD = dict(l_suppkey=pa.array([1, 2], pa.int64()), l_quantity=dec(["1.00", "2.50"]),
+            l_extendedprice=dec(["10.25", "3.00"]))
+
+
+def parquet(tmp_path: Path, name: str, statistics: bool = True, **change) -> Path:
+    columns = {k: v for k, v in (GOOD | change).items() if v is not None}
+    path = tmp_path / f"{name}.parquet"
+    pq.write_table(pa.table(columns), path, write_statistics=statistics)
+    return path
+
+
+def run_data(path: Path, *extra, z: int = 30):
+    return gquery("run", "--z", z, "--repeat", "1", "--data", path, *extra)
+
+
+TBL_ROW = "1|2|{key}|4|{q}|{p}|0|0|N|O|1996-01-01|1996-01-01|1996-01-01|x|y|z|\n"
+
+BAD_FILES = {  # name: (how to make it, what the one line must say)
+    "float64 quantity": (lambda d: parquet(d, "f64", l_quantity=pa.array([1.0, 2.5])), "l_quantity is double"),
+    "key stored as string": (lambda d: parquet(d, "str", l_suppkey=pa.array(["1", "2"])), "l_suppkey is string"),
+    "key beyond int32": (lambda d: parquet(d, "k64", l_suppkey=pa.array([1, 2**40], pa.int64())), "outside int32"),
+    "null key": (lambda d: parquet(d, "nk", l_suppkey=pa.array([1, None], pa.int64())), "l_suppkey has 1 nulls"),
+    "null quantity": (lambda d: parquet(d, "nq", l_quantity=dec(["1.00", None])), "l_quantity has 1 nulls"),
+    "null price": (lambda d: parquet(d, "np", l_extendedprice=dec([None, None])), "l_extendedprice has 2 nulls"),
+    "null price, no statistics": (lambda d: parquet(d, "ns", statistics=False, l_extendedprice=dec([None, "1.00"])),
+                                  "l_extendedprice has 1 nulls"),
+    "scale 3": (lambda d: parquet(d, "s3", l_quantity=dec(["1.000", "2.500"], scale=3)), "scale 3, expected 2"),
+    "scale 0": (lambda d: parquet(d, "s0", l_extendedprice=dec(["1", "2"], scale=0)), "scale 0, expected 2"),
+    "decimal(38,2) beyond int64": (lambda d: parquet(d, "wide", l_quantity=hundredths([1, INT64_MAX + 1])),
+                                   "l_quantity has values outside int64 hundredths"),
+    "decimal(38,2) beyond int64, no statistics": (
+        lambda d: parquet(d, "wides", statistics=False, l_extendedprice=hundredths([-(2**63) - 1, 1])),
+        "l_extendedprice has values outside int64 hundredths"),
+    "decimal(76,2)": (lambda d: parquet(d, "d256", l_quantity=pa.array([1, 2], pa.decimal256(76, 2))),
+                      "expected decimal(p, 2) with p <= 38"),
+    "missing column": (lambda d: parquet(d, "miss", l_extendedprice=None), "missing column l_extendedprice"),
+    "garbage parquet": (lambda d: write_bytes(d / "garbage.parquet", b"not parquet at all"), "cannot read parquet"),
+    "truncated parquet": (lambda d: truncated(d), "cannot read parquet"),
+    "empty parquet file": (lambda d: write_bytes(d / "empty.parquet", b""), "empty file"),
+    "empty .tbl file": (lambda d: write_bytes(d / "empty.tbl", b""), "empty file"),
+    ".tbl with text in l_quantity": (lambda d: tbl(d, q="abc"), "column l_quantity"),
+    ".tbl with three decimals": (lambda d: tbl(d, q="1.234"), "column l_quantity"),
+    ".tbl with an empty key": (lambda d: tbl(d, key=""), "l_suppkey has 2 nulls"),
+    ".tbl with a short row": (lambda d: write_bytes(d / "short.tbl", b"1|2|3|4|1.00|2.00\n"), "Expected 17 columns"),
+    "not a lineitem file": (lambda d: write_bytes(d / "x.csv", b"a,b"), "not a lineitem file"),
+}
+
+
+def write_bytes(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def truncated(folder: Path) -> Path:
+    whole = parquet(folder, "whole").read_bytes()
+    (folder / "whole.parquet").unlink()
+    return write_bytes(folder / "truncated.parquet", whole[: len(whole) // 2])
+
+
+def tbl(folder: Path, key="1", q="1.00", p="2.00") -> Path:
+    path = folder / "lineitem.tbl"
+    path.write_text(TBL_ROW.format(key=key, q=q, p=p) * 2)
+    return path
+
+
+@pytest.mark.parametrize("case", BAD_FILES, ids=list(BAD_FILES))
+def test_bad_file_is_one_line_before_any_engine(tmp_path, case):
+    make, message = BAD_FILES[case]
+    path = make(tmp_path)
+    before = files_under(tmp_path)
+    r = run_data(path)  # backend auto: the same refusal with or without a GPU
+    line = one_error(r, 1)
+    assert message in line and path.name in line, line
+    assert "DuckDB: loading" not in r.stderr and "GPU: loading" not in r.stderr
+    assert r.stdout == "" and files_under(tmp_path) == before
+
+
+def answers(r) -> dict[str, str]:
+    """Engine name -> the printed result, from the table output."""
+    out = {}
+    for line in r.stdout.splitlines():
+        parts = line.split()
+        if parts and parts[0] in ("DuckDB", "NumPy", "data"):
+            out[parts[0]] = parts[1]
+    return out
+
+
+def exact(pairs) -> str:
+    return str(Decimal(f"{sum(q * p for q, p in pairs)}E-4"))
+
+
+def wide_file(tmp_path, name, q, p, precision=15, rows=1):
+    return parquet(tmp_path, name, l_suppkey=pa.array([1] * rows, pa.int64()),
+                   l_quantity=hundredths([q] * rows, precision), l_extendedprice=hundredths([p] * rows, precision))
+
+
+@pytest.mark.parametrize("q,p,rows,widened", [
+    (3_000_000_000, 3_000_000_000, 1000, True), (2_147_483_647, 2_147_483_647, 1, True),
+    (2_500_000_000, 100, 3, False)], ids=["30,000,000.00 squared", "21,474,836.47 squared", "25,000,000.00 x 1.00"])
+def test_beyond_the_old_limits_is_exact_and_says_when_widened(tmp_path, q, p, rows, widened):
+    r = run_data(wide_file(tmp_path, "big", q, p, rows=rows))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert answers(r)["DuckDB"] == exact([(q, p)] * rows)
+    assert ("on DECIMAL(38,2) factors" in r.stdout) == widened
+    assert ("asked again on DECIMAL(38,2)" in r.stderr) == widened
+
+
+def test_decimal38_within_int64_is_exact(tmp_path):
+    q, p = INT64_MAX, -(2**63)
+    path = parquet(tmp_path, "wide", l_quantity=hundredths([q, 1]), l_extendedprice=hundredths([p, 1]))
+    r = run_data(path, "--backend", "duckdb")
+    assert r.returncode == 0, r.stderr
+    assert answers(r)["DuckDB"] == exact([(q, p), (1, 1)])
+
+
+def test_beyond_duckdbs_decimal38_numpy_answers_exactly_unvalidated(tmp_path):
+    q = p = INT64_MAX
+    r = run_data(wide_file(tmp_path, "huge", q, p, precision=38, rows=100), "--json")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    import json
+
+    out = json.loads(r.stdout)
+    assert out["duckdb"]["unavailable"].startswith("Out of Range Error") and out["duckdb"]["result"] is None
+    assert out["numpy"]["result"] == exact([(q, p)] * 100)
+    assert "not validated" in r.stderr
+    table = run_data(tmp_path / "huge.parquet")
+    assert answers(table)["NumPy"] == exact([(q, p)] * 100) and "DuckDB   cannot answer" in table.stdout
+
+
+def test_zero_rows_is_null_not_an_error(tmp_path):
+    empty = dict(l_suppkey=pa.array([], pa.int64()), l_quantity=dec([]), l_extendedprice=dec([]))
+    r = run_data(parquet(tmp_path, "zero", **empty), "--backend", "duckdb")
+    assert r.returncode == 0, r.stderr
+    assert answers(r)["DuckDB"] == "NULL"
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (["run", "--sf", "0.01", "--z", "1", "--chunk-rows", "0"], 2, "--chunk-rows must be a positive integer"),
+    (["run", "--sf", "0.01", "--z", "1", "--streams", "-1"], 2, "--streams must be a positive integer"),
+    (["run", "--sf", "0.01", "--z", "1", "--staging-threads", "0"], 2, "--staging-threads must be"),
+    pytest.param(["run", "--sf", "0.01", "--z", "1", "--backend", "gpu"], 1, "no usable GPU", marks=no_gpu_only),
+    pytest.param(["run", "--sf", "0.01", "--z", "1", "--backend", "gpu", "--json"], 1, "no usable GPU",
+                 marks=no_gpu_only),
+    pytest.param(["bench", "--sf", "0.01"], 1, "gquery bench needs a GPU", marks=no_gpu_only),
+    pytest.param(["ladder", "--sf", "0.01"], 1, "gquery ladder needs a GPU", marks=no_gpu_only),
+])
+def test_options_fail_before_any_work(tmp_path, args, code, message):
+    r = gquery(*args, "--data-dir", tmp_path)
+    assert message in one_error(r, code)
+    assert r.stdout == "" and not list(tmp_path.iterdir()), "nothing may be generated"
+
+
+@pytest.mark.parametrize("kind", ["a file", "under a file"])
+def test_data_dir_that_cannot_be_a_folder(tmp_path, kind):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    r = gquery("generate", "--sf", "0.01", "--data-dir", blocker if kind == "a file" else blocker / "sub")
+    assert "--data-dir" in one_error(r, 1)
+    assert files_under(tmp_path) == {blocker} and blocker.read_text() == "x"
+
+
+def test_no_arguments_is_help_not_an_empty_error():
+    r = gquery()
+    assert r.returncode == 0 and "gquery: error" not in r.stderr and "Commands:" in r.stdout
+
+
+def fake_tpchgen(tmp_path: Path) -> tuple[Path, Path]:
+    """A tpchgen-cli that writes a partial file, says its pid, and keeps running."""
+    script, pid_file = tmp_path / "fake-tpchgen", tmp_path / "fake.pid"
+    script.write_text("#!/bin/bash\n"
+                      'out=""; while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done\n'
+                      'echo partial > "$out/lineitem.parquet"\n'
+                      f'echo $$ > {pid_file}\n'
+                      "exec sleep 60\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script, pid_file
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("signum,code,line", [(signal.SIGTERM, 143, "gquery: terminated"),
+                                              (signal.SIGINT, 130, "gquery: interrupted")], ids=["SIGTERM", "SIGINT"])
+def test_signal_during_generation_ends_the_generator_and_leaves_nothing(tmp_path, signum, code, line):
+    script, pid_file = fake_tpchgen(tmp_path)
+    data = tmp_path / "data"
+    cli = f"import sys; from gquery import cli, tpch; tpch.tpchgen_binary = lambda: {str(script)!r}; cli.main()"
+    proc = subprocess.Popen([sys.executable, "-c", cli, "generate", "--sf", "0.02", "--data-dir", str(data)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    generator = int(pid_file.read_text())
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == code and "Traceback" not in err, err
+    assert err.splitlines()[-1] == line
+    for _ in range(100):  # the orphan, if any, is reaped by init a moment later
+        if not alive(generator):
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(generator, signal.SIGKILL)
+        pytest.fail("tpchgen-cli outlived gquery")
+    assert not list(data.glob(".sf*")) and not (data / "sf0.02" / "lineitem.parquet").exists()
