@@ -136,8 +136,10 @@ class Engine:
     def _host_buffer(self, table: Table, key: tuple, array: np.ndarray, mode: str) -> np.ndarray:
         """The host array a plan reads: pinned mode a mapped copy (unless the table is mapped
         already), registered mode the table's own array locked in place, pageable as it is."""
-        if mode == "pageable" or (mode == "pinned" and table.pinned) or mode == "resident":
+        if mode == "pageable" or mode == "resident":
             return array
+        if self.memory.is_mapped(array):  # already page-locked and mapped (a store opened so): in place
+            return array.reshape(-1)
         if mode == "pinned":
             k = ("pinned", *key)
             if k not in table.cache:
