@@ -23,12 +23,15 @@ from gquery.table import KEY, PRICE, QUANTITY, Table
 SELECT_SUM = kernels.build("select_sum.cu", BLOCK_THREADS=BLOCK_THREADS, VECTORS_PER_THREAD=VECTORS_PER_THREAD,
                            MIN_BLOCKS_PER_SM=BLOCKS_PER_SM)  # the ladder's fused_engine step
 SCAN_BLOCKS_PER_SM = 4  # 4 x 256 threads: room for the decoders' registers (<= 64), no spills
+PLAIN_SCAN_BLOCKS_PER_SM = 6  # the plain 64-bit scan fits 40 registers without spills: 75% occupancy
 SELECTED, FACTOR_VECTORS, LOW_READS = 4, 5, 6  # counter words of the accumulator (scan.cu)
 
 
 def scan_build(kernel: Kernel) -> kernels.Build:
+    plain = kernel.key == kernel.factors == "plain" and not kernel.wide
     return kernels.build("scan.cu", BLOCK_THREADS=BLOCK_THREADS, VECTORS_PER_THREAD=VECTORS_PER_THREAD,
-                         MIN_BLOCKS_PER_SM=SCAN_BLOCKS_PER_SM, FRAME_ROWS=FRAME_ROWS, **kernel.defines())
+                         MIN_BLOCKS_PER_SM=PLAIN_SCAN_BLOCKS_PER_SM if plain else SCAN_BLOCKS_PER_SM,
+                         FRAME_ROWS=FRAME_ROWS, **kernel.defines())
 
 
 def scan_builds() -> set:
