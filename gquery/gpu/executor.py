@@ -220,7 +220,7 @@ class Engine:
                           tl.intervals(), setup_ms, _kernel_bytes(qplan, encoded, counters),
                           encoding=qplan.encoding, zero_copy_bytes=zero_copy_reads * ZERO_COPY_SECTOR,
                           physical_bytes=sum(b.nbytes for b in qplan.buffers), counters=counters,
-                          host_path=_host_path(qplan))
+                          host_path=_host_path(qplan, table))
         return GpuResult(to_decimal(total, selected), selected, profile, qplan)
 
     def _pipeline(self, tl: Timeline, copy, compute: list, qplan: QueryPlan, encoded: dict, sources: dict,
@@ -373,7 +373,9 @@ def _kernel_bytes(qplan: QueryPlan, encoded: dict, counters: dict) -> int:
     return total
 
 
-def _host_path(qplan: QueryPlan) -> str:
+def _host_path(qplan: QueryPlan, table: Table) -> str:
+    if table.pinned and qplan.mode in ("pinned", "registered"):
+        return "the store's mapped pinned memory, in place"
     return {"resident": "resident on the GPU", "pinned": "pinned copy (mapped)",
             "registered": "registered in place (no copy)",
             "pageable": "staged through pinned buffers"}[qplan.mode]
