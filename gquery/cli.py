@@ -267,6 +267,7 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
     for step in L.STEPS:
         note(f"step {step.name}")
         rows.append(runner.measure(step, columns, query, expected, repeat))
+    runner.release()
     outcome = Outcome(query, str(source), columns.rows, duck, device=info.to_dict(), limits=limits)
     from gquery.table import Table
 

@@ -23,6 +23,8 @@ class Step:
     host: str  # pageable or pinned host columns
     streams: int = 1  # >1: chunks on that many streams, copies overlapping kernels
     options: tuple[str, ...] = ()  # extra nvcc options
+    encoding: str | None = None  # kernel "scan": the table's encoding set, run through the engine's pipeline
+    gather: bool = True  # kernel "scan": may the planner read selected rows' factors in place
     course_step: str | None = None
     course_ms: tuple[float | None, float | None, float | None] | None = None  # total, memcpy, kernel + CPU sum
 
@@ -57,6 +59,13 @@ STEPS = (
     Step("fused_engine", "factor loads for rows that fail the predicate, int64 partials: the engine's kernel "
          "(predicate-first loads, exact 128-bit sum, one atomic result)",
          "select_sum", 0, "exact", "pinned", 4),
+    Step("packed_columns", "20 bytes a row crossing PCIe: frame-of-reference bit-packed columns with a common "
+         "factor, decoded inside the scan", "scan", 0, "exact", "pinned", 3, encoding="packed", gather=False),
+    Step("bit_sliced_keys", "every key bit crossing PCIe: the key's top byte decides, its low bits are read in "
+         "place only where the byte ties Z's", "scan", 0, "exact", "pinned", 3, encoding="sliced", gather=False),
+    Step("late_materialization", "factors shipped for rows that fail the predicate: the planner reads selected "
+         "rows' factors in place when the histogram says they are few", "scan", 0, "exact", "pinned", 3,
+         encoding="sliced"),
 )
 
 

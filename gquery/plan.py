@@ -260,8 +260,10 @@ def _estimate(encoded: dict, key: str, z: int, rows: int) -> tuple[tuple[int, in
 
 def plan_query(table, z: int, mode: str, sm_count: int, free_bytes: int | None = None, encoding: str = "auto",
                chunk_rows: int | None = None, streams: int | None = None,
-               staging_threads: int | None = None) -> QueryPlan:
-    """Choose the encoding, where each buffer lives, and the scan's variant for one query."""
+               staging_threads: int | None = None, gather: bool = True) -> QueryPlan:
+    """Choose the encoding, where each buffer lives, and the scan's variant for one query.
+    gather=False ships factors in bulk whatever the selectivity (the ladder's step before late
+    materialization)."""
     from gquery.table import ENCODING_SETS, KEY
 
     if mode not in MODES:
@@ -292,7 +294,7 @@ def plan_query(table, z: int, mode: str, sm_count: int, free_bytes: int | None =
         elif name == "low":
             cost = undecided * ZERO_COPY_READ_BYTES
             where = "zero_copy" if cost < low_bulk else "stream"
-        elif column != KEY and ENCODING_SETS[encoding][column] == "packed":
+        elif column != KEY and ENCODING_SETS[encoding][column] == "packed" and gather:
             cost = selected[1] * FACTOR_READS_PER_ROW * ZERO_COPY_READ_BYTES
             where = "zero_copy" if cost < factor_bulk else "stream"
         else:

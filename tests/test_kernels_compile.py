@@ -36,5 +36,6 @@ def test_every_ladder_kernel_exists_in_its_source():
 
     ladder_src = (kernels.CUDA_DIR / "ladder.cu").read_text()
     for step in STEPS:
-        src = (kernels.CUDA_DIR / "select_sum.cu").read_text() if step.kernel == "select_sum" else ladder_src
+        engine_source = {"select_sum": "select_sum.cu", "scan": "scan.cu"}.get(step.kernel)
+        src = (kernels.CUDA_DIR / engine_source).read_text() if engine_source else ladder_src
         assert re.search(rf"__global__ void (__launch_bounds__\([\w, ]+\)\s+)?{step.kernel}\(", src), step.kernel

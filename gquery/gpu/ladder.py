@@ -15,7 +15,8 @@ from gquery.gpu.memory import ROW_BYTES
 from gquery.ladder import STEPS, LadderRow, Step
 from gquery.plan import BLOCK_THREADS, BLOCKS_PER_SM, blocks_for, host_threads, make_plan
 from gquery.profile import busy_ms
-from gquery.query import Query, exact_sum_int64
+from gquery.query import Query, exact_sum_int64, scaled_int
+from gquery.table import Table
 
 INT64_LIMIT = 2**63
 SECOND_REDUCE_THREADS = 1024
@@ -24,8 +25,10 @@ DYNAMIC_SHARED = {"reduce_interleaved", "reduce_sequential", "reduce_unrolled_wa
 
 
 def builds() -> set:
-    """Every compilation the ladder launches (the CPU test compiles each with nvcc)."""
-    return {kernels.build("ladder.cu", s.options, BLOCK_THREADS=BLOCK_THREADS) for s in STEPS if s.kernel != "select_sum"}
+    """Every compilation of ladder.cu the ladder launches (the CPU test compiles each with nvcc); the
+    engine's kernels (select_sum, scan) are compiled with the engine's."""
+    return {kernels.build("ladder.cu", s.options, BLOCK_THREADS=BLOCK_THREADS) for s in STEPS
+            if s.kernel not in ("select_sum", "scan")}
 
 
 class LadderRunner:
@@ -34,6 +37,22 @@ class LadderRunner:
         self.memory = engine.memory
         self._cuda = engine._cuda
         self._largest: dict[int, tuple[LineitemColumns, int]] = {}
+        self._tables: dict[int, tuple[LineitemColumns, Table]] = {}
+
+    def table(self, columns: LineitemColumns) -> Table:
+        """The columns as an encoded table, once per table (kept with the columns, so the id holds)."""
+        if id(columns) not in self._tables:
+            self._tables[id(columns)] = (columns, Table.from_columns(columns))
+        return self._tables[id(columns)][1]
+
+    def scan_plan(self, step: Step, columns: LineitemColumns, query: Query):
+        return self.engine.plan(self.table(columns), query, step.host, step.encoding, streams=step.streams,
+                                gather=step.gather)
+
+    def release(self) -> None:
+        for _, table in self._tables.values():
+            self.memory.release_table(table)
+        self._tables.clear()
 
     def function(self, step: Step):
         if step.kernel == "select_sum":
@@ -99,6 +118,8 @@ class LadderRunner:
 
     def run(self, step: Step, columns: LineitemColumns, query: Query) -> dict:
         """One timed run of a step: its exact sum and where the time went."""
+        if step.kernel == "scan":
+            return self._run_scan(step, columns, query)
         cuda, memory = self._cuda, self.memory
         plan = self.plan(step, columns.rows)
         pinned = step.host == "pinned"
@@ -160,10 +181,22 @@ class LadderRunner:
                 "copy_ms": busy_ms(pick("h2d") + pick("d2h")),
                 "intervals": intervals}
 
+    def _run_scan(self, step: Step, columns: LineitemColumns, query: Query) -> dict:
+        """The engine's own pipeline on the step's encoding: the same chunks, streams and events."""
+        result = self.engine.run(self.table(columns), query, self.scan_plan(step, columns, query))
+        p = result.profile
+        return {"value": scaled_int(result.value), "total_ms": p.total_ms, "h2d_ms": p.stage_ms("h2d"),
+                "d2h_ms": p.stage_ms("d2h"), "kernel_ms": p.stage_ms("kernel"), "cpu_sum_ms": 0.0,
+                "copy_ms": busy_ms(p.stage("h2d") + p.stage("d2h")), "intervals": p.intervals,
+                "pcie_bytes_per_row": p.pcie_bytes_per_row}
+
     def measure(self, step: Step, columns: LineitemColumns, query: Query, expected: int | None,
                 repeat: int) -> LadderRow:
         """A warm-up, then `repeat` runs; the median run by total time is reported."""
-        func = self.function(step)
+        if step.kernel == "scan":
+            func = self.engine.scan(self.scan_plan(step, columns, query).kernel)
+        else:
+            func = self.function(step)
         regs, occ = func.num_regs, kernels.occupancy(func, BLOCK_THREADS)
         problem = self.exactness_problem(step, columns, self.plan(step, columns.rows).chunk_rows)
         if problem:
