@@ -267,12 +267,10 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
     for step in L.STEPS:
         note(f"step {step.name}")
         rows.append(runner.measure(step, columns, query, expected, repeat))
-    runner.release()
     outcome = Outcome(query, str(source), columns.rows, duck, device=info.to_dict(), limits=limits)
-    from gquery.table import Table
-
-    outcome.runs = run_modes(engine, Table.from_columns(columns), query, MODES, repeat, duck.value,
+    outcome.runs = run_modes(engine, runner.table(columns), query, MODES, repeat, duck.value,
                              encodings=("plain",))
+    runner.release()
     engine.close()
     notes = L.findings(rows, duck.median_ms, statistics.median(numpy_times))
     meta = {"device": info.name, **reports.stamp(), "sf": sf, "z": z, "rows": columns.rows, "repeat": repeat,

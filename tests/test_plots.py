@@ -12,7 +12,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def recorded_ladder():
-    d = json.loads((DATA / "ladder-nvidia-h200.json").read_text())
+    d = json.loads((DATA / "ladder-nvidia-h100-80gb-hbm3.json").read_text())
     return d, [LadderRow.from_dict(s) for s in d["steps"]]
 
 
