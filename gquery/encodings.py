@@ -277,15 +277,6 @@ class Sliced:
 
     name = "sliced"
 
-    @property
-    def top_bits(self) -> int:
-        return int(self.top_bits_of(self.histogram))
-
-    @staticmethod
-    def top_bits_of(histogram: np.ndarray) -> int:
-        used = np.flatnonzero(histogram)
-        return int(used.max()).bit_length() if len(used) else 0
-
     def buffers(self) -> dict[str, np.ndarray]:
         out = {"top": self.top}
         if self.low is not None:

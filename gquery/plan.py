@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -322,8 +322,5 @@ def plan_query(table, z: int, mode: str, sm_count: int, free_bytes: int | None =
     streamed = sum(b.nbytes for b in placed if b.placement == "stream")
     total = sum(b.nbytes for b in placed)
     per_row = math.ceil((total if mode == "resident" else max(streamed, 1)) / max(rows, 1))
-    geometry = make_plan(mode if mode != "registered" else "pinned", rows, max(per_row, 1), sm_count, free_bytes,
-                         chunk_rows, streams, staging_threads)
-    if mode == "registered":
-        geometry = replace(geometry, mode="registered")
+    geometry = make_plan(mode, rows, max(per_row, 1), sm_count, free_bytes, chunk_rows, streams, staging_threads)
     return QueryPlan(z, encoding, geometry, kernel, tuple(placed), selected, undecided, tuple(reasons))

@@ -231,7 +231,7 @@ class Engine:
         overwritten only after the kernel that last read it has finished."""
         g = qplan.geometry
         slots = g.streams if streamed else 1
-        ring = [{(b.column, b.name): self.memory.device_buffer(f"ring{s}:{b.column}.{b.name}",
+        ring = [{(b.column, b.name): self.memory.scratch_device(f"ring{s}:{b.column}.{b.name}",
                                                                _capacity(ranges[(b.column, b.name)], sources[(b.column, b.name)]))
                  for b in streamed} for s in range(slots)]
         staging = None
@@ -268,7 +268,7 @@ class Engine:
             stream = compute[slot % len(compute)]
             if parts:
                 stream.wait_for_event(copied)
-            args = self._scan_args(qplan, encoded, sources, ranges, ring[slot], i, a)
+            args = self._scan_args(qplan, encoded, sources, ranges, ring[slot], i)
             begin = tl.event(stream)
             launch = g.launch(b - a)
             scan.prepared_async_call((launch.grid, 1, 1), (launch.block, 1, 1), stream,
@@ -296,7 +296,7 @@ class Engine:
             return base, 0
         return base + start * encoded[column].buffers()[name].itemsize, 0
 
-    def _scan_args(self, qplan, encoded, sources, ranges, ring, i: int, first_row: int) -> list:
+    def _scan_args(self, qplan, encoded, sources, ranges, ring, i: int) -> list:
         loc = lambda column, name: self._locate(qplan, encoded, sources, ranges, ring, column, name, i)
         key = encoded[KEY]
         if key.name == "plain":

@@ -246,10 +246,6 @@ class GpuMemory:
             self._accumulator = (self.device_empty(8 * ACC_WORDS), self.pinned_empty(ACC_WORDS, np.uint64))
         return self._accumulator
 
-    def device_buffer(self, name: str, nbytes: int):
-        """A named device buffer of at least nbytes (chunk rings of encoded plans), kept and grown."""
-        return self.scratch_device(name, nbytes)
-
     def scratch_device(self, name: str, nbytes: int):
         """A named device buffer of at least nbytes, kept and grown across calls."""
         buf = self._scratch.get(name)
