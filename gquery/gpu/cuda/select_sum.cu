@@ -54,7 +54,12 @@ select_sum(const int* __restrict__ suppkey, const long long* __restrict__ quanti
             count += 1;
         }
     }
-    u64 block_count = count, block_vectors = vectors_read;
-    block_sum<BLOCK_THREADS>(sum, block_count, block_vectors);
-    if (threadIdx.x == 0 && block_count != 0) accumulate(acc, sum, block_count, block_vectors);
+    i128 sums[1] = {sum};
+    u64 counts[2] = {count, vectors_read};  // acc = {sum low, sum high, selected rows, vectors read}
+    block_reduce<BLOCK_THREADS, 1, 2>(sums, counts);
+    if (threadIdx.x == 0 && counts[0] != 0) {
+        atomic_add_128(acc, sums[0]);
+        atomicAdd(acc + 2, counts[0]);
+        atomicAdd(acc + 3, counts[1]);
+    }
 }

@@ -31,43 +31,6 @@ __device__ __forceinline__ T warp_sum(T v) {
     return v;
 }
 
-// Sum, selected rows and vectors read, over the block; the totals are valid in thread 0 only.
-template <int THREADS>
-__device__ __forceinline__ void block_sum(i128& sum, u64& count, u64& vectors) {
-    constexpr int WARPS = THREADS / 32;
-    __shared__ u64 warp_lo[WARPS], warp_hi[WARPS], warp_count[WARPS], warp_vectors[WARPS];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    sum = warp_sum(sum);
-    count = warp_sum(count);
-    vectors = warp_sum(vectors);
-    if (lane == 0) {
-        warp_lo[warp] = low_word(sum);
-        warp_hi[warp] = high_word(sum);
-        warp_count[warp] = count;
-        warp_vectors[warp] = vectors;
-    }
-    __syncthreads();
-    if (warp == 0) {
-        sum = lane < WARPS ? from_words(warp_lo[lane], warp_hi[lane]) : 0;
-        count = lane < WARPS ? warp_count[lane] : 0;
-        vectors = lane < WARPS ? warp_vectors[lane] : 0;
-        sum = warp_sum(sum);
-        count = warp_sum(count);
-        vectors = warp_sum(vectors);
-    }
-}
-
-// acc = {sum low word, sum high word, selected rows, vectors whose factors were read}. A 128-bit
-// atomic add from two 64-bit ones: each add carries its own wrap-around of the low word into the
-// high word, so the total is exact.
-__device__ __forceinline__ void accumulate(u64* acc, i128 sum, u64 count, u64 vectors) {
-    const u64 lo = low_word(sum);
-    const u64 old = atomicAdd(acc, lo);
-    atomicAdd(acc + 1, high_word(sum) + (old + lo < old ? 1ull : 0ull));
-    atomicAdd(acc + 2, count);
-    atomicAdd(acc + 3, vectors);
-}
-
 // Four predicate bits from one vector of keys.
 __device__ __forceinline__ unsigned select_mask(int4 k, long long z) {
     return (unsigned)(k.x < z) | (unsigned)(k.y < z) << 1 | (unsigned)(k.z < z) << 2 |
