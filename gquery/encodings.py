@@ -341,6 +341,39 @@ def slice_key(values: np.ndarray) -> Sliced:
     return Sliced(rows, values.dtype, reference, low_bits, top, low, histogram)
 
 
+def frame_view(enc, first_frame: int, end_frame: int):
+    """Frames first_frame .. end_frame - 1 of an encoding as an encoding of their own: one GPU's or
+    one worker's share of a table. Row buffers are views (a mapped or registered parent stays so);
+    packed metadata is copied with its word offsets rebased onto a view of the words; a sliced key's
+    histogram is counted again over its share, so the planner's estimates stay exact counts."""
+    a = first_frame * FRAME_ROWS
+    b = min(end_frame * FRAME_ROWS, enc.rows)
+    if not 0 <= a < b:
+        raise ValueError(f"frames {first_frame}..{end_frame} hold no rows of {enc.rows:,}")
+    if isinstance(enc, Plain):
+        return Plain(enc.values[a:b])
+    if isinstance(enc, Packed):
+        w0, w1 = enc.frame_words(first_frame, end_frame)
+        meta = enc.meta[first_frame:end_frame].copy()
+        meta[:, 1] -= np.int64(w0) << 8
+        # the spare words after the share are the next frame's or the column's padding: in bounds
+        return Packed(b - a, enc.dtype, enc.factor, meta, enc.words[w0:w1 + PAD_WORDS])
+    top = enc.top[a:end_frame * FRAME_ROWS]  # the parent's top is padded to whole frames
+    low = None if enc.low is None else enc.low[a:b]
+    histogram = np.bincount(top[:b - a], minlength=1 << TOP_BITS).astype(np.int64)
+    return Sliced(b - a, enc.dtype, enc.reference, enc.low_bits, top, low, histogram)
+
+
+def frames_of(rows: int) -> int:
+    return math.ceil(rows / FRAME_ROWS)
+
+
+def split_frames(frames: int, shares: int) -> list[tuple[int, int]]:
+    """[first, end) frame ranges of `shares` nearly equal contiguous shares (empty ones dropped)."""
+    bounds = [frames * k // shares for k in range(shares + 1)]
+    return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
 def encode_column(values: np.ndarray, encoding: str, factor: int | None = None):
     """`factor`: for packed, the common factor to divide out (None: the largest one shared)."""
     if encoding == "plain":

@@ -104,11 +104,15 @@ def to_decimal(scaled_total: int, selected_rows: int) -> Decimal | None:
     return Decimal(f"{scaled_total}E-{RESULT_SCALE}")  # exact at any size: scaleb would round to 28 digits
 
 
-def numpy_select_sum(columns: LineitemColumns, query: Query) -> Decimal | None:
-    """The CPU reference in NumPy on the loaded columns (a mask, a product, an exact sum)."""
+def numpy_select_sum_exact(columns: LineitemColumns, query: Query) -> tuple[int, int]:
+    """The CPU reference in NumPy on the loaded columns (a mask, a product, an exact sum):
+    (total in ten-thousandths, selected rows)."""
     mask = columns.suppkey < query.z_int64
-    total = exact_product_sum(columns.quantity[mask], columns.extendedprice[mask])
-    return to_decimal(total, int(np.count_nonzero(mask)))
+    return exact_product_sum(columns.quantity[mask], columns.extendedprice[mask]), int(np.count_nonzero(mask))
+
+
+def numpy_select_sum(columns: LineitemColumns, query: Query) -> Decimal | None:
+    return to_decimal(*numpy_select_sum_exact(columns, query))
 
 
 def scaled_int(value: Decimal | None) -> int:

@@ -4,6 +4,16 @@
                                   with sizes and CRC-32s, the source files it was built from
     lineitem.gq/<column>.<encoding>.<buffer>.bin
 
+A parted store (the store of a multi-file source, and of every SF above 10) is a folder of such
+stores, one a part, with a manifest of its own listing them:
+
+    lineitem.gq/manifest.json     rows, largest factors, sources, and "parts": [{name, rows, bytes}]
+    lineitem.gq/part-00001.gq/    a store as above, for the first part's rows, and so on
+
+Each part is written atomically as it is made; the parted manifest is written last (a temporary
+file renamed), so a parted store whose manifest exists has every part, and a folder without one is
+a build in progress that a rerun resumes, keeping the parts already there.
+
 It holds the key sliced (top byte, low bits, a histogram of top bytes) and packed, and both factors
 packed (per-frame reference and width: the frame statistics). A store is written into a temporary
 folder, verified against the columns it came from (every stored encoding decoded and compared),
@@ -17,7 +27,9 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
+import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,9 +39,10 @@ import numpy as np
 from gquery.encodings import Packed, Sliced
 from gquery.errors import GqueryError
 from gquery.plan import host_threads
-from gquery.table import KEY, PRICE, QUANTITY, Column, Table
+from gquery.table import KEY, PRICE, QUANTITY, Column, PartedTable, Table
 
 STORE_NAME = "lineitem.gq"
+PART_NAME = "part-{:05d}.gq"
 FORMAT, VERSION = "gquery-store", 1
 STORED = {KEY: ("sliced", "packed"), QUANTITY: ("packed",), PRICE: ("packed",)}
 CRC_PIECE = 64 << 20
@@ -134,10 +147,7 @@ def _fail(path: Path, why: str):
     raise StoreError(f"{path}: {why}; rebuild it with 'gquery encode --data <parquet or .tbl>'")
 
 
-def open_store(path: Path | str, memory=None, check_source: bool = True) -> Table:
-    """A Table from a store. With `memory` (gpu.memory.GpuMemory), buffers land in mapped pinned
-    memory and the table says so; without, in ordinary NumPy arrays."""
-    path = Path(path)
+def _manifest(path: Path) -> dict:
     try:
         manifest = json.loads((path / "manifest.json").read_text())
     except (OSError, ValueError) as e:
@@ -146,6 +156,87 @@ def open_store(path: Path | str, memory=None, check_source: bool = True) -> Tabl
         _fail(path, "not a gquery store manifest")
     if manifest.get("version") != VERSION:
         _fail(path, f"store version {manifest.get('version')!r}, this gquery reads {VERSION}")
+    return manifest
+
+
+def is_parted(path: Path | str) -> bool:
+    try:
+        return "parts" in json.loads((Path(path) / "manifest.json").read_text())
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def part_path(path: Path | str, part: int) -> Path:
+    """Part `part` (1-based, as tpchgen-cli numbers them) of a parted store."""
+    return Path(path) / PART_NAME.format(part)
+
+
+def finish_parted(path: Path | str, parts: int, echo=print) -> Path:
+    """Write the manifest of a parted store whose parts 1..parts are all written: the one step that
+    makes it a store. Each part's manifest gives its rows, factor bounds and sources."""
+    path = Path(path)
+    entries, largest, sources, rows = [], {}, [], 0
+    for k in range(1, parts + 1):
+        part = part_path(path, k)
+        if not is_store(part):
+            _fail(path, f"part {k} of {parts} ({part.name}) is missing")
+        m = _manifest(part)
+        size = sum(b["bytes"] for c in m["columns"].values() for e in c.values() for b in e["buffers"].values())
+        entries.append({"name": part.name, "rows": int(m["rows"]), "bytes": size})
+        rows += int(m["rows"])
+        for column, bound in m["largest"].items():
+            largest[column] = str(max(int(largest.get(column, 0)), int(bound)))
+        sources += m.get("source", [])
+    manifest = {"format": FORMAT, "version": VERSION, "rows": rows, "source": sources, "largest": largest,
+                "parts": entries}
+    tmp = path / f".manifest.json.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+    os.replace(tmp, path / "manifest.json")
+    echo(f"wrote {path} ({parts} parts, {rows:,} rows, {sum(e['bytes'] for e in entries) / 1e9:,.2f} GB)")
+    return path
+
+
+def open_store(path: Path | str, memory=None, check_source: bool = True, window: int | None = None):
+    """A Table from a store, or a PartedTable from a parted one. With `memory` (gpu.memory.GpuMemory),
+    buffers land in mapped pinned memory and the table says so; without, in ordinary NumPy arrays.
+    `window` (parted stores only): hold no part now; queries read parts from disk, `window` at a time."""
+    path = Path(path)
+    manifest = _manifest(path)
+    if "parts" in manifest:
+        return _open_parted(path, manifest, memory, check_source, window)
+    return _open_single(path, manifest, memory, check_source)
+
+
+def _open_parted(path: Path, manifest: dict, memory, check_source: bool, window: int | None) -> PartedTable:
+    try:
+        names = [p["name"] for p in manifest["parts"]]
+        part_rows = [int(p["rows"]) for p in manifest["parts"]]
+        largest = {k: int(v) for k, v in manifest["largest"].items()}
+        rows = int(manifest["rows"])
+    except (KeyError, TypeError, ValueError) as e:
+        _fail(path, f"manifest lacks {e}")
+    if sum(part_rows) != rows or not names:
+        _fail(path, f"its parts hold {sum(part_rows):,} rows, the manifest {rows:,}")
+    paths = [path / n for n in names]
+    for p, n in zip(paths, part_rows):
+        if not is_store(p):
+            _fail(path, f"part {p.name} is missing")
+    if window is not None:
+        if window < 1:
+            raise GqueryError(f"window must be at least 1 part, got {window}")
+        return PartedTable(rows, paths, part_rows, str(path), largest, None, window, pinned=memory is not None)
+    tables = []
+    for p, n in zip(paths, part_rows):
+        t = _open_single(p, _manifest(p), memory, check_source)
+        if t.rows != n:
+            _fail(path, f"part {p.name} holds {t.rows:,} rows, the manifest {n:,}")
+        tables.append(t)
+    return PartedTable(rows, paths, part_rows, str(path), largest, tables, 0, pinned=memory is not None)
+
+
+def _open_single(path: Path, manifest: dict, memory, check_source: bool, allocate=None, verify: bool = True) -> Table:
+    """`allocate(key, n, dtype)`: where each buffer is read (a window's slot), else new memory.
+    `verify`: compare checksums (a window reading a part again checks sizes only)."""
     if check_source:
         for src in manifest.get("source", []):
             f = Path(src["path"])
@@ -170,14 +261,17 @@ def open_store(path: Path | str, memory=None, check_source: bool = True) -> Tabl
             _fail(path, f"{meta['file']} is truncated ({file.stat().st_size:,} of {meta['bytes']:,} bytes)")
         dtype = np.dtype(meta["dtype"])
         n = meta["bytes"] // dtype.itemsize
-        targets.append(memory.mapped_empty(n, dtype) if memory is not None else np.empty(n, dtype))
+        if allocate is not None:
+            targets.append(allocate((column, name, buf), n, dtype))
+        else:
+            targets.append(memory.mapped_empty(n, dtype) if memory is not None else np.empty(n, dtype))
 
     def read(item):
         (column, name, buf, meta), array = item
         file = path / meta["file"]
         with open(file, "rb") as f:
             f.readinto(memoryview(array.view(np.uint8)))
-        if _crc(array) != meta["crc32"]:
+        if verify and _crc(array) != meta["crc32"]:
             _fail(path, f"{meta['file']} is corrupt (checksum)")
         return (column, name, buf), array.reshape(meta["shape"])
 
@@ -200,6 +294,71 @@ def open_store(path: Path | str, memory=None, check_source: bool = True) -> Tabl
     return Table(rows, columns, str(path), largest, pinned=memory is not None)
 
 
+class PartReader:
+    """Reads parts of a windowed PartedTable from disk in order, ahead of the query, into `window`
+    slots of host memory (page-locked and mapped with `memory`), so host memory holds at most
+    `window` parts however large the store. Iterating yields (part index, Table); a part's slot is
+    reused once the next part is asked for, so window = 2 reads one part while the GPU scans
+    another. Slots are sized up front to each buffer's largest part (the CUDA context that pins
+    them is current on the caller's thread only), and a re-read checks sizes, not checksums."""
+
+    def __init__(self, table: PartedTable, indices, memory=None, window: int | None = None):
+        self.table, self.indices = table, list(indices)
+        self.window = max(1, min(window or table.window or 2, len(self.indices) or 1))
+        self.manifests = {i: _manifest(table.paths[i]) for i in self.indices}
+        sizes: dict = {}
+        for m in self.manifests.values():
+            for column, encodings in STORED.items():
+                for name in encodings:
+                    for buf, meta in m["columns"][column][name]["buffers"].items():
+                        key = (column, name, buf)
+                        dtype = np.dtype(meta["dtype"])
+                        sizes[key] = (max(sizes.get(key, (0,))[0], meta["bytes"] // dtype.itemsize), dtype)
+        alloc = (lambda n, d: memory.mapped_empty(n, d)) if memory is not None else (lambda n, d: np.empty(n, d))
+        self.slots = [{k: alloc(n, d) for k, (n, d) in sizes.items()} for _ in range(self.window)]
+        self.slot_bytes = sum(a.nbytes for a in self.slots[0].values()) if self.slots else 0
+        self._free: queue.Queue = queue.Queue()
+        self._ready: queue.Queue = queue.Queue()
+        for s in range(self.window):
+            self._free.put(s)
+        self._stop = False
+        self._thread = threading.Thread(target=self._read_all, name="gquery-parts", daemon=True)
+        self._thread.start()
+
+    def _read_all(self) -> None:
+        for i in self.indices:
+            slot = self._free.get()
+            if self._stop:
+                return
+            try:
+                into = self.slots[slot]
+                t = _open_single(self.table.paths[i], self.manifests[i], None, False,
+                                 allocate=lambda key, n, dtype: into[key][:n], verify=False)
+                t.pinned = self.table.pinned
+                self._ready.put((slot, i, t))
+            except BaseException as e:  # handed to the consumer, raised there
+                self._ready.put(e)
+                return
+
+    def __iter__(self):
+        held = None
+        for _ in self.indices:
+            if held is not None:
+                self._free.put(held)  # before waiting: with one slot, the reader needs it back
+            item = self._ready.get()
+            if isinstance(item, BaseException):
+                raise item
+            held, i, t = item
+            yield i, t
+        if held is not None:
+            self._free.put(held)
+
+    def close(self) -> None:
+        self._stop = True
+        self._free.put(0)
+        self._thread.join()
+
+
 def source_files(path: Path | str) -> list[Path]:
     """The files a store was built from that still exist unchanged (DuckDB reads those)."""
     try:
@@ -210,17 +369,58 @@ def source_files(path: Path | str) -> list[Path]:
 
 
 def ensure_store(source, echo=print) -> Path:
-    """The store beside a parquet/.tbl source: kept when whole and fresh, else (re)built from it."""
-    from gquery.columns import load_lineitem
-
+    """The store beside a parquet/.tbl source: kept when whole and fresh, else (re)built from it.
+    A source of several files becomes a parted store, a part a file, so no step holds more than
+    one file's rows; parts already written (an interrupted build) are kept."""
     path = store_path_for(source)
     if is_store(path):
         try:
-            open_store(path)
+            check_store(path)
             return path
         except StoreError as e:
             echo(f"{e}; rebuilding it from {source}")
+    if len(source.files) > 1:
+        return write_parted(source, path, echo=echo)
+    from gquery.columns import load_lineitem
+
     return write_store(Table.from_columns(load_lineitem(source)), path, source, echo=echo)
+
+
+def check_store(path: Path | str) -> None:
+    """Open a store (every part of a parted one), checking sizes, checksums and staleness; keeps nothing."""
+    path = Path(path)
+    if is_parted(path):
+        table = open_store(path, window=1)
+        for p in table.paths:
+            open_store(p)
+    else:
+        open_store(path)
+
+
+def write_parted(source, path: Path, echo=print) -> Path:
+    """A parted store of a multi-file source, one part a file, each part encoded, verified and written
+    atomically before the next is read; parts already whole and fresh are kept."""
+    from gquery.columns import load_lineitem
+    from gquery.tpch import LineitemSource
+
+    path = Path(path)
+    if path.exists() and is_store(path) and not is_parted(path):
+        old = path.parent / f".{path.name}.old-{os.getpid()}"  # a single store of the same source
+        os.replace(path, old)
+        shutil.rmtree(old, ignore_errors=True)
+    (path / "manifest.json").unlink(missing_ok=True)
+    path.mkdir(parents=True, exist_ok=True)
+    for k, f in enumerate(source.files, start=1):
+        part = part_path(path, k)
+        if is_store(part):
+            try:
+                open_store(part)
+                continue
+            except StoreError as e:
+                echo(f"{e}; writing it again")
+        one = LineitemSource(f, source.format, (f,))
+        write_store(Table.from_columns(load_lineitem(one)), part, one, echo=echo)
+    return finish_parted(path, len(source.files), echo=echo)
 
 
 def as_source(path: Path | str):

@@ -11,12 +11,15 @@ table, whose lifetime is theirs). An encoding set names one encoding per column:
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from gquery.columns import QUERY_COLUMNS, LineitemColumns
-from gquery.encodings import ENCODINGS, Packed, Plain, Sliced, encode_column
+from gquery.encodings import ENCODINGS, FRAME_ROWS, Packed, Plain, Sliced, encode_column, frame_view
+from gquery.query import Query, numpy_select_sum_exact, to_decimal
 
 KEY, QUANTITY, PRICE = QUERY_COLUMNS
 LOGICAL = {KEY: ("int32 key", 4), QUANTITY: ("decimal(_,2) as int64 hundredths", 8),
@@ -84,13 +87,82 @@ class Table:
         return sum(e.nbytes for e in self.encoded(encoding).values())
 
     def wide_products(self) -> bool:
-        """Whether some |q x p| may reach 2^63: then the scan multiplies in 128 bits."""
-        return self.largest[QUANTITY] * self.largest[PRICE] >= 2**63
+        return wide_products(self.largest)
+
+    def view(self, first_frame: int, end_frame: int) -> "Table":
+        """Frames first_frame .. end_frame - 1 as a table of their own (one GPU's share), sharing
+        the row buffers. Its factor bounds stay the whole table's: every share multiplies alike."""
+        columns = {name: Column(name, {e: frame_view(enc, first_frame, end_frame) for e, enc in col.encodings.items()})
+                   for name, col in self.columns.items()}
+        first = first_frame * FRAME_ROWS
+        rows = min(end_frame * FRAME_ROWS, self.rows) - first
+        return Table(rows, columns, f"{self.source} rows {first:,}..{first + rows:,}", self.largest, self.pinned)
 
     def describe(self, encoding: str) -> list[str]:
         e = self.encoded(encoding)
         return [f"{name:<16} {enc.describe()}; {enc.nbytes / max(self.rows, 1):.2f} B a row "
                 f"(logical {self.columns[name].logical_bytes_per_row})" for name, enc in e.items()]
+
+
+@dataclass
+class PartedTable:
+    """A table stored in parts (a parted store: gquery.store), each part a Table of its own, so
+    no step holds more than a part's worth of anything but the parts themselves. Opened whole,
+    `tables` holds every part in host memory (page-locked and mapped when opened for the GPU).
+    Opened with a window, no part is held: readers bring parts from disk as a query reaches them,
+    at most `window` parts a reader (store.PartReader): a store larger than host memory streams."""
+
+    rows: int
+    paths: list[Path]  # each part's store folder, in row order
+    part_rows: list[int]
+    source: str
+    largest: dict[str, int]
+    tables: list[Table] | None = None
+    window: int = 0
+    pinned: bool = False
+    cache: dict = field(default_factory=dict, repr=False, compare=False)  # per-device shares: gpu/multi.py
+
+    @property
+    def parts(self) -> int:
+        return len(self.paths)
+
+    def wide_products(self) -> bool:
+        return wide_products(self.largest)
+
+    def logical_bytes(self) -> int:
+        return self.rows * sum(LOGICAL[name][1] for name in QUERY_COLUMNS)
+
+    def describe(self, encoding: str) -> list[str]:
+        held = "held in host memory" if self.tables is not None else f"read from disk {self.window} at a time"
+        head = [f"{self.parts} parts of {min(self.part_rows):,}..{max(self.part_rows):,} rows, {held}"]
+        return head + (self.tables[0].describe(encoding) if self.tables else [])
+
+
+def wide_products(largest: dict[str, int]) -> bool:
+    """Whether some |q x p| may reach 2^63: then the scan multiplies in 128 bits."""
+    return largest[QUANTITY] * largest[PRICE] >= 2**63
+
+
+def select_sum_exact(table, query: Query, threads: int = 8) -> tuple[int, int]:
+    """The CPU reference over a Table or a PartedTable: (exact total in ten-thousandths, selected
+    rows). Parts are summed on threads (NumPy drops the GIL), each part read from disk when the
+    table holds none; the parts' exact integers are added in Python."""
+    if isinstance(table, Table):
+        return numpy_select_sum_exact(table.plain_columns(), query)
+    from gquery.store import open_store
+
+    def part(i: int) -> tuple[int, int]:
+        t = table.tables[i] if table.tables is not None else open_store(table.paths[i], check_source=False)
+        return numpy_select_sum_exact(t.plain_columns(), query)
+
+    with ThreadPoolExecutor(max(1, min(threads, table.parts))) as pool:
+        sums = list(pool.map(part, range(table.parts)))
+    return sum(s for s, _ in sums), sum(n for _, n in sums)
+
+
+def select_sum(table, query: Query):
+    """select_sum_exact as SQL gives it: a Decimal, or None (NULL) for an empty selection."""
+    return to_decimal(*select_sum_exact(table, query))
 
 
 def _largest(values: np.ndarray) -> int:
@@ -99,4 +171,4 @@ def _largest(values: np.ndarray) -> int:
     return max(abs(int(values.min())), abs(int(values.max())))
 
 
-__all__ = ["Table", "Column", "ENCODING_SETS", "KEY", "QUANTITY", "PRICE", "Packed", "Plain", "Sliced"]
+__all__ = ["Table", "PartedTable", "select_sum", "select_sum_exact", "wide_products", "Column", "ENCODING_SETS", "KEY", "QUANTITY", "PRICE", "Packed", "Plain", "Sliced"]
