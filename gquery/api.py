@@ -17,8 +17,8 @@ from decimal import Decimal
 from pathlib import Path
 
 from gquery.errors import GqueryError
-from gquery.query import Query, numpy_select_sum
-from gquery.table import Table
+from gquery.query import Query
+from gquery.table import PartedTable, Table
 
 
 @dataclass
@@ -34,10 +34,11 @@ class Result:
         return self.plan.describe()
 
 
-def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False) -> Table:
-    """A Table from a store folder, a parquet/.tbl path or LineitemSource, a pyarrow.Table, or
-    LineitemColumns. A fresh store beside the data is used instead of the data; a stale or corrupt
-    one is rebuilt from the data, saying so."""
+def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False, window: int | None = None):
+    """A Table (or a PartedTable, for a parted store) from a store folder, a parquet/.tbl path or
+    LineitemSource, a pyarrow.Table, or LineitemColumns. A fresh store beside the data is used
+    instead of the data; a stale or corrupt one is rebuilt from the data, saying so. `window`: read a
+    parted store's parts from disk during queries, that many at a time, instead of holding them."""
     import pyarrow as pa
 
     from gquery import store
@@ -52,22 +53,36 @@ def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False
         return Table.from_columns(encode(data, "<arrow table>"))
     path = Path(data.path if isinstance(data, LineitemSource) else data)
     if store.is_store(path):
-        return store.open_store(path, memory)
+        return _open_store(path, memory, window)
     source = data if isinstance(data, LineitemSource) else find_lineitem(path)
     beside = store.store_path_for(source)
     if store.is_store(beside):
         try:
-            return store.open_store(beside, memory)
+            return _open_store(beside, memory, window)
         except store.StoreError as e:
             echo(f"{e}; rebuilding it from {source}")
             build_store = True
+    if window is not None:
+        raise GqueryError(f"{source}: --window reads a parted store's parts from disk; build one with "
+                          "'gquery encode' (a folder of parquet parts makes one part a file)")
     table = Table.from_columns(load_lineitem(source))
     if build_store:
         store.write_store(table, beside, source, echo=echo)
     return table
 
 
+def _open_store(path: Path, memory, window: int | None):
+    from gquery import store
+
+    if window is not None and not store.is_parted(path):
+        raise GqueryError(f"{path}: --window reads a parted store's parts from disk; this store is one part")
+    return store.open_store(path, memory, window=window)
+
+
 _engine = None
+
+
+_engines: dict = {}
 
 
 def engine():
@@ -80,6 +95,15 @@ def engine():
     return _engine
 
 
+def engines(gpus=1):
+    """The process's engine over `gpus` GPUs (a number or "all"), which also runs parted tables."""
+    if gpus not in _engines:
+        from gquery.gpu.multi import MultiEngine
+
+        _engines[gpus] = MultiEngine(gpus)
+    return _engines[gpus]
+
+
 def open(data, pinned: bool | None = None) -> Table:  # noqa: A001 (the API's verb, as in gquery.open)
     """Open a table; with a usable GPU (or pinned=True) a store lands in mapped pinned memory."""
     from gquery.gpu.device import probe
@@ -88,25 +112,29 @@ def open(data, pinned: bool | None = None) -> Table:  # noqa: A001 (the API's ve
     return open_table(data, memory=engine().memory if use_gpu else None)
 
 
-def query(table: Table, z: int, mode: str = "pinned", encoding: str = "auto", repeat: int = 1,
-          check: bool = True, **plan_options) -> Result:
-    """SELECT SUM(l_quantity * l_extendedprice) FROM table WHERE l_suppkey < z, on the GPU."""
+def query(table, z: int, mode: str = "pinned", encoding: str = "auto", repeat: int = 1,
+          check: bool = True, gpus=1, **plan_options) -> Result:
+    """SELECT SUM(l_quantity * l_extendedprice) FROM table WHERE l_suppkey < z, on the GPU (on
+    `gpus` GPUs: a number or "all"; a parted table goes through the many-table engine)."""
     from gquery.runner import check_options, measure, parse_encodings, parse_modes
+    from gquery.table import select_sum
 
     check_options("gpu", repeat)
     parse_modes(mode), parse_encodings(encoding)
     q = Query(z)
-    reference = numpy_select_sum(table.plain_columns(), q) if check else None
-    run = measure(engine(), table, q, mode, encoding, repeat, reference, check, **plan_options)
+    reference = select_sum(table, q) if check else None
+    eng = engine() if gpus == 1 and isinstance(table, Table) else engines(gpus)
+    run = measure(eng, table, q, mode, encoding, repeat, reference, check, **plan_options)
     return Result(run.value, run.match, reference, run.result.profile, run.result.plan, run.totals_ms)
 
 
-def close(table: Table) -> None:
-    """Free what the table holds on the GPU and in page-locked memory."""
-    if _engine is not None:
-        _engine.memory.release_table(table)
+def close(table) -> None:
+    """Free what the table holds on the GPUs and in page-locked memory."""
+    for e in [_engine, *_engines.values()]:
+        if e is not None:
+            e.memory.release_table(table)
 
 
-Table.query = query
-Table.close = close
-__all__ = ["open", "open_table", "query", "close", "engine", "Result", "GqueryError"]
+Table.query = PartedTable.query = query
+Table.close = PartedTable.close = close
+__all__ = ["open", "open_table", "query", "close", "engine", "engines", "Result", "GqueryError"]

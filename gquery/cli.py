@@ -104,6 +104,8 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         streams: Optional[int] = typer.Option(None, "--streams", help="CUDA streams (pinned, pageable)."),
         staging_threads: Optional[int] = typer.Option(None, "--staging-threads", help="Host threads staging chunks (pageable)."),
         plot: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG: stream timeline and bandwidth against limits."),
+        gpus: str = typer.Option("1", "--gpus", help="GPUs to divide the rows among: a number, or all."),
+        window: Optional[int] = typer.Option(None, "--window", help="Parted stores: hold no part; read parts from disk, this many at a time a GPU."),
         as_json: bool = JSON, data: Optional[Path] = DATA, data_dir: Optional[Path] = DATA_DIR):
     """Run the query on the GPU and DuckDB; print the result, the check and where the time went."""
     from gquery.query import Query
@@ -114,13 +116,13 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
     modes = parse_modes(mode)
     encodings = parse_encodings(encoding)
     check_options(backend, repeat)
-    check_run(backend, chunk_rows=chunk_rows, streams=streams, staging_threads=staging_threads, plot=plot,
-              explain=explain, echo=note)
+    n_gpus = check_run(backend, chunk_rows=chunk_rows, streams=streams, staging_threads=staging_threads, plot=plot,
+                       explain=explain, echo=note, gpus=gpus, window=window)
     source = _source(sf, data, data_dir)
     options = {k: v for k, v in (("chunk_rows", chunk_rows), ("streams", streams),
                                  ("staging_threads", staging_threads)) if v is not None}
     outcome = run_query(source, Query(z), backend=backend, modes=modes, encodings=encodings, repeat=repeat,
-                        validate=validate, echo=note, **options)
+                        validate=validate, echo=note, gpus=n_gpus, window=window, **options)
     if outcome.gpu_reason and backend != "gpu":
         note(f"GPU not used: {outcome.gpu_reason}")
     if plot is not None and outcome.runs:
@@ -151,7 +153,8 @@ def _print_outcome(o, explain: bool = False) -> None:
         out.print(f"DuckDB   {_fmt(d.value)}   median {d.median_ms:.2f} ms of {len(d.times_ms)}, "
                   f"{d.threads} threads, DuckDB {d.version}" + ", on DECIMAL(38,2) factors" * d.widened)
     if o.numpy:
-        out.print(f"NumPy    {_fmt(o.numpy.value)}   exact, {o.numpy.ms:.2f} ms; not validated (DuckDB cannot answer)")
+        role = "the reference the GPU is checked against" if o.runs else "not validated (DuckDB cannot answer)"
+        out.print(f"NumPy    {_fmt(o.numpy.value)}   exact, {o.numpy.ms:.2f} ms; {role}")
     if o.limits:
         L = o.limits
         out.print(f"limits   H2D pinned {L['h2d_pinned_gbps']:.1f} GB/s · pageable {L['h2d_pageable_gbps']:.1f} GB/s"
@@ -176,8 +179,12 @@ def _print_outcome(o, explain: bool = False) -> None:
                   _ms(s["h2d_ms"] or None), _ms(s["kernel_ms"]), _ms(s["d2h_ms"]),
                   f"{p.pcie_bytes_per_row:,.2f}", _pct(f.get("end_to_end_of_pinned_h2d")),
                   _pct(f.get("kernel_of_d2d")), _pct(s["kernel_hidden"]),
-                  f"{o.duckdb.median_ms / p.total_ms:.1f}x" if o.duckdb else "")
+                  f"{o.duckdb.median_ms / p.total_ms:.1f}x" if o.duckdb and o.duckdb.median_ms else "")
     out.print(t)
+    for r in o.runs:
+        for g in r.result.profile.per_gpu:
+            out.print(f"gpu {g['gpu']}    {r.mode}/{r.encoding}: {g['tables']} table(s), {g['rows']:,} rows, "
+                      f"busy {g['gpu_ms']:,.2f} ms, device memory peak {g['device_memory_peak_bytes'] / 2**30:.2f} GiB")
     if explain:
         for line in o.table:
             out.print(f"table    {line}", markup=False)
@@ -310,15 +317,41 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
 def bench(sf: list[float] = typer.Option([1.0, 10.0], "--sf", help="Scale factors (repeat the option)."),
           repeat: int = typer.Option(10, "--repeat", help="Timed runs of everything; medians are reported."),
           out_dir: Path = typer.Option(Path("reports"), "--out", help="Where bench-<gpu>.json/.md go."),
+          scale: bool = typer.Option(False, "--scale", help="The scale report instead: each SF's store on one GPU, "
+                                     "--gpu-sf on each --gpus count; writes scale-<gpu>.json/.md."),
+          gpus: list[int] = typer.Option([1, 2, 4], "--gpus", help="--scale: GPU counts (repeat; those the host has)."),
+          gpu_sf: Optional[float] = typer.Option(None, "--gpu-sf", help="--scale: the SF run on several GPUs [default: 100 if given, else the largest]."),
+          window: int = typer.Option(2, "--window", help="--scale: parts a GPU holds when the largest SF streams from disk."),
           data_dir: Optional[Path] = DATA_DIR):
     """Benchmark every mode at each SF for Z = 30 and half the suppliers, with DuckDB and CuPy; write a report."""
-    from gquery.options import require_gpu
+    from gquery.options import check_positive, require_gpu
 
     require_gpu("bench")  # before the import below, which needs pycuda
     from gquery.gpu import bench as B
 
     if repeat < 1:
         raise UsageError("--repeat must be at least 1")
+    if scale:
+        from gquery import store, tpch
+        from gquery.gpu import scale as S
+        from gquery.gpu.device import device_count
+
+        check_positive(window=window, gpus=min(gpus))
+        counts = sorted({g for g in gpus if g <= device_count()})
+        skipped = sorted(set(gpus) - set(counts))
+        if skipped:
+            note(f"--gpus {', '.join(map(str, skipped))}: this host has {device_count()} GPU(s); not run")
+        sfs = sorted({tpch.check_sf(x) for x in sf})
+        stores = {x: store.ensure_store(tpch.generate(x, data_dir, echo=note), echo=note) for x in sfs}
+        target = gpu_sf if gpu_sf is not None else (100.0 if 100.0 in sfs else sfs[-1])
+        if target not in stores:
+            raise UsageError(f"--gpu-sf {target:g} must be one of the --sf values")
+        data = S.run_scale(stores, counts, target, repeat, window, echo=note)
+        j, m = S.write(data, out_dir, "gquery " + " ".join(sys.argv[1:]))
+        out.print(m.read_text())
+        if not all(r["match"] for r in data["runs"] + data["multi_gpu"]):
+            raise GqueryError("a GPU result differs from the reference")
+        return
     data = B.run_bench(sf, repeat, data_dir, echo=note)
     j, m = B.write(data, out_dir, "gquery " + " ".join(sys.argv[1:]))
     out.print(m.read_text())

@@ -16,10 +16,23 @@ def check_positive(**flags: int | None) -> None:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
 
 
+def parse_gpus(gpus: str | int | None):
+    """--gpus: a positive count or "all" (checked against the host's GPUs where one is usable)."""
+    if gpus is None or gpus == "all":
+        return "all"
+    try:
+        n = int(gpus)
+    except (TypeError, ValueError):
+        raise UsageError(f"--gpus must be a positive integer or all, got {gpus!r}") from None
+    check_positive(gpus=n)
+    return n
+
+
 def check_run(backend: str, *, chunk_rows: int | None, streams: int | None, staging_threads: int | None,
-              plot: Path | None, explain: bool, echo) -> None:
-    """`gquery run`'s options, before its data is found or generated."""
-    check_positive(chunk_rows=chunk_rows, streams=streams, staging_threads=staging_threads)
+              plot: Path | None, explain: bool, echo, gpus="1", window: int | None = None) -> int | str:
+    """`gquery run`'s options, before its data is found or generated. Returns --gpus parsed."""
+    check_positive(chunk_rows=chunk_rows, streams=streams, staging_threads=staging_threads, window=window)
+    n = parse_gpus(gpus)
     if plot is not None and plot.suffix.lower() != ".png":
         raise UsageError(f"--plot writes a PNG: give a path ending in .png, got {plot}")
     if backend == "duckdb":
@@ -29,14 +42,19 @@ def check_run(backend: str, *, chunk_rows: int | None, streams: int | None, stag
 
         info, reason = probe()
         if info is not None:
-            return
+            from gquery.gpu.device import device_count
+            from gquery.gpu.multi import resolve_gpus
+
+            return resolve_gpus(n, device_count())
         if backend == "gpu":
             raise GpuUnavailable(f"no usable GPU: {reason}")
     given = {"--plot": plot is not None, "--explain": explain, "--chunk-rows": chunk_rows is not None,
-             "--streams": streams is not None, "--staging-threads": staging_threads is not None}
+             "--streams": streams is not None, "--staging-threads": staging_threads is not None,
+             "--gpus": n != 1}
     ignored = [flag for flag, present in given.items() if present]
     if ignored:
         echo(f"ignored {', '.join(ignored)}: they need the GPU, and {reason}")
+    return 1
 
 
 def require_gpu(command: str) -> None:

@@ -62,6 +62,7 @@ class Profile:
     physical_bytes: int | None = None  # the encoded buffers the plan used (column_bytes is the logical size)
     counters: dict = field(default_factory=dict)  # the kernel's: selected rows, factor vectors, low reads
     host_path: str = ""  # how host memory reached the GPU: pinned copy, registered in place, staged
+    per_gpu: list = field(default_factory=list)  # several tables or GPUs: each GPU's rows, busy time, memory peak
 
     @property
     def pcie_bytes(self) -> int:
@@ -112,7 +113,7 @@ class Profile:
             "h2d_bytes": self.h2d_bytes, "kernel_bytes": self.kernel_bytes, "total_ms": self.total_ms,
             "encoding": self.encoding, "physical_bytes": self.physical_bytes, "zero_copy_bytes": self.zero_copy_bytes,
             "pcie_bytes": self.pcie_bytes, "pcie_bytes_per_row": self.pcie_bytes_per_row, "counters": self.counters,
-            "host_path": self.host_path,
+            "host_path": self.host_path, "per_gpu": self.per_gpu,
             "setup_ms": self.setup_ms,
             **{f"{name}_ms": self.stage_ms(name) for name in STAGES},
             "effective_gbps": self.effective_gbps, "h2d_gbps": self.h2d_gbps,
@@ -132,7 +133,7 @@ class Profile:
         return cls(d["mode"], d["rows"], d["column_bytes"], d["h2d_bytes"], d["total_ms"],
                    [Interval(**i) for i in d.get("intervals", [])], d.get("setup_ms", 0.0), d.get("kernel_bytes"),
                    d.get("encoding", "plain"), d.get("zero_copy_bytes", 0), d.get("physical_bytes"),
-                   d.get("counters", {}), d.get("host_path", ""))
+                   d.get("counters", {}), d.get("host_path", ""), d.get("per_gpu", []))
 
 
 def fractions(summary: dict, limits: dict) -> dict:

@@ -134,8 +134,20 @@ def run_modes(engine, table: Table, query: Query, modes, repeat: int, expected: 
             for encoding in encodings for mode in modes]
 
 
+def make_engine(gpus=1, window: int | None = None):
+    """One GPU's Engine for a table in memory; the MultiEngine for several GPUs or a window."""
+    if gpus in (1, "1") and window is None:
+        from gquery.gpu.executor import Engine
+
+        return Engine()
+    from gquery.gpu.multi import MultiEngine
+
+    return MultiEngine(gpus)
+
+
 def run_query(source: LineitemSource, query: Query, *, backend: str = "auto", modes=("resident",),
-              encodings=("auto",), repeat: int = 5, validate: bool = True, echo=print, **plan_options) -> Outcome:
+              encodings=("auto",), repeat: int = 5, validate: bool = True, echo=print, gpus=1,
+              window: int | None = None, **plan_options) -> Outcome:
     check_options(backend, repeat)
     if source.files:  # a store without its source files was checked when it was encoded
         check_source(source)  # the one input contract, before any engine reads the data
@@ -148,13 +160,11 @@ def run_query(source: LineitemSource, query: Query, *, backend: str = "auto", mo
         if info is None:
             outcome.gpu_reason = reason
         else:
-            from gquery.gpu.executor import Engine
-
-            engine = Engine()
+            engine = make_engine(gpus, window)
             outcome.device = info.to_dict()
-    if (engine is None or validate) and not source.files:
-        raise GqueryError(f"{source}: the files this store was built from are gone, so DuckDB has nothing to "
-                          "check against; run with --no-validate on a GPU")
+    if not source.files:  # a store whose parquet was deleted (part-by-part generation does so)
+        return _run_store_only(outcome, source, query, engine, modes, encodings, repeat, validate, echo,
+                               gpus, window, plan_options)
     if engine is None or validate:
         echo(f"DuckDB: loading {source}")
         ref = DuckDBReference(source)
@@ -178,23 +188,62 @@ def run_query(source: LineitemSource, query: Query, *, backend: str = "auto", mo
 
         from gquery.api import open_table
 
-        echo(f"GPU: loading columns from {source}")
-        t0 = time.perf_counter()
-        table = open_table(source, memory=engine.memory, echo=echo)
-        outcome.load_ms = (time.perf_counter() - t0) * 1e3
-        echo(f"GPU: loaded {table.rows:,} rows ({table.logical_bytes() / 1e9:.2f} GB of logical columns) "
-             f"in {outcome.load_ms / 1e3:.2f} s")
-        outcome.rows = table.rows
-        outcome.limits = bandwidth(engine.memory)
-        outcome.kernel = engine.resources()
         expected = outcome.duckdb.value if outcome.duckdb else None
-        if check_with_numpy:  # exact in 128-bit products, where DuckDB's DECIMAL(38) overflows
-            t0 = time.perf_counter()
-            expected = numpy_select_sum(table.plain_columns(), query)
-            outcome.numpy = CpuAnswer(expected, (time.perf_counter() - t0) * 1e3)
-        outcome.runs = run_modes(engine, table, query, modes, repeat, expected, validate, encodings, **plan_options)
-        outcome.table = [f"{e}: " + "; ".join(table.describe(e)) for e in {r.encoding for r in outcome.runs}]
-        engine.memory.release_table(table)
-        engine.close()
+        _run_gpu(outcome, source, query, engine, modes, encodings, repeat, validate, echo, window, plan_options,
+                 expected, check_with_numpy)
     return outcome
+
+
+def _run_store_only(outcome, source, query, engine, modes, encodings, repeat, validate, echo, gpus, window,
+                    plan_options) -> Outcome:
+    """A store without the files it was built from: DuckDB has nothing to read, so the CPU
+    reference over the same store (exact, in 128-bit products) checks the GPU, or answers alone."""
+    outcome.duckdb = DuckDBResult(None, unavailable="the parquet this store was built from is gone")
+    if engine is None:
+        from gquery.store import open_store
+        from gquery.table import select_sum
+
+        echo(f"CPU: the exact reference over {source} (no GPU: {outcome.gpu_reason})")
+        table = open_store(source.path, window=window)
+        outcome.rows = table.rows
+        t0 = time.perf_counter()
+        outcome.numpy = CpuAnswer(select_sum(table, query), (time.perf_counter() - t0) * 1e3)
+        return outcome
+    echo("DuckDB: the parquet this store was built from is gone; "
+         + ("the GPU is checked against the CPU's exact answer over the store" if validate else "not validated"))
+    _run_gpu(outcome, source, query, engine, modes, encodings, repeat, validate, echo, window, plan_options,
+             None, validate)
+    return outcome
+
+
+def _run_gpu(outcome, source, query, engine, modes, encodings, repeat, validate, echo, window, plan_options,
+             expected, check_on_cpu: bool) -> None:
+    from gquery.gpu.bandwidth import measure as bandwidth
+
+    from gquery.api import open_table
+    from gquery.table import PartedTable, select_sum
+
+    echo(f"GPU: loading columns from {source}")
+    t0 = time.perf_counter()
+    table = open_table(source, memory=engine.memory, echo=echo, window=window)
+    outcome.load_ms = (time.perf_counter() - t0) * 1e3
+    held = "" if window is None else f"; parts read from disk {window} at a time"
+    echo(f"GPU: opened {table.rows:,} rows ({table.logical_bytes() / 1e9:.2f} GB of logical columns) "
+         f"in {outcome.load_ms / 1e3:.2f} s{held}")
+    if isinstance(table, PartedTable) and not hasattr(engine, "workers"):
+        engine.close()  # parts go through the many-table engine; the table's memory is portable
+        engine = make_engine(1, 0)
+    outcome.rows = table.rows
+    outcome.limits = bandwidth(engine.memory)
+    outcome.kernel = engine.resources()
+    if check_on_cpu:  # exact in 128-bit products: where DuckDB's DECIMAL(38) overflows, or it has no files
+        t0 = time.perf_counter()
+        expected = select_sum(table, query)
+        outcome.numpy = CpuAnswer(expected, (time.perf_counter() - t0) * 1e3)
+    outcome.runs = run_modes(engine, table, query, modes, repeat, expected, validate, encodings, **plan_options)
+    if not isinstance(table, PartedTable) or table.tables:
+        outcome.table = [f"{e}: " + "; ".join(table.describe(e)) for e in {r.encoding for r in outcome.runs}
+                         if e != "mixed"]
+    engine.memory.release_table(table)
+    engine.close()
 

@@ -11,11 +11,12 @@ from gquery.gpu import cupy_baseline
 from gquery.gpu.bandwidth import measure
 from gquery.gpu.executor import Engine
 from gquery.gpu.memory import DeviceColumns
+from gquery.gpu.multi import MultiEngine
 from gquery.plan import MODES
 from gquery.query import Query, scaled_int
 from gquery.reference import DuckDBReference
 from gquery.runner import run_modes
-from gquery.table import KEY, PRICE, QUANTITY
+from gquery.table import KEY, PRICE, QUANTITY, PartedTable
 from gquery.tpch import generate
 
 BENCH_ENCODINGS = ("plain", "packed", "sliced")
@@ -36,14 +37,18 @@ AT_MOST = {"pcie_bytes_per_row_half", "pcie_bytes_per_row_30"}
 
 
 def half_of_suppliers(table) -> int:
-    """Z that selects about half the rows: half of the largest supplier key."""
-    keys = table.encoded("sliced")[KEY]
-    if not table.rows:
-        return 0
-    top = max(i for i, n in enumerate(keys.histogram) if n)
-    largest = keys.reference + ((top + 1) << keys.low_bits) - 1  # at or above the largest key
-    exact = int(keys.decode().max()) if largest - keys.reference < 2**40 else largest
-    return (exact + 1) // 2
+    """Z that selects about half the rows: half of the largest supplier key (over every part)."""
+    tables = getattr(table, "tables", None) or [table]
+    largest = None
+    for t in tables:
+        keys = t.encoded("sliced")[KEY]
+        if not t.rows:
+            continue
+        top = max(i for i, n in enumerate(keys.histogram) if n)
+        bound = keys.reference + ((top + 1) << keys.low_bits) - 1  # at or above the part's largest key
+        exact = int(keys.decode().max()) if bound - keys.reference < 2**40 else bound
+        largest = exact if largest is None else max(largest, exact)
+    return 0 if largest is None else (largest + 1) // 2
 
 
 def _store_tables(source, engine, echo):
@@ -60,6 +65,7 @@ HOST_MODES = ("registered", "pageable")  # run on the NumPy copy of the store
 
 def run_bench(sfs, repeat: int, data_dir=None, echo=print) -> dict:
     engine = Engine()
+    parts_engine = None  # parted stores (SF above 10) go through the many-table engine, on one GPU
     limits = measure(engine.memory)
     runs = []
     kernels = {}
@@ -68,16 +74,20 @@ def run_bench(sfs, repeat: int, data_dir=None, echo=print) -> dict:
         check_source(source)
         echo(f"SF {sf:g}: opening the encoded store into pinned memory, and into NumPy memory")
         table, host_table = _store_tables(source, engine, echo)
+        parted = isinstance(table, PartedTable)
+        if parted and parts_engine is None:
+            parts_engine = MultiEngine(1)
+        eng = parts_engine if parted else engine
         ref = DuckDBReference(source)
         for z in (30, half_of_suppliers(table)):
             query = Query(z)
             echo(f"SF {sf:g}, Z {z}: DuckDB, {', '.join(MODES)} x {', '.join(BENCH_ENCODINGS)}, CuPy")
             duck = ref.run(query, repeat=repeat)
             mode_runs = [run for encoding in BENCH_ENCODINGS for mode in MODES
-                         for run in run_modes(engine, host_table if mode in HOST_MODES else table, query, (mode,),
+                         for run in run_modes(eng, host_table if mode in HOST_MODES else table, query, (mode,),
                                               repeat, duck.value, encodings=(encoding,))]
             cupy_ms = cupy_value = None
-            if cupy_baseline.available():
+            if cupy_baseline.available() and not parted:  # the one-liner reads one table's columns
                 plan = engine.plan(table, query, "resident", "plain")
                 held, _ = engine.prepare(table, plan)
                 dev = DeviceColumns(tuple(held[(c, "values")] for c in (KEY, QUANTITY, PRICE)), table.rows)
@@ -85,7 +95,8 @@ def run_bench(sfs, repeat: int, data_dir=None, echo=print) -> dict:
             for r in mode_runs:
                 p = r.result.profile
                 s = p.summary(limits)
-                kernels[str(r.result.plan.kernel)] = engine.resources(r.result.plan.kernel)
+                first = r.result.plan.first() if parted else r.result.plan
+                kernels[str(first.kernel)] = engine.resources(first.kernel)
                 runs.append({
                     "sf": sf, "z": z, "mode": r.mode, "encoding": r.encoding, "match": r.match,
                     "result": str(r.value), "gpu_ms": p.total_ms, "h2d_ms": s["h2d_ms"], "kernel_ms": s["kernel_ms"],
@@ -98,12 +109,14 @@ def run_bench(sfs, repeat: int, data_dir=None, echo=print) -> dict:
                     "column_bytes": p.column_bytes, "physical_bytes": p.physical_bytes,
                     "pcie_bytes": p.pcie_bytes, "pcie_bytes_per_row": p.pcie_bytes_per_row,
                     "zero_copy_bytes": p.zero_copy_bytes, "counters": p.counters, "host_path": p.host_path,
-                    "setup_ms": p.setup_ms, "kernel": str(r.result.plan.kernel),
+                    "setup_ms": p.setup_ms, "kernel": str(first.kernel), "parts": getattr(table, "parts", 1),
                 })
         ref.close()
         engine.memory.release_table(table)
         engine.memory.release_table(host_table)
         del table, host_table
+    if parts_engine is not None:
+        parts_engine.close()
     return {"device": engine.device.name, "device_info": engine.device.to_dict(), **reports.stamp(),
             "kernel": engine.resources(), "kernels": kernels, "repeat": repeat, "limits": limits, "runs": runs,
             "floors": floors(runs, limits)}

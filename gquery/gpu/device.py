@@ -47,6 +47,13 @@ def _probe() -> tuple[DeviceInfo | None, str | None]:
         import pycuda.autoprimaryctx  # noqa: F401  (makes device 0's primary context current)
     except Exception as e:
         return None, f"cannot open a context on device 0: {e}"
+    return current_info(), None
+
+
+def current_info() -> DeviceInfo:
+    """The device of the context current on this thread."""
+    import pycuda.driver as cuda
+
     dev = cuda.Context.get_device()
     a = cuda.device_attribute
     free, total = cuda.mem_get_info()
@@ -58,12 +65,21 @@ def _probe() -> tuple[DeviceInfo | None, str | None]:
         free_bytes=free,
         l2_bytes=dev.get_attribute(a.L2_CACHE_SIZE),
         max_threads_per_sm=dev.get_attribute(a.MAX_THREADS_PER_MULTIPROCESSOR),
-    ), None
+    )
 
 
 def probe() -> tuple[DeviceInfo | None, str | None]:
     """(info, None) where a GPU is usable, else (None, the reason)."""
     return _probe()
+
+
+def device_count() -> int:
+    """GPUs the driver sees (0 without a usable GPU)."""
+    if probe()[0] is None:
+        return 0
+    import pycuda.driver as cuda
+
+    return cuda.Device.count()
 
 
 def require() -> DeviceInfo:

@@ -12,7 +12,7 @@ import numpy as np
 from gquery.encodings import FRAME_ROWS, PAD_WORDS
 from gquery.errors import GqueryError
 from gquery.gpu import kernels
-from gquery.gpu.device import require
+from gquery.gpu.device import current_info, require
 from gquery.gpu.memory import ACC_WORDS, GpuMemory
 from gquery.plan import (BLOCK_THREADS, BLOCKS_PER_SM, ENCODING_CHOICES, MODES, ROWS_PER_VECTOR, VECTORS_PER_THREAD,
                          ZERO_COPY_SECTOR, Kernel, QueryPlan, host_threads, plan_query)
@@ -50,6 +50,7 @@ class GpuResult:
     selected_rows: int
     profile: Profile
     plan: Plan
+    started: float = 0.0  # perf_counter at the run's first event: puts several runs on one time axis
 
 
 def signed_128(lo, hi) -> int:
@@ -99,13 +100,18 @@ class Timeline:
 
 
 class Engine:
-    """The GPU engine on the current device. Scratch memory is reused across queries; what belongs
-    to a table (device copies, pinned copies, registrations) lives in table.cache."""
+    """The GPU engine on the device of the context current on this thread (device 0's primary
+    context unless a caller such as gpu.multi made another current). Scratch memory is reused
+    across queries; what belongs to a table (device copies, pinned copies, registrations) lives in
+    table.cache, device copies keyed by the device that holds them."""
 
     def __init__(self):
         import pycuda.driver as cuda
 
-        self.device = require()
+        require()
+        self.device = current_info()
+        dev = cuda.Context.get_device()
+        self.ordinal = next(i for i in range(cuda.Device.count()) if cuda.Device(i) == dev)
         self._cuda = cuda
         self.memory = GpuMemory()
         self.kernel = kernels.function(SELECT_SUM, "select_sum")  # the ladder's fused_engine step
@@ -127,7 +133,7 @@ class Engine:
     def plan(self, table: Table, query: Query, mode: str, encoding: str = "auto", **options) -> QueryPlan:
         free = self._cuda.mem_get_info()[0]
         if mode == "resident":
-            free += sum(v[1] for k, v in table.cache.items() if k[0] == "device")  # held: no new room
+            free += sum(v[1] for k, v in table.cache.items() if k[:2] == ("device", self.ordinal))  # held: no new room
         return plan_query(table, query.z, mode, self.device.sm_count, free, encoding, **options)
 
     def streams(self, n: int) -> list:
@@ -160,7 +166,7 @@ class Engine:
         return array.reshape(-1)
 
     def _resident(self, table: Table, key: tuple, array: np.ndarray):
-        k = ("device", *key)
+        k = ("device", self.ordinal, *key)
         if k not in table.cache:
             table.cache[k] = (self.memory.upload(array), array.nbytes)
         return table.cache[k][0]
@@ -221,7 +227,7 @@ class Engine:
                           encoding=qplan.encoding, zero_copy_bytes=zero_copy_reads * ZERO_COPY_SECTOR,
                           physical_bytes=sum(b.nbytes for b in qplan.buffers), counters=counters,
                           host_path=_host_path(qplan, table))
-        return GpuResult(to_decimal(total, selected), selected, profile, qplan)
+        return GpuResult(to_decimal(total, selected), selected, profile, qplan, tl.t0)
 
     def _pipeline(self, tl: Timeline, copy, compute: list, qplan: QueryPlan, encoded: dict, sources: dict,
                   ranges: dict, streamed: list, scan, params: tuple, acc: int) -> None:

@@ -12,7 +12,9 @@ Mapped host memory is recorded with its device address, so a kernel can read any
 
 from __future__ import annotations
 
+import bisect
 import math
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -57,7 +59,7 @@ class HostCopier:
 class Registration:
     """cuMemHostRegister on an array's memory, mapped into the device's address space."""
 
-    DEVICEMAP = 0x02  # CU_MEMHOSTREGISTER_DEVICEMAP
+    FLAGS = 0x01 | 0x02  # CU_MEMHOSTREGISTER_PORTABLE (every context) | DEVICEMAP (zero-copy)
 
     def __init__(self, a: np.ndarray):
         import ctypes
@@ -65,7 +67,7 @@ class Registration:
         self._lib = _libcuda()
         self._ptr = ctypes.c_void_p(a.ctypes.data)
         self._array = a  # keeps the memory alive while registered
-        _check(self._lib.cuMemHostRegister_v2(self._ptr, ctypes.c_size_t(a.nbytes), self.DEVICEMAP), "cuMemHostRegister")
+        _check(self._lib.cuMemHostRegister_v2(self._ptr, ctypes.c_size_t(a.nbytes), self.FLAGS), "cuMemHostRegister")
         dev = ctypes.c_uint64(0)
         _check(self._lib.cuMemHostGetDevicePointer_v2(ctypes.byref(dev), self._ptr, 0), "cuMemHostGetDevicePointer")
         self.device_pointer = dev.value
@@ -101,6 +103,19 @@ class DeviceColumns:
         return tuple(int(a) for a in self.allocations)
 
 
+# Page-locked memory is allocated portable (every GPU's context sees it page-locked and mapped,
+# at the same address under unified addressing), so one record serves every device's engine.
+# An entry lives as long as the array that owns the memory (a weak reference): a later allocation
+# at a freed address is never mistaken for mapped memory.
+_MAPPED: dict[int, tuple[int, int, object]] = {}  # host start → (end, device start, weakref to owner)
+_MAPPED_STARTS: list[int] = []  # _MAPPED's keys, sorted
+
+
+def _forget(start: int) -> None:
+    if _MAPPED.pop(start, None) is not None:
+        _MAPPED_STARTS.remove(start)
+
+
 class GpuMemory:
     def __init__(self):
         import pycuda.driver as cuda
@@ -113,18 +128,18 @@ class GpuMemory:
         self._accumulator = None
         self._scratch: dict[str, object] = {}
         self._copiers: dict[int, HostCopier] = {}
-        self._mapped: dict[int, tuple[int, int, int]] = {}  # host start → (end, device start, owner id)
 
     # --- allocation -------------------------------------------------------------------------
     def device_empty(self, nbytes: int):
         return self._cuda.mem_alloc(max(int(nbytes), 1))
 
     def pinned_empty(self, n: int, dtype) -> np.ndarray:
-        return self._cuda.pagelocked_empty(int(n), dtype)
+        return self._cuda.pagelocked_empty(int(n), dtype, mem_flags=self._cuda.host_alloc_flags.PORTABLE)
 
     def mapped_empty(self, n: int, dtype) -> np.ndarray:
-        """Page-locked host memory that kernels can also read in place (zero-copy)."""
-        a = self._cuda.pagelocked_empty(int(max(n, 1)), dtype, mem_flags=self._cuda.host_alloc_flags.DEVICEMAP)
+        """Page-locked host memory that kernels of every GPU can also read in place (zero-copy)."""
+        flags = self._cuda.host_alloc_flags
+        a = self._cuda.pagelocked_empty(int(max(n, 1)), dtype, mem_flags=flags.DEVICEMAP | flags.PORTABLE)
         self._record_mapped(a, a.base.get_device_pointer())
         return a[:n]
 
@@ -147,25 +162,40 @@ class GpuMemory:
         return handle
 
     def unregister(self, handle, a: np.ndarray) -> None:
-        self._mapped.pop(a.ctypes.data, None)
+        _forget(a.ctypes.data)
         handle.unregister()
 
     def _record_mapped(self, a: np.ndarray, device_ptr: int) -> None:
-        self._mapped[a.ctypes.data] = (a.ctypes.data + a.nbytes, int(device_ptr), id(a))
+        start = a.ctypes.data
+        if start not in _MAPPED:
+            bisect.insort(_MAPPED_STARTS, start)
+        _MAPPED[start] = (start + a.nbytes, int(device_ptr), weakref.ref(a))
+
+    def _find(self, addr: int) -> tuple[int, int, int] | None:
+        """(start, end, device start) of the live mapped allocation holding addr, by bisection
+        (a parted store records hundreds of buffers; kernels' arguments look them up per chunk)."""
+        while True:
+            k = bisect.bisect_right(_MAPPED_STARTS, addr) - 1
+            if k < 0:
+                return None
+            start = _MAPPED_STARTS[k]
+            end, dev, ref = _MAPPED[start]
+            if ref() is not None:
+                return (start, end, dev) if start <= addr < end or addr == start == end else None
+            _forget(start)  # freed: an allocation below it may hold addr
 
     def mapped_pointer(self, view: np.ndarray) -> int:
         """The device address of a view of mapped host memory (0 for an empty view: never read)."""
         if view.nbytes == 0:
             return 0
-        addr = view.ctypes.data
-        for start, (end, dev, _) in self._mapped.items():
-            if start <= addr < end or (addr == start == end):
-                return dev + (addr - start)
-        raise ValueError("this array is not mapped host memory")
+        found = self._find(view.ctypes.data)
+        if found is None:
+            raise ValueError("this array is not mapped host memory")
+        return found[2] + (view.ctypes.data - found[0])
 
     def is_mapped(self, view: np.ndarray) -> bool:
-        addr = view.ctypes.data
-        return any(start <= addr < end for start, (end, _, _) in self._mapped.items())
+        found = self._find(view.ctypes.data)
+        return found is not None and found[0] != found[1]
 
     def upload(self, a: np.ndarray):
         """A device copy of a host buffer, padded so vector and 3-word reads stay in bounds."""
@@ -175,16 +205,24 @@ class GpuMemory:
         return dev
 
     def release_table(self, table) -> None:
-        """Free what a table holds here: device copies, pinned copies, registrations."""
+        """Free what a table holds here: device copies, pinned copies, registrations; for a parted
+        table, what each part and each GPU's share holds."""
+        for part in getattr(table, "tables", None) or []:
+            self.release_table(part)
         for key, value in list(table.cache.items()):
             kind = key[0]
-            if kind == "device":
+            if kind == "shares":
+                for share in value:
+                    for t in share.tables:
+                        if t is not table:
+                            self.release_table(t)
+            elif kind == "device":
                 value[0].free()
             elif kind == "registered":
                 handle, arr = value
                 self.unregister(handle, arr)
             elif kind == "pinned":
-                self._mapped.pop(value.ctypes.data, None)
+                _forget(self.owner(value).ctypes.data)
         table.cache.clear()
 
     def device_columns(self, rows: int) -> DeviceColumns:
@@ -292,5 +330,4 @@ class GpuMemory:
             c.close()
         self._resident.clear(), self._rings.clear(), self._pinned.clear(), self._staging.clear(), self._scratch.clear()
         self._copiers.clear()
-        self._mapped.clear()
         self._accumulator = None

@@ -1,0 +1,327 @@
+"""Queries over many tables and many GPUs: a parted table's parts, or one table's frames, divided
+among the devices. Each device is driven by an engine of its own on a thread of its own (its
+primary context current there), over its own PCIe link; the exact partials are added on the host.
+
+    share       one device's work: a list of tables (parts, or frame views of a part or a table),
+                or, for a table opened with a window, a list of parts read from disk as it goes
+    MultiPlan   the shares and one QueryPlan per table of each share (windowed parts are planned
+                as they arrive); printable like a QueryPlan
+    MultiEngine plan() and run() as Engine has them, so the runner, the benchmark and the API drive
+                one GPU or several, one table or a hundred parts, through the same calls
+
+Page-locked memory is portable (gpu.memory): a store opened once is read in place by every GPU.
+Device copies of a share (resident mode) live in its view's cache: spread over the GPUs' memories.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from gquery.encodings import frames_of, split_frames
+from gquery.errors import GqueryError, UsageError
+from gquery.gpu.executor import Engine, GpuResult
+from gquery.plan import QueryPlan
+from gquery.profile import Interval, Profile
+from gquery.query import Query, scaled_int, to_decimal
+from gquery.table import PartedTable, Table
+
+
+def resolve_gpus(gpus, available: int) -> int:
+    """--gpus N or all, against the devices the driver sees."""
+    if gpus in ("all", None):
+        n = available
+    else:
+        try:
+            n = int(gpus)
+        except (TypeError, ValueError):
+            raise UsageError(f"--gpus must be a number or all, got {gpus!r}") from None
+        if n < 1:
+            raise UsageError(f"--gpus must be at least 1, got {n}")
+    if n > available:
+        raise UsageError(f"--gpus {n}: this host has {available} GPU{'s' * (available != 1)}")
+    return n
+
+
+class DeviceWorker:
+    """One GPU: a thread with the device's primary context current, and an Engine made there."""
+
+    def __init__(self, ordinal: int):
+        self.ordinal = ordinal
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"gquery-gpu{ordinal}")
+        self.engine: Engine = self._pool.submit(self._start).result()
+
+    def _start(self) -> Engine:
+        import pycuda.driver as cuda
+
+        from gquery.gpu.device import require
+
+        require()  # initializes the driver (and device 0's context on the probing thread)
+        self._context = cuda.Device(self.ordinal).retain_primary_context()
+        self._context.push()
+        return Engine()
+
+    def submit(self, fn, *args):
+        return self._pool.submit(fn, *args)
+
+    def close(self) -> None:
+        def stop():
+            self.engine.close()
+            self._context.pop()
+
+        self._pool.submit(stop).result()
+        self._pool.shutdown()
+
+
+@dataclass
+class Share:
+    device: int  # index into MultiEngine.workers
+    tables: list = field(default_factory=list)  # Tables, or part indices of a windowed PartedTable
+    rows: int = 0
+
+
+@dataclass
+class MultiPlan:
+    z: int
+    mode: str
+    requested: str  # the encoding asked for ("auto": each table's planner chooses)
+    shares: list[Share]
+    plans: list[list[QueryPlan]]  # per share, per table; windowed shares fill theirs as parts arrive
+    rows: int
+    window: int = 0  # parts a device holds at once when reading from disk (0: all in memory)
+    options: dict = field(default_factory=dict)
+
+    @property
+    def encoding(self) -> str:
+        chosen = {p.encoding for plans in self.plans for p in plans}
+        return chosen.pop() if len(chosen) == 1 else (self.requested if not chosen else "mixed")
+
+    @property
+    def gpus(self) -> int:
+        return len(self.shares)
+
+    def first(self) -> QueryPlan | None:
+        return next((p for plans in self.plans for p in plans), None)
+
+    def to_dict(self) -> dict:
+        first = self.first()
+        return {"z": self.z, "mode": self.mode, "encoding": self.encoding, "gpus": self.gpus, "rows": self.rows,
+                "window_parts": self.window,
+                "shares": [{"gpu": s.device, "tables": len(s.tables), "rows": s.rows} for s in self.shares],
+                "first_table": None if first is None else first.to_dict()}
+
+    def describe(self) -> str:
+        how = f"parts read from disk, {self.window} at a time a GPU" if self.window else "held in host memory"
+        lines = [f"plan: {self.mode} on {self.gpus} GPU{'s' * (self.gpus > 1)}, {self.rows:,} rows, {how}"]
+        lines += [f"  gpu {s.device}: {len(s.tables)} table(s), {s.rows:,} rows" for s in self.shares]
+        first = self.first()
+        if first is not None:
+            lines += ["each table's plan, the first shown:"] + ["  " + ln for ln in first.describe().splitlines()]
+        return "\n".join(lines)
+
+
+class MultiEngine:
+    """plan() and run() over `gpus` devices, for a Table or a PartedTable."""
+
+    def __init__(self, gpus=1):
+        from gquery.gpu.device import device_count, require
+
+        require()
+        n = resolve_gpus(gpus, device_count())
+        self.workers = [DeviceWorker(k) for k in range(n)]
+        self.device = self.workers[0].engine.device
+        self.memory = self.workers[0].engine.memory  # portable: what one opens, every GPU reads
+
+    @property
+    def gpus(self) -> int:
+        return len(self.workers)
+
+    def resources(self, kernel=None) -> dict:
+        return self.workers[0].submit(self.workers[0].engine.resources, kernel).result()
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.close()
+
+    def concurrent_h2d(self, nbytes: int = 1 << 30, repeat: int = 5) -> float:
+        """GB/s of pinned host-to-device copies to every GPU at once (each its own buffer and
+        link), the median of `repeat` rounds: the host-side limit a query over these GPUs meets."""
+        import threading
+
+        import numpy as np
+
+        n = len(self.workers)
+        sources = [self.memory.pinned_empty(nbytes, np.uint8) for _ in range(n)]
+        for s in sources:
+            s[:] = 1  # touched: no first-fault in the timing
+        targets = [w.submit(w.engine.memory.device_empty, nbytes).result() for w in self.workers]
+        barrier = threading.Barrier(n)
+
+        def copy(k: int) -> None:
+            import pycuda.driver as cuda
+
+            barrier.wait()
+            cuda.memcpy_htod(targets[k], sources[k])
+
+        rounds = []
+        for _ in range(repeat + 1):  # the first round warms the links up
+            t0 = time.perf_counter()
+            for f in [w.submit(copy, k) for k, w in enumerate(self.workers)]:
+                f.result()
+            rounds.append(n * nbytes / (time.perf_counter() - t0) / 1e9)
+        for w, t in zip(self.workers, targets):
+            w.submit(t.free).result()
+        return sorted(rounds[1:])[repeat // 2]
+
+    # --- dividing the work -----------------------------------------------------------------
+    def shares(self, table) -> list[Share]:
+        """Nearly equal row shares, one a GPU. Frames are the unit: a part is cut only where a
+        share's boundary falls inside it; a windowed table is divided by whole parts."""
+        n = self.gpus
+        if isinstance(table, PartedTable) and table.tables is None:
+            bounds = _balanced_parts(table.part_rows, n)
+            return [Share(k, list(range(a, b)), sum(table.part_rows[a:b])) for k, (a, b) in enumerate(bounds)]
+        key = ("shares", n)
+        if key not in table.cache:
+            tables = table.tables if isinstance(table, PartedTable) else [table]
+            table.cache[key] = _frame_shares(tables, n)
+        return table.cache[key]
+
+    def plan(self, table, query: Query, mode: str, encoding: str = "auto", window: int | None = None,
+             **options) -> MultiPlan:
+        if not isinstance(table, (Table, PartedTable)):
+            raise GqueryError(f"cannot plan a query over {type(table).__name__}")
+        shares = self.shares(table)
+        windowed = isinstance(table, PartedTable) and table.tables is None
+        if windowed and mode == "resident":
+            raise UsageError("--mode resident needs the table in host memory first; a windowed store streams "
+                             "from disk: use pinned, registered or pageable")
+        futures = [] if windowed else [
+            self.workers[s.device].submit(lambda s=s: [self.workers[s.device].engine.plan(t, query, mode, encoding, **options)
+                                                       for t in s.tables]) for s in shares]
+        plans = [f.result() for f in futures] if futures else [[] for _ in shares]
+        return MultiPlan(query.z, mode, encoding, shares, plans, table.rows,
+                         (window or table.window) if windowed else 0, options)
+
+    # --- one query ----------------------------------------------------------------------------
+    def run(self, table, query: Query, mplan: MultiPlan) -> GpuResult:
+        if mplan.rows != table.rows or mplan.z != query.z:
+            raise GqueryError("this plan was made for another table or Z")
+        t0 = time.perf_counter()
+        jobs = [self.workers[s.device].submit(self._run_share, table, query, mplan, i)
+                for i, s in enumerate(mplan.shares)]
+        done = [j.result() for j in jobs]
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        return self._combine(table, mplan, done, t0, wall_ms)
+
+    def _run_share(self, table, query: Query, mplan: MultiPlan, i: int) -> tuple[list[GpuResult], int]:
+        """One device's tables in order; returns their results and the device's memory high-water."""
+        import pycuda.driver as cuda
+
+        share = mplan.shares[i]
+        engine = self.workers[share.device].engine
+        peak = 0
+        results = []
+
+        def used() -> int:
+            free, total = cuda.mem_get_info()
+            return total - free
+
+        if not mplan.window:
+            for t, p in zip(share.tables, mplan.plans[i]):
+                results.append(engine.run(t, query, p))
+                peak = max(peak, used())
+            return results, peak
+        from gquery.store import PartReader
+
+        pinned = mplan.mode in ("pinned", "registered")
+        reader = PartReader(table, share.tables, engine.memory if pinned else None, mplan.window)
+        plans = mplan.plans[i]
+        plans.clear()
+        try:
+            for _, t in reader:
+                p = engine.plan(t, query, mplan.mode, mplan.requested, **mplan.options)
+                plans.append(p)
+                results.append(engine.run(t, query, p))
+                peak = max(peak, used())
+                if mplan.mode == "registered":
+                    engine.memory.release_table(t)  # the slot is refilled next: its registration goes too
+        finally:
+            reader.close()
+        return results, peak
+
+    def _combine(self, table, mplan: MultiPlan, done, t0: float, wall_ms: float) -> GpuResult:
+        total = selected = 0
+        intervals: list[Interval] = []
+        sums = {"h2d": 0, "zero_copy": 0, "kernel": 0, "physical": 0, "setup": 0.0}
+        counters: dict = {}
+        per_gpu = []
+        for share, (results, peak) in zip(mplan.shares, done):
+            chunk = 0
+            busy = 0.0
+            for r in results:
+                total += scaled_int(r.value)
+                selected += r.selected_rows
+                p = r.profile
+                shift = (r.started - t0) * 1e3
+                for iv in p.intervals:
+                    intervals.append(Interval(iv.stage, f"gpu{share.device} {iv.lane}", chunk + iv.chunk,
+                                              iv.start_ms + shift, iv.end_ms + shift))
+                chunk += 1 + max((iv.chunk for iv in p.intervals), default=0)
+                sums["h2d"] += p.h2d_bytes
+                sums["zero_copy"] += p.zero_copy_bytes
+                sums["kernel"] += p.kernel_bytes or 0
+                sums["physical"] += p.physical_bytes or 0
+                sums["setup"] += p.setup_ms
+                busy += p.total_ms
+                for k, v in p.counters.items():
+                    counters[k] = counters.get(k, 0) + v
+            per_gpu.append({"gpu": share.device, "tables": len(results), "rows": share.rows,
+                            "gpu_ms": busy, "device_memory_peak_bytes": peak})
+        counters["gpus"] = mplan.gpus
+        first = next((r.profile for results, _ in done for r in results), None)
+        host_path = (first.host_path if first else "") + (
+            f"; parts read from disk through a window of {mplan.window} a GPU" if mplan.window else "")
+        profile = Profile(mplan.mode, table.rows, table.logical_bytes(), sums["h2d"], wall_ms,
+                          sorted(intervals, key=lambda iv: iv.start_ms), sums["setup"], sums["kernel"],
+                          encoding=mplan.encoding, zero_copy_bytes=sums["zero_copy"], physical_bytes=sums["physical"],
+                          counters=counters, host_path=host_path, per_gpu=per_gpu)
+        return GpuResult(to_decimal(total, selected), selected, profile, mplan, t0)
+
+
+def _balanced_parts(part_rows: list[int], n: int) -> list[tuple[int, int]]:
+    """Contiguous [first, end) part ranges, one a GPU, each near rows / n (every GPU gets a part
+    when there are enough)."""
+    total = sum(part_rows)
+    bounds, acc, k = [0], 0, 1
+    for i, r in enumerate(part_rows):
+        acc += r
+        left_parts, left_gpus = len(part_rows) - (i + 1), n - k
+        if k < n and (acc >= total * k / n or left_parts == left_gpus):
+            bounds.append(i + 1)
+            k += 1
+    bounds.append(len(part_rows))
+    return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def _frame_shares(tables: list[Table], n: int) -> list[Share]:
+    """Divide the frames of consecutive tables into n contiguous shares of nearly equal frames;
+    a table wholly inside one share is used as it is, a cut one through frame views."""
+    counts = [frames_of(t.rows) for t in tables]
+    shares = [Share(k) for k in range(n)]
+    starts = [0]
+    for c in counts:
+        starts.append(starts[-1] + c)
+    for k, (g0, g1) in enumerate(split_frames(starts[-1], n)):
+        for t, c, s in zip(tables, counts, starts):
+            a, b = max(g0, s) - s, min(g1, s + c) - s
+            if a >= b:
+                continue
+            piece = t if (a, b) == (0, c) else t.view(a, b)
+            shares[k].tables.append(piece)
+            shares[k].rows += piece.rows
+    return [s for s in shares if s.tables]
+
+
+__all__ = ["MultiEngine", "MultiPlan", "Share", "DeviceWorker", "resolve_gpus"]
