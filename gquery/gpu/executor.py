@@ -103,7 +103,7 @@ class Engine:
     """The GPU engine on the device of the context current on this thread (device 0's primary
     context unless a caller such as gpu.multi made another current). Scratch memory is reused
     across queries; what belongs to a table (device copies, pinned copies, registrations) lives in
-    table.cache, device copies keyed by the device that holds them."""
+    table.cache, device and pinned copies keyed by the memory layer (and so the thread) that made them."""
 
     def __init__(self):
         import pycuda.driver as cuda
@@ -133,7 +133,7 @@ class Engine:
     def plan(self, table: Table, query: Query, mode: str, encoding: str = "auto", **options) -> QueryPlan:
         free = self._cuda.mem_get_info()[0]
         if mode == "resident":
-            free += sum(v[1] for k, v in table.cache.items() if k[:2] == ("device", self.ordinal))  # held: no new room
+            free += sum(v[1] for k, v in table.cache.items() if k[:2] == ("device", self.memory.tag))  # held: no new room
         return plan_query(table, query.z, mode, self.device.sm_count, free, encoding, **options)
 
     def streams(self, n: int) -> list:
@@ -150,7 +150,7 @@ class Engine:
         if self.memory.is_mapped(array):  # already page-locked and mapped (a store opened so): in place
             return array.reshape(-1)
         if mode == "pinned":
-            k = ("pinned", *key)
+            k = ("pinned", self.memory.tag, *key)
             if k not in table.cache:
                 copy = self.memory.mapped_empty(array.size, array.dtype)
                 self.memory.copier(host_threads()).copy([(copy, array.reshape(-1))])
@@ -166,7 +166,7 @@ class Engine:
         return array.reshape(-1)
 
     def _resident(self, table: Table, key: tuple, array: np.ndarray):
-        k = ("device", self.ordinal, *key)
+        k = ("device", self.memory.tag, *key)
         if k not in table.cache:
             table.cache[k] = (self.memory.upload(array), array.nbytes)
         return table.cache[k][0]

@@ -13,6 +13,7 @@ Mapped host memory is recorded with its device address, so a kernel can read any
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -109,6 +110,7 @@ class DeviceColumns:
 # at a freed address is never mistaken for mapped memory.
 _MAPPED: dict[int, tuple[int, int, object]] = {}  # host start → (end, device start, weakref to owner)
 _MAPPED_STARTS: list[int] = []  # _MAPPED's keys, sorted
+_TAGS = itertools.count(1)
 
 
 def _forget(start: int) -> None:
@@ -121,6 +123,7 @@ class GpuMemory:
         import pycuda.driver as cuda
 
         self._cuda = cuda
+        self.tag = next(_TAGS)  # marks this layer's allocations in table caches
         self._resident: dict[int, tuple[LineitemColumns, DeviceColumns]] = {}
         self._rings: dict[tuple[int, int], list[DeviceColumns]] = {}
         self._pinned: dict[int, tuple[LineitemColumns, LineitemColumns]] = {}
@@ -204,26 +207,34 @@ class GpuMemory:
             self._cuda.memcpy_htod(dev, np.ascontiguousarray(a))
         return dev
 
-    def release_table(self, table) -> None:
-        """Free what a table holds here: device copies, pinned copies, registrations; for a parted
-        table, what each part and each GPU's share holds."""
+    def release_table(self, table, mine_only: bool = False) -> None:
+        """Free what a table holds: device copies, pinned copies, registrations; for a parted table,
+        what each part and each GPU's share holds. `mine_only`: only what this layer allocated (its
+        tag is in the cache key), on the thread whose context made it: PyCUDA frees an allocation only
+        there. The many-GPU engine calls this on each device's thread, then releases the rest."""
         for part in getattr(table, "tables", None) or []:
-            self.release_table(part)
+            self.release_table(part, mine_only)
         for key, value in list(table.cache.items()):
             kind = key[0]
+            if kind in ("device", "pinned") and mine_only and key[1] != self.tag:
+                continue
             if kind == "shares":
                 for share in value:
                     for t in share.tables:
                         if t is not table:
-                            self.release_table(t)
+                            self.release_table(t, mine_only)
+                if mine_only:
+                    continue
             elif kind == "device":
                 value[0].free()
             elif kind == "registered":
+                if mine_only:
+                    continue
                 handle, arr = value
                 self.unregister(handle, arr)
             elif kind == "pinned":
                 _forget(self.owner(value).ctypes.data)
-        table.cache.clear()
+            del table.cache[key]
 
     def device_columns(self, rows: int) -> DeviceColumns:
         return DeviceColumns(tuple(self.device_empty(rows * np.dtype(d).itemsize) for d in COLUMN_DTYPES), rows)

@@ -45,33 +45,52 @@ def resolve_gpus(gpus, available: int) -> int:
 
 
 class DeviceWorker:
-    """One GPU: a thread with the device's primary context current, and an Engine made there."""
+    """One GPU: a thread of its own, with the device's primary context current during each job
+    (pushed and popped around it, so none is left on the thread at exit), and an Engine made there.
+    What the engine allocates belongs to this thread: it is freed here too (release_table)."""
 
     def __init__(self, ordinal: int):
-        self.ordinal = ordinal
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"gquery-gpu{ordinal}")
-        self.engine: Engine = self._pool.submit(self._start).result()
-
-    def _start(self) -> Engine:
         import pycuda.driver as cuda
 
         from gquery.gpu.device import require
 
-        require()  # initializes the driver (and device 0's context on the probing thread)
-        self._context = cuda.Device(self.ordinal).retain_primary_context()
+        require()  # initializes the driver
+        self.ordinal = ordinal
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"gquery-gpu{ordinal}")
+        self._context = self._pool.submit(lambda: cuda.Device(ordinal).retain_primary_context()).result()
+        self.engine: Engine = self.submit(Engine).result()
+
+    def _in_context(self, fn, *args):
         self._context.push()
-        return Engine()
-
-    def submit(self, fn, *args):
-        return self._pool.submit(fn, *args)
-
-    def close(self) -> None:
-        def stop():
-            self.engine.close()
+        try:
+            return fn(*args)
+        finally:
             self._context.pop()
 
-        self._pool.submit(stop).result()
+    def submit(self, fn, *args):
+        return self._pool.submit(self._in_context, fn, *args)
+
+    def close(self) -> None:
+        self.submit(self.engine.close).result()
         self._pool.shutdown()
+
+
+class SharedMemory:
+    """The memory layer as the many-GPU engine's callers see it: allocations on the calling thread
+    (page-locked memory is portable: every GPU reads it), and release_table that frees each
+    device's share of a table on that device's own thread, then the rest here."""
+
+    def __init__(self, workers: list[DeviceWorker]):
+        self._workers = workers
+        self._here = workers[0].engine.memory
+
+    def __getattr__(self, name):
+        return getattr(self._here, name)
+
+    def release_table(self, table) -> None:
+        for w in self._workers:
+            w.submit(w.engine.memory.release_table, table, True).result()
+        self._here.release_table(table)
 
 
 @dataclass
@@ -131,7 +150,7 @@ class MultiEngine:
         n = resolve_gpus(gpus, device_count())
         self.workers = [DeviceWorker(k) for k in range(n)]
         self.device = self.workers[0].engine.device
-        self.memory = self.workers[0].engine.memory  # portable: what one opens, every GPU reads
+        self.memory = SharedMemory(self.workers)
 
     @property
     def gpus(self) -> int:
@@ -245,10 +264,10 @@ class MultiEngine:
                 plans.append(p)
                 results.append(engine.run(t, query, p))
                 peak = max(peak, used())
-                if mplan.mode == "registered":
-                    engine.memory.release_table(t)  # the slot is refilled next: its registration goes too
+                engine.memory.release_table(t)  # the slot is refilled next: what was made for it goes
         finally:
             reader.close()
+            reader.slots.clear()  # page-locked on this thread: freed on it
         return results, peak
 
     def _combine(self, table, mplan: MultiPlan, done, t0: float, wall_ms: float) -> GpuResult:

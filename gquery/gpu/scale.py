@@ -179,9 +179,10 @@ def markdown(data: dict, command: str) -> str:
              r["encoding"], "MATCH" if r["match"] else "MISMATCH", r["reference"], f"{r['gpu_ms']:.2f}",
              f"{r['rows_per_s'] / 1e9:.2f}", f"{r['pcie_bytes_per_row']:.2f}",
              f"{(r['device_memory_peak_bytes'] or 0) / 2**30:.2f}"] for r in data["runs"]]
-    mem = [[f"{m['sf']:g}" + (f", window {m['window']}" if m.get("window") else ""), f"{m['store_bytes'] / 1e9:.2f}",
-            f"{(m.get('rss_high_water') or 0) / 1e9:.2f}", f"{m['open_s']:.1f}" if m.get("open_s") else ""]
-           for m in data["memory"]]
+    gb = lambda v: f"{v / 1e9:.2f}" if v else ""
+    mem = [[f"{m['sf']:g}" + (f", window {m['window']}" if m.get("window") else ""), gb(m["store_bytes"]),
+            gb(m.get("rss_before")), gb(m.get("rss_high_water")), gb(m.get("window_bytes")),
+            f"{m['open_s']:.1f}" if m.get("open_s") else ""] for m in data["memory"]]
     multi = [[f"{r['sf']:g}", r["gpus"], r["z"], "MATCH" if r["match"] else "MISMATCH", f"{r['gpu_ms']:.2f}",
               f"{r['rows_per_s'] / 1e9:.2f}", f"{r['h2d_all_gpus_gbps']:.1f}"] for r in data["multi_gpu"]]
     fl = [[f["what"], f"{f['value']:.2f}", ("≤ " if f["at_most"] else "≥ ") + f"{f['floor']:g}",
@@ -197,7 +198,10 @@ def markdown(data: dict, command: str) -> str:
                           "GPU mem peak GiB"], rows),
         "", "ms: host wall time from the query's start to the exact sum on the host, over every part. "
         "GPU memory peak: the whole device's memory in use, sampled after each part.",
-        "", "## Host memory", "", reports.md_table(["SF", "store GB", "RSS high-water GB", "open s"], mem),
+        "", "## Host memory", "", reports.md_table(["SF", "store GB", "RSS before open GB", "RSS high-water GB",
+                                                         "window GB", "open s"], mem),
+        "", "RSS: the process's resident memory (VmRSS, VmHWM reset before each SF), page-locked store included; "
+        "the baseline before opening is the CUDA context, the limits' buffers and the previous SF's freed pages.",
         "", "## Several GPUs", "", reports.md_table(["SF", "GPUs", "Z", "check", "ms", "G rows/s",
                                                     "concurrent H2D GB/s"], multi),
         "", "## Floors", "", reports.md_table(["what", "value", "floor", "", "why, where missed"], fl),
