@@ -313,7 +313,9 @@ class PartReader:
     another. Slots are sized up front to each buffer's largest part (the CUDA context that pins
     them is current on the caller's thread only), and a re-read checks sizes, not checksums."""
 
-    def __init__(self, table: PartedTable, indices, memory=None, window: int | None = None):
+    def __init__(self, table: PartedTable, indices, memory=None, window: int | None = None, slots=None):
+        """`slots`: a previous reader's slots (same table, indices and window) to read into again:
+        page-locking them anew costs more than reading the parts."""
         self.table, self.indices = table, list(indices)
         self.window = max(1, min(window or table.window or 2, len(self.indices) or 1))
         self.manifests = {i: _manifest(table.paths[i]) for i in self.indices}
@@ -326,7 +328,7 @@ class PartReader:
                         dtype = np.dtype(meta["dtype"])
                         sizes[key] = (max(sizes.get(key, (0,))[0], meta["bytes"] // dtype.itemsize), dtype)
         alloc = (lambda n, d: memory.mapped_empty(n, d)) if memory is not None else (lambda n, d: np.empty(n, d))
-        self.slots = [{k: alloc(n, d) for k, (n, d) in sizes.items()} for _ in range(self.window)]
+        self.slots = slots or [{k: alloc(n, d) for k, (n, d) in sizes.items()} for _ in range(self.window)]
         self.slot_bytes = sum(a.nbytes for a in self.slots[0].values()) if self.slots else 0
         self._free: queue.Queue = queue.Queue()
         self._ready: queue.Queue = queue.Queue()

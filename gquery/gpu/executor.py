@@ -324,6 +324,7 @@ class Engine:
 
     def close(self) -> None:
         self.memory.release()
+        self._streams.clear()
 
 
 def _chunk_range(enc, name: str, a: int, b: int) -> tuple[int, int]:

@@ -216,7 +216,7 @@ class GpuMemory:
             self.release_table(part, mine_only)
         for key, value in list(table.cache.items()):
             kind = key[0]
-            if kind in ("device", "pinned") and mine_only and key[1] != self.tag:
+            if kind in ("device", "pinned", "window") and mine_only and key[1] != self.tag:
                 continue
             if kind == "shares":
                 for share in value:

@@ -71,7 +71,11 @@ class DeviceWorker:
         return self._pool.submit(self._in_context, fn, *args)
 
     def close(self) -> None:
-        self.submit(self.engine.close).result()
+        def stop():
+            self.engine.close()
+            self.engine = None  # its streams go now, on the thread of their context
+
+        self.submit(stop).result()
         self._pool.shutdown()
 
 
@@ -254,8 +258,10 @@ class MultiEngine:
             return results, peak
         from gquery.store import PartReader
 
-        pinned = mplan.mode in ("pinned", "registered")
-        reader = PartReader(table, share.tables, engine.memory if pinned else None, mplan.window)
+        pinned = mplan.mode == "pinned"  # registered and pageable read into the user's kind of memory
+        key = ("window", engine.memory.tag, pinned, mplan.window, tuple(share.tables))
+        reader = PartReader(table, share.tables, engine.memory if pinned else None, mplan.window, table.cache.get(key))
+        table.cache[key] = reader.slots  # kept for the next query; freed on this thread by release_table
         plans = mplan.plans[i]
         plans.clear()
         try:
@@ -267,7 +273,6 @@ class MultiEngine:
                 engine.memory.release_table(t)  # the slot is refilled next: what was made for it goes
         finally:
             reader.close()
-            reader.slots.clear()  # page-locked on this thread: freed on it
         return results, peak
 
     def _combine(self, table, mplan: MultiPlan, done, t0: float, wall_ms: float) -> GpuResult:
