@@ -25,6 +25,7 @@ runs, so gquery imports without it.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import shutil
@@ -143,14 +144,35 @@ _gpu_pool_lock = threading.Lock()
 
 
 def _gpu_thread() -> ThreadPoolExecutor:
-    """The one thread of this process that runs the GPU engine (gquery.api.engine(), made once):
-    its CUDA context is current on the thread that made it, and a worker runs tasks on any of its
-    threads."""
+    """The one thread of a worker process that runs the GPU engine (gquery.api.engine(), made
+    once): pycuda makes the device's context current only on the thread that first opens it, and
+    a worker runs tasks on any of its threads."""
     global _gpu_pool
     with _gpu_pool_lock:
         if _gpu_pool is None:
             _gpu_pool = ThreadPoolExecutor(1, thread_name_prefix="gquery-gpu")
+            _gpu_pool.submit(_open_gpu).result()
         return _gpu_pool
+
+
+def _open_gpu() -> None:
+    """Open the GPU on this thread. pycuda's exit handler pops the context on the thread that exits
+    (the main one, where it is not current); this handler, registered after it, runs first and
+    makes it current there, so a worker exits without a traceback."""
+    from gquery.gpu.device import probe
+
+    if probe()[0] is not None:
+        atexit.register(_context_current_at_exit)
+
+
+def _context_current_at_exit() -> None:
+    try:
+        import pycuda.driver as cuda
+
+        if cuda.Context.get_current() is None:
+            cuda.Device(0).retain_primary_context().push()
+    except Exception:  # exiting: nothing left to tell
+        pass
 
 
 def _worker_address() -> str:
@@ -201,7 +223,7 @@ def _local_cluster(distributed, backend: str, workers: int | None):
                                                        "dashboard": False, "silence_logs": logging.CRITICAL}}
             for k, env in enumerate(envs)}
     scheduler = {"cls": distributed.Scheduler,
-                 "options": {"host": "127.0.0.1", "port": 0, "dashboard": False, "dashboard_address": None}}
+                 "options": {"host": "127.0.0.1", "port": 0, "dashboard": False, "dashboard_address": ":0"}}
     return distributed.SpecCluster(workers=spec, scheduler=scheduler, silence_logs=logging.ERROR, name="gquery")
 
 
@@ -325,9 +347,8 @@ def in_process(store_path: Path | str, query: Query, backend: str = "cpu", mode:
     selected rows). cpu: the CPU reference over the store, its parts read from disk on threads. gpu
     (the hook a GPU host times): the same per-part GPU path as a task, over every part in turn on
     this process's GPU, through gquery.api."""
-    if backend == "gpu":
-        pool = _gpu_thread()
-        partials = [pool.submit(_gpu_part, str(p), query.z, mode).result() for p, _ in store_parts(store_path)]
+    if backend == "gpu":  # on this thread, as any caller of gquery.api
+        partials = [_gpu_part(str(p), query.z, mode) for p, _ in store_parts(store_path)]
         return sum(t for t, _ in partials), sum(n for _, n in partials)
     from gquery.store import open_store
     from gquery.table import select_sum_exact
