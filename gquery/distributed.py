@@ -359,8 +359,10 @@ def in_process(store_path: Path | str, query: Query, backend: str = "cpu", mode:
 
 def overhead(store_path: Path | str, query: Query, scheduler: str | None = None, backend: str = "cpu",
              workers: int | None = None, mode: str = "pinned", repeat: int = 5) -> dict:
-    """What Dask costs over the same query in-process: medians of `repeat` runs of each, after one
-    warm-up of each (worker imports and GPU engines are not counted). A dict a report can embed."""
+    """What Dask costs over the same query in-process (in_process): medians of `repeat` runs of each,
+    after one warm-up of each (worker imports and GPU engines are not counted). A dict a report can
+    embed. For gpu the in-process path uses one GPU: workers=1 compares like with like, more
+    workers show what the other GPUs add."""
     check(backend, mode, workers)
     parts = store_parts(store_path)
     local_ms = []
