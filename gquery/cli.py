@@ -94,7 +94,7 @@ def encode(data: Path = typer.Option(..., "--data", help="A parquet/.tbl file or
 @app.command()
 def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; generated if absent."),
         z: int = typer.Option(..., "--z", help="The predicate's bound: l_suppkey < Z (any integer)."),
-        backend: str = typer.Option("auto", "--backend", help="auto (GPU when usable), gpu or duckdb."),
+        backend: str = typer.Option("auto", "--backend", help="auto (GPU when usable), gpu or duckdb; with --scheduler, cpu (auto) or gpu."),
         mode: str = typer.Option("all", "--mode", help="resident, pinned, registered, pageable or all."),
         encoding: str = typer.Option("auto", "--encoding", help="auto (the planner chooses), plain, packed, sliced or all."),
         repeat: int = typer.Option(5, "--repeat", help="Timed runs of each engine; medians are reported."),
@@ -106,12 +106,22 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         plot: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG: stream timeline and bandwidth against limits."),
         gpus: str = typer.Option("1", "--gpus", help="GPUs to divide the rows among: a number, or all."),
         window: Optional[int] = typer.Option(None, "--window", help="Parted stores: hold no part; read parts from disk, this many at a time a GPU."),
-        as_json: bool = JSON, data: Optional[Path] = DATA, data_dir: Optional[Path] = DATA_DIR):
+        as_json: bool = JSON, data: Optional[Path] = DATA, data_dir: Optional[Path] = DATA_DIR,
+        scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Run on Dask, a task a store part: 'local' (a cluster on this host) or a scheduler's address."),
+        workers: Optional[int] = typer.Option(None, "--workers", help="With --scheduler local: worker processes (gpu: one a GPU, at most the GPUs); else wait for this many.")):
     """Run the query on the GPU and DuckDB; print the result, the check and where the time went."""
     from gquery.query import Query
     from gquery.runner import check_options, parse_encodings, parse_modes, run_query
 
     from gquery.options import check_run
+
+    if scheduler is not None or workers is not None or backend == "cpu":
+        unused = {"--encoding": encoding != "auto", "--explain": explain, "--plot": plot is not None,
+                  "--chunk-rows": chunk_rows is not None, "--streams": streams is not None,
+                  "--staging-threads": staging_threads is not None, "--gpus": gpus != "1",
+                  "--window": window is not None}
+        return _run_dask(scheduler, workers, backend, mode, Query(z), repeat, validate, as_json, unused,
+                         lambda: _store(sf, data, data_dir))
 
     modes = parse_modes(mode)
     encodings = parse_encodings(encoding)
@@ -138,6 +148,81 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         raise GqueryError(f"no usable GPU: {outcome.gpu_reason}")
     if not outcome.all_match:
         raise GqueryError("the GPU's result differs from DuckDB's")
+
+
+def _store(sf: Optional[float], data: Optional[Path], data_dir: Optional[Path]) -> Path:
+    """The store that --data names, or the one beside the data (made when absent)."""
+    from gquery import store
+
+    if data is not None and store.is_store(data):
+        return data
+    return store.ensure_store(_source(sf, data, data_dir), echo=note)
+
+
+def _run_dask(scheduler, workers, backend, mode, query, repeat, validate, as_json, unused, store_path) -> None:
+    """`run --scheduler`: the query as Dask tasks, a store part each (gquery.distributed), checked
+    against DuckDB over the store's source files, or against the CPU reference where they are gone."""
+    from gquery import distributed as D
+    from gquery import store
+    from gquery.table import select_sum
+
+    if scheduler is None:
+        raise UsageError("--workers and --backend cpu run on Dask workers: give --scheduler local or an address")
+    flags = [flag for flag, given in unused.items() if given]
+    if flags:
+        raise UsageError(f"{', '.join(flags)}: not with --scheduler (a Dask run reports its parts, not plans or profiles)")
+    if backend == "duckdb":
+        raise UsageError("--backend duckdb runs no Dask workers: with --scheduler give cpu or gpu")
+    backend = "cpu" if backend == "auto" else backend
+    if backend == "cpu" and mode != "all":
+        raise UsageError("--mode chooses how the GPU engine reads host memory: give it with --backend gpu")
+    mode = "pinned" if mode == "all" else mode
+    D.check(backend, mode, workers)
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    D.require_dask()  # without dask: one line saying how to install it, before any data is made
+    path = store_path()
+    r = D.run_distributed(path, query, scheduler, backend, workers, mode, repeat)
+    check = None  # (what the answer is checked against, its answer)
+    if validate:
+        if store.unchanged_sources(path):
+            from gquery.reference import DuckDBReference
+
+            source = store.as_source(path)
+            note(f"DuckDB: loading {len(source.files)} source file(s) of {path}")
+            ref = DuckDBReference(source)
+            duck = ref.run(query, repeat=1)
+            ref.close()
+            if duck.unavailable is None:
+                check = ("DuckDB", duck.value)
+            else:
+                note(f"DuckDB cannot answer ({duck.unavailable}): checking against the CPU reference over the store")
+        else:
+            note("the store's source files are gone or changed: checking against the CPU reference over the store")
+        if check is None:
+            check = ("the CPU reference over the store", select_sum(store.open_store(path, check_source=False, window=1), query))
+    match = None if check is None else check[1] == r.value
+    if as_json:
+        print(json.dumps(r.to_dict() | {"query": query.sql(), "store": str(path), "match": match,
+                                        "checked_against": check and check[0]}, indent=2))
+    else:
+        out.print(f"[bold]{query.sql()}[/bold]")
+        out.print(f"data     {path}  ({len(r.parts)} part{'s' * (len(r.parts) > 1)}, {r.rows:,} rows)")
+        out.print(f"dask     {'a local cluster at ' if r.local else 'the scheduler at '}{r.scheduler}, {r.workers} "
+                  f"worker{'s' * (r.workers > 1)}, backend {backend}" + f", mode {mode}" * (backend == "gpu"))
+        out.print(f"result   {_fmt(r.value)}   {r.selected_rows:,} rows selected")
+        out.print("check    not validated (--no-validate)" if check is None else
+                  f"check    {'[green]MATCH[/green]' if match else '[red]MISMATCH[/red]'} against {check[0]} ({_fmt(check[1])})")
+        out.print(f"wall     median {r.wall_ms:,.1f} ms of {len(r.times_ms)} (first {r.times_ms[0]:,.1f} ms); "
+                  f"{'cluster start' if r.local else 'connect'} {r.connect_ms:,.0f} ms, not in wall")
+        t = Table(title="parts (the median run)", title_justify="left")
+        for col in ("part", "rows", "selected", "ms", "worker"):
+            t.add_column(col, justify="left" if col in ("part", "worker") else "right")
+        for p in r.parts:
+            t.add_row(Path(p.part).name, f"{p.rows:,}", f"{p.selected_rows:,}", f"{p.ms:,.1f}", p.worker)
+        out.print(t)
+    if match is False:
+        raise GqueryError(f"the Dask answer differs from {check[0]}'s")
 
 
 def _print_outcome(o, explain: bool = False) -> None:

@@ -240,9 +240,8 @@ def _open_single(path: Path, manifest: dict, memory, check_source: bool, allocat
     `verify`: compare checksums (a window reading a part again checks sizes only)."""
     if check_source:
         for src in manifest.get("source", []):
-            f = Path(src["path"])
-            if f.exists() and (f.stat().st_size != src["bytes"] or f.stat().st_mtime_ns != src["mtime_ns"]):
-                _fail(path, f"stale: {f} changed after the store was written")
+            if Path(src["path"]).exists() and _changed(src):
+                _fail(path, f"stale: {src['path']} changed after the store was written")
     try:
         rows = int(manifest["rows"])
         reads = []
@@ -303,6 +302,35 @@ def _open_single(path: Path, manifest: dict, memory, check_source: bool, allocat
                 _fail(path, f"{column} {name} holds {col.encodings[name].rows:,} rows, the manifest {rows:,}")
     largest = {k: int(v) for k, v in manifest["largest"].items()}
     return Table(rows, columns, str(path), largest, pinned=memory is not None)
+
+
+def _changed(src: dict) -> bool:
+    """Whether a source file differs in size or time from when the store was written."""
+    st = Path(src["path"]).stat()
+    return st.st_size != src["bytes"] or st.st_mtime_ns != src["mtime_ns"]
+
+
+def store_parts(path: Path | str) -> list[tuple[Path, int]]:
+    """Each part's folder and rows, from the manifests alone (a single store is its own one part):
+    what a distributed query hands out, checked before any part is read."""
+    path = Path(path)
+    manifest = _manifest(path)
+    if "parts" in manifest:
+        table = _open_parted(path, manifest, None, False, window=1)
+        return list(zip(table.paths, table.part_rows))
+    try:
+        return [(path, int(manifest["rows"]))]
+    except (KeyError, TypeError, ValueError) as e:
+        _fail(path, f"manifest lacks {e}")
+
+
+def unchanged_sources(path: Path | str) -> tuple[Path, ...]:
+    """The files a store was built from when every one is still there as it was written (then DuckDB
+    can check an answer over the store against them), else ()."""
+    sources = _manifest(Path(path)).get("source", [])
+    if not sources or any(not Path(s["path"]).is_file() or _changed(s) for s in sources):
+        return ()
+    return tuple(Path(s["path"]) for s in sources)
 
 
 class PartReader:

@@ -1,0 +1,386 @@
+"""Beyond one host: the query over a store's parts as Dask tasks. Each worker runs the same engine on
+its parts; the client adds the exact partials.
+
+    from gquery.distributed import run_distributed
+    r = run_distributed("dbgen_data/sf100/lineitem.gq", Query(30), scheduler="tcp://head:8786")
+    r.value, r.selected_rows, r.wall_ms, [(p.part, p.ms, p.worker) for p in r.parts]
+
+A task is one part (a single store is one task). It gets the part's absolute path and Z, opens the
+part itself, and returns the part's exact total in ten-thousandths (as a decimal string), its
+selected rows and its time. So **workers share the filesystem**: the store's path must name the
+same files on every worker (one host, or a shared or replicated folder), and every worker needs
+gquery installed. The client adds the partials as Python ints, so the answer equals the
+in-process one by construction.
+
+    backend "cpu"   the CPU reference over the part (gquery.table.select_sum_exact)
+    backend "gpu"   the GPU engine (gquery.api) on the worker's GPU: the part opened into mapped pinned
+                    memory, queried, released; the engine lives as long as the worker process
+
+scheduler None or "local": a cluster of worker processes on this host, made for the call. For gpu
+it has one worker a GPU, each pinned to its GPU with CUDA_VISIBLE_DEVICES. Any other scheduler is
+the address of a running one (`dask scheduler`). Its GPU workers are started one a GPU, as
+`CUDA_VISIBLE_DEVICES=k dask worker ADDRESS --nthreads 1`. dask is imported only when a query
+runs, so gquery imports without it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import shutil
+import statistics
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+from gquery.errors import GqueryError, UsageError
+from gquery.query import Query, to_decimal
+
+BACKENDS = ("cpu", "gpu")
+GPU_MODES = ("pinned", "registered", "pageable")  # resident keeps a table on a GPU; a task keeps none
+CONNECT_TIMEOUT_S = 5
+INSTALL = "pip install 'gquery[dist]'"
+
+
+@dataclass
+class PartRun:
+    part: str  # the part's store folder
+    rows: int
+    selected_rows: int
+    ms: float  # the task on its worker: open the part, query it, release it
+    worker: str
+
+
+@dataclass
+class DistributedResult:
+    value: Decimal | None  # SQL's NULL (None) for an empty selection
+    total: int  # exact, in ten-thousandths
+    selected_rows: int
+    parts: list[PartRun]  # in the store's order, from the median run
+    wall_ms: float  # the median run: the first task submitted to the last partial added, on the client
+    scheduler: str  # its address
+    local: bool  # a cluster made on this host for the call
+    workers: int
+    backend: str
+    rows: int = 0
+    times_ms: list[float] = field(default_factory=list)  # every run's wall time, in order
+    connect_ms: float = 0.0  # starting the local cluster, or connecting to the scheduler
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"value": None if self.value is None else str(self.value), "total": str(self.total)}
+
+
+def require_dask():
+    try:
+        import distributed
+    except ImportError as e:
+        raise GqueryError(f"the Dask path needs dask's distributed ({e}); install it with {INSTALL}") from None
+    return distributed
+
+
+def check(backend: str, mode: str, workers: int | None) -> None:
+    """The options of a distributed run, before any store is read or any cluster started."""
+    if backend not in BACKENDS:
+        raise UsageError(f"a distributed backend is cpu or gpu, got {backend!r}")
+    if backend == "gpu" and mode not in GPU_MODES:
+        raise UsageError(f"mode {mode!r} does not run in a Dask task: a task opens its part, queries it once and "
+                         f"releases it, so give {', '.join(GPU_MODES[:-1])} or {GPU_MODES[-1]}")
+    if workers is not None and workers < 1:
+        raise UsageError(f"workers must be at least 1, got {workers}")
+
+
+def store_parts(store_path: Path | str) -> list[tuple[Path, int]]:
+    """Each part's absolute folder and rows, from the manifests alone: the tasks, checked before any
+    worker is asked for."""
+    from gquery import store
+
+    path = Path(store_path).resolve()
+    if not store.is_store(path):
+        what = "no such file or folder" if not path.exists() else "not a gquery store (no manifest.json)"
+        raise GqueryError(f"{store_path}: {what}; build one with 'gquery encode --data <parquet or .tbl>'")
+    return store.store_parts(path)
+
+
+# --- on a worker ------------------------------------------------------------------------------
+def part_task(path: str, z: int, backend: str = "cpu", mode: str = "pinned") -> tuple[str, int, float, str]:
+    """One part, on a worker: (exact total in ten-thousandths as a decimal string, selected rows,
+    milliseconds, the worker's address). Never a float for a count or a sum."""
+    t0 = time.perf_counter()
+    if backend == "gpu":
+        total, selected = _gpu_thread().submit(_gpu_part, path, z, mode).result()
+    else:
+        total, selected = _cpu_part(path, z)
+    return str(total), int(selected), (time.perf_counter() - t0) * 1e3, _worker_address()
+
+
+def _cpu_part(path: str, z: int) -> tuple[int, int]:
+    from gquery.store import open_store
+    from gquery.table import select_sum_exact
+
+    return select_sum_exact(open_store(path, check_source=False), Query(z))
+
+
+def _gpu_part(path: str, z: int, mode: str) -> tuple[int, int]:
+    from gquery import api
+    from gquery.gpu.device import require
+    from gquery.query import scaled_int
+
+    require()  # no GPU here: one line saying why, before the engine imports pycuda
+    table = api.open(path, pinned=True)
+    try:
+        r = api.query(table, z, mode=mode, check=False, repeat=1)
+    finally:
+        api.close(table)
+    return scaled_int(r.value), int(r.profile.counters["selected_rows"])
+
+
+_gpu_pool: ThreadPoolExecutor | None = None
+_gpu_pool_lock = threading.Lock()
+
+
+def _gpu_thread() -> ThreadPoolExecutor:
+    """The one thread of a worker process that runs the GPU engine (gquery.api.engine(), made
+    once): pycuda makes the device's context current only on the thread that first opens it, and
+    a worker runs tasks on any of its threads."""
+    global _gpu_pool
+    with _gpu_pool_lock:
+        if _gpu_pool is None:
+            _gpu_pool = ThreadPoolExecutor(1, thread_name_prefix="gquery-gpu")
+            _gpu_pool.submit(_open_gpu).result()
+        return _gpu_pool
+
+
+def _open_gpu() -> None:
+    """Open the GPU on this thread. pycuda's exit handler pops the context on the thread that exits
+    (the main one, where it is not current); this handler, registered after it, runs first and
+    makes it current there, so a worker exits without a traceback."""
+    from gquery.gpu.device import probe
+
+    if probe()[0] is not None:
+        atexit.register(_context_current_at_exit)
+
+
+def _context_current_at_exit() -> None:
+    try:
+        import pycuda.driver as cuda
+
+        if cuda.Context.get_current() is None:
+            cuda.Device(0).retain_primary_context().push()
+    except Exception:  # exiting: nothing left to tell
+        pass
+
+
+def _worker_address() -> str:
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return "in-process"
+
+
+# --- on the client ------------------------------------------------------------------------------
+def gpu_ids() -> list[str]:
+    """This host's GPUs as CUDA_VISIBLE_DEVICES names them: the visible ones where it is set, else
+    0 .. n-1 as the driver (or nvidia-smi -L) counts them. No CUDA context is made."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [v.strip() for v in visible.split(",") if v.strip()]
+    try:
+        import pycuda.driver as cuda
+
+        cuda.init()
+        return [str(k) for k in range(cuda.Device.count())]
+    except Exception:  # no pycuda, or no driver: ask nvidia-smi
+        smi = shutil.which("nvidia-smi")
+        if smi is None:
+            return []
+        listed = subprocess.run([smi, "-L"], capture_output=True, text=True).stdout
+        return [str(k) for k in range(sum(line.startswith("GPU ") for line in listed.splitlines()))]
+
+
+def _local_cluster(distributed, backend: str, workers: int | None):
+    """A scheduler and `workers` worker processes on this host (one a GPU for gpu, each seeing only
+    its own), each with one thread: a task is a whole part, and NumPy or the GPU is its parallelism."""
+    if backend == "gpu":
+        gpus = gpu_ids()
+        if not gpus:
+            raise GqueryError("the gpu backend needs a GPU on this host: the driver and nvidia-smi see none")
+        if workers is not None and workers > len(gpus):
+            raise UsageError(f"{workers} workers asked for, but this host has {len(gpus)} GPU(s): one worker a GPU")
+        envs = [{"CUDA_VISIBLE_DEVICES": g} for g in gpus[:workers or len(gpus)]]
+    else:
+        envs = [{}] * (workers or os.cpu_count() or 1)
+    # memory_limit 0: a task holds one part and nothing after it; the nanny's default limit (a share of
+    # host memory a thread) would pause or kill a worker on a large single store. A failed task's
+    # traceback is not logged: the client raises its one line.
+    spec = {k: {"cls": distributed.Nanny, "options": {"nthreads": 1, "env": env, "host": "127.0.0.1", "memory_limit": 0,
+                                                       "dashboard": False, "silence_logs": logging.CRITICAL}}
+            for k, env in enumerate(envs)}
+    scheduler = {"cls": distributed.Scheduler,
+                 "options": {"host": "127.0.0.1", "port": 0, "dashboard": False, "dashboard_address": ":0"}}
+    return distributed.SpecCluster(workers=spec, scheduler=scheduler, silence_logs=logging.ERROR, name="gquery")
+
+
+def _one_line(e: BaseException, named: bool = True) -> str:
+    text = str(e).strip().splitlines()
+    if not text:
+        return type(e).__name__
+    return f"{type(e).__name__}: {text[0]}" if named else text[0]
+
+
+def _address(scheduler: str) -> str:
+    """A scheduler's address, checked before a client is made (a client made on a malformed one
+    hangs in its finalizer)."""
+    from distributed.comm import resolve_address
+
+    try:
+        return resolve_address(scheduler)
+    except ValueError as e:
+        raise UsageError(f"{scheduler!r} is not a Dask scheduler address (tcp://HOST:PORT or local): {e}") from None
+    except OSError as e:
+        raise GqueryError(f"cannot reach the Dask scheduler at {scheduler}: {_one_line(e, named=False)}") from None
+
+
+class Session:
+    """A Dask client, on a local cluster made for it (scheduler None or "local") or on a running
+    scheduler; queries through it reuse its workers (and their GPU engines). close() ends both."""
+
+    def __init__(self, scheduler: str | None = None, backend: str = "cpu", workers: int | None = None,
+                 timeout: float = CONNECT_TIMEOUT_S):
+        check(backend, "pinned", workers)
+        distributed = require_dask()
+        self.backend, self.cluster, self.client = backend, None, None
+        local = scheduler in (None, "local")
+        t0 = time.perf_counter()
+        try:
+            if local:
+                self.cluster = _local_cluster(distributed, backend, workers)
+            address = self.cluster.scheduler_address if local else _address(scheduler)
+            try:
+                self.client = distributed.Client(address, timeout=timeout, set_as_default=False)
+            except (OSError, TimeoutError) as e:
+                raise GqueryError(f"cannot reach the Dask scheduler at {address}: {_one_line(e, named=False)}") from None
+            try:
+                self.client.wait_for_workers(workers or 1, timeout=timeout)
+            except TimeoutError:
+                raise GqueryError(f"the Dask scheduler at {address} has {len(self.client.nthreads())} worker(s) "
+                                  f"after {timeout:g} s; {workers or 1} asked for") from None
+        except BaseException:
+            self.close()
+            raise
+        self.connect_ms = (time.perf_counter() - t0) * 1e3
+        self.scheduler, self.local = address, local
+
+    @property
+    def workers(self) -> int:
+        return len(self.client.nthreads())
+
+    def run(self, store_path: Path | str, query: Query, mode: str = "pinned", repeat: int = 1) -> DistributedResult:
+        """The query over the store's parts, `repeat` times; the median run's timings are kept."""
+        check(self.backend, mode, None)
+        parts = store_parts(store_path)
+        runs = [self._run_once(parts, query, mode) for _ in range(max(1, repeat))]
+        if len({total for total, _, _, _ in runs}) != 1:
+            raise GqueryError("repeated runs gave different totals")  # cannot happen: each is exact
+        median = sorted(runs, key=lambda r: r[2])[len(runs) // 2]
+        total, selected, wall, part_runs = median
+        return DistributedResult(to_decimal(total, selected), total, selected, part_runs, wall, self.scheduler,
+                                 self.local, self.workers, self.backend, sum(n for _, n in parts), [r[2] for r in runs],
+                                 self.connect_ms)
+
+    def _run_once(self, parts, query: Query, mode: str):
+        t0 = time.perf_counter()
+        futures = self.client.map(part_task, [str(p) for p, _ in parts], z=query.z, backend=self.backend,
+                                  mode=mode, pure=False)
+        runs, total, selected = [], 0, 0
+        try:
+            for (path, rows), f in zip(parts, futures):
+                try:
+                    part_total, part_selected, ms, worker = f.result()
+                except GqueryError:
+                    raise  # one line already, naming the part's store where the store is at fault
+                except Exception as e:
+                    raise GqueryError(f"a Dask worker failed on {path}: {_one_line(e)}") from None
+                total += int(part_total)
+                selected += part_selected
+                runs.append(PartRun(str(path), rows, part_selected, ms, worker))
+        except BaseException:
+            self.client.cancel(futures)
+            raise
+        return total, selected, (time.perf_counter() - t0) * 1e3, runs
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def run_distributed(store_path: Path | str, query: Query, scheduler: str | None = None, backend: str = "cpu",
+                    workers: int | None = None, mode: str = "pinned", repeat: int = 1,
+                    timeout: float = CONNECT_TIMEOUT_S) -> DistributedResult:
+    """SELECT SUM(l_quantity * l_extendedprice) FROM store WHERE l_suppkey < Z, a Dask task a part.
+    The store is checked (manifests only) before any cluster starts; a local CPU cluster gets one
+    worker a part up to one a core."""
+    check(backend, mode, workers)
+    parts = store_parts(store_path)
+    if workers is None and backend == "cpu" and scheduler in (None, "local"):
+        workers = max(1, min(len(parts), os.cpu_count() or 1))
+    with Session(scheduler, backend, workers, timeout) as session:
+        return session.run(store_path, query, mode, repeat)
+
+
+def in_process(store_path: Path | str, query: Query, backend: str = "cpu", mode: str = "pinned") -> tuple[int, int]:
+    """The same query in this process, the baseline the Dask path is measured against: (exact total,
+    selected rows). cpu: the CPU reference over the store, its parts read from disk on threads. gpu
+    (the hook a GPU host times): the same per-part GPU path as a task, over every part in turn on
+    this process's GPU, through gquery.api."""
+    if backend == "gpu":  # on this thread, as any caller of gquery.api
+        partials = [_gpu_part(str(p), query.z, mode) for p, _ in store_parts(store_path)]
+        return sum(t for t, _ in partials), sum(n for _, n in partials)
+    from gquery.store import open_store
+    from gquery.table import select_sum_exact
+
+    store_parts(store_path)  # the same one-line error as the Dask path for what is not a store
+    return select_sum_exact(open_store(store_path, check_source=False, window=1), query)
+
+
+def overhead(store_path: Path | str, query: Query, scheduler: str | None = None, backend: str = "cpu",
+             workers: int | None = None, mode: str = "pinned", repeat: int = 5) -> dict:
+    """What Dask costs over the same query in-process (in_process): medians of `repeat` runs of each,
+    after one warm-up of each (worker imports and GPU engines are not counted). A dict a report can
+    embed. For gpu the in-process path uses one GPU: workers=1 compares like with like, more
+    workers show what the other GPUs add."""
+    check(backend, mode, workers)
+    parts = store_parts(store_path)
+    local_ms = []
+    for k in range(repeat + 1):
+        t0 = time.perf_counter()
+        local = in_process(store_path, query, backend, mode)
+        if k:
+            local_ms.append((time.perf_counter() - t0) * 1e3)
+    if workers is None and backend == "cpu" and scheduler in (None, "local"):
+        workers = max(1, min(len(parts), os.cpu_count() or 1))
+    with Session(scheduler, backend, workers) as session:
+        session.run(store_path, query, mode)  # warm-up
+        dask = session.run(store_path, query, mode, repeat)
+    if (dask.total, dask.selected_rows) != local:
+        raise GqueryError(f"Dask gave {dask.total} over {dask.selected_rows} rows, in-process {local[0]} over {local[1]}")
+    in_ms = statistics.median(local_ms)
+    return {"backend": backend, "mode": mode if backend == "gpu" else None, "z": query.z, "result": str(dask.value),
+            "parts": len(parts), "rows": dask.rows, "workers": dask.workers, "scheduler": dask.scheduler, "local": dask.local,
+            "repeat": repeat, "in_process_ms": in_ms, "dask_ms": dask.wall_ms, "ratio": dask.wall_ms / in_ms,
+            "in_process_times_ms": local_ms, "dask_times_ms": dask.times_ms,
+            "task_ms": [p.ms for p in dask.parts], "connect_ms": dask.connect_ms}
