@@ -135,9 +135,31 @@ def run_scale(stores: dict, gpu_counts, gpu_sf: float | None, repeat: int, windo
             eng.memory.release_table(table)
             del table
             eng.close()
+    dask = _dask_overhead(stores.get(gpu_sf), gpu_counts, repeat, echo)
     return {"device": engine.device.name, "device_info": engine.device.to_dict(), **reports.stamp(),
             "repeat": repeat, "limits": limits, "runs": runs, "memory": memory, "multi_gpu": multi,
-            "concurrent_h2d_gbps": copies, "floors": floors(runs, multi, copies)}
+            "concurrent_h2d_gbps": copies, "dask": dask, "floors": floors(runs, multi, copies)}
+
+
+def _dask_overhead(path, gpu_counts, repeat: int, echo) -> list[dict] | dict:
+    """The Dask path against the in-process path on the same store and host: GPU workers (one, and
+    one a GPU), Z = 30. Where dask is not installed, the reason."""
+    from gquery import distributed
+    from gquery.errors import GqueryError
+
+    if path is None:
+        return {"unavailable": "no store for --gpu-sf"}
+    try:
+        distributed.require_dask()
+    except GqueryError as e:
+        return {"unavailable": str(e)}
+    out = []
+    for workers in sorted({1, max(gpu_counts)}):
+        o = distributed.overhead(path, Query(30), backend="gpu", workers=workers, repeat=repeat)
+        echo(f"Dask, {workers} GPU worker(s): {o['dask_ms']:.1f} ms against {o['in_process_ms']:.1f} ms in-process "
+             f"({o['ratio']:.2f}x), result {o['result']}")
+        out.append(o)
+    return out
 
 
 def floors(runs: list[dict], multi: list[dict], copies: dict) -> list[dict]:
@@ -204,6 +226,14 @@ def markdown(data: dict, command: str) -> str:
         "the baseline before opening is the CUDA context, the limits' buffers and the previous SF's freed pages.",
         "", "## Several GPUs", "", reports.md_table(["SF", "GPUs", "Z", "check", "ms", "G rows/s",
                                                     "concurrent H2D GB/s"], multi),
+        "", "## Dask (beyond one host), against the in-process path on this host", "",
+        reports.md_table(["backend", "workers", "parts", "Z", "in-process ms", "Dask ms", "ratio", "result"],
+                         [[d["backend"], d["workers"], d["parts"], d["z"], f"{d['in_process_ms']:.1f}",
+                           f"{d['dask_ms']:.1f}", f"{d['ratio']:.2f}x", d["result"]] for d in data["dask"]])
+        if isinstance(data["dask"], list) else f"Not run: {data['dask']['unavailable']}",
+        "", "In-process: the same parts, one GPU, queried one after another in this process "
+        "(gquery.distributed.in_process); Dask: a task a part on a local cluster's GPU workers, the client adding "
+        "the exact partials. Both exact and equal.",
         "", "## Floors", "", reports.md_table(["what", "value", "floor", "", "why, where missed"], fl),
     ])
 
