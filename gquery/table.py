@@ -143,7 +143,7 @@ def wide_products(largest: dict[str, int]) -> bool:
     return largest[QUANTITY] * largest[PRICE] >= 2**63
 
 
-def select_sum_exact(table, query: Query, threads: int = 8) -> tuple[int, int]:
+def select_sum_exact(table, query: Query, threads: int | None = None) -> tuple[int, int]:
     """The CPU reference over a Table or a PartedTable: (exact total in ten-thousandths, selected
     rows). Parts are summed on threads (NumPy drops the GIL), each part read from disk when the
     table holds none; the parts' exact integers are added in Python."""
@@ -155,7 +155,10 @@ def select_sum_exact(table, query: Query, threads: int = 8) -> tuple[int, int]:
         t = table.tables[i] if table.tables is not None else open_store(table.paths[i], check_source=False)
         return numpy_select_sum_exact(t.plain_columns(), query)
 
-    with ThreadPoolExecutor(max(1, min(threads, table.parts))) as pool:
+    from gquery.plan import host_threads
+
+    # each part's decode is itself threaded: a few parts at once keep every core busy
+    with ThreadPoolExecutor(max(1, min(threads or max(2, host_threads() // 4), table.parts))) as pool:
         sums = list(pool.map(part, range(table.parts)))
     return sum(s for s, _ in sums), sum(n for _, n in sums)
 

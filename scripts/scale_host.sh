@@ -1,0 +1,35 @@
+#!/bin/bash
+# On a host with several GPUs, in two calls on one warm machine (the scale report needs SF 1000,
+# whose generation outlasts one call; it resumes part by part, so a second start is harmless):
+#   start    SF 1000 generated part by part in the background (its own session: it outlives the
+#            call), SF 10 and 100 in the foreground, then the multi-GPU and Dask GPU tests
+#   report   wait for SF 1000, then `gquery bench --scale` over SF 10, 100 and 1000, GPUs 1, 2, 4
+# Usage: GQUERY_COMMIT=$(git rev-parse --short HEAD) bash .device/run.sh bash scripts/scale_host.sh start|report
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export GQUERY_DATA_DIR=${GQUERY_DATA_DIR:-/tmp/dbgen_data} OUT=${OUT:-/tmp/gquery-out}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # the host's rule
+mkdir -p "$OUT" "$GQUERY_DATA_DIR"
+log=$GQUERY_DATA_DIR/sf1000-generate.log
+rc=0
+case "${1:-}" in
+  start)
+    nvidia-smi -L; nproc; free -g | head -2; df -h "$GQUERY_DATA_DIR" | tail -1
+    setsid nohup python3 -m gquery generate --sf 1000 > "$log" 2>&1 < /dev/null &
+    python3 -m gquery generate --sf 10 --keep-parquet 2>&1 | tail -2 || rc=1
+    python3 -m gquery generate --sf 100 --keep-parquet 2>&1 | tail -2 || rc=1
+    python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests/test_gpu_scale.py tests/test_distributed.py 2>&1 \
+      | tee "$OUT/gpu-scale-tests.txt" | tail -8 || rc=1
+    tail -3 "$log"
+    ;;
+  report)
+    while pgrep -f "gquery generate --sf 1000" > /dev/null; do sleep 5; done
+    tail -4 "$log"; cp "$log" "$OUT/"
+    df -h "$GQUERY_DATA_DIR" | tail -1
+    python3 -m gquery bench --scale --sf 10 --sf 100 --sf 1000 --gpus 1 --gpus 2 --gpus 4 --repeat 5 --out "$OUT" \
+      > "$OUT/scale.txt" 2>&1 || rc=1
+    tail -60 "$OUT/scale.txt"
+    ;;
+  *) echo "usage: scale_host.sh start|report" >&2; exit 2 ;;
+esac
+exit $rc
