@@ -427,7 +427,11 @@ def bench(sf: list[float] = typer.Option([1.0, 10.0], "--sf", help="Scale factor
         if skipped:
             note(f"--gpus {', '.join(map(str, skipped))}: this host has {device_count()} GPU(s); not run")
         sfs = sorted({tpch.check_sf(x) for x in sf})
-        stores = {x: store.ensure_store(tpch.generate(x, data_dir, echo=note), echo=note) for x in sfs}
+        def store_of(x: float):  # a whole store is used as it is: its parquet may be gone (part by part)
+            path = tpch.dataset_dir(x, data_dir) / store.STORE_NAME
+            return path if store.is_store(path) else store.ensure_store(tpch.generate(x, data_dir, echo=note), echo=note)
+
+        stores = {x: store_of(x) for x in sfs}
         target = gpu_sf if gpu_sf is not None else (100.0 if 100.0 in sfs else sfs[-1])
         if target not in stores:
             raise UsageError(f"--gpu-sf {target:g} must be one of the --sf values")

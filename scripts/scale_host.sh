@@ -1,8 +1,10 @@
 #!/bin/bash
 # On a host with several GPUs, in two calls on one warm machine (the scale report needs SF 1000,
 # whose generation outlasts one call; it resumes part by part, so a second start is harmless):
-#   start    SF 1000 generated part by part in the background (its own session: it outlives the
-#            call), SF 10 and 100 in the foreground, then the multi-GPU and Dask GPU tests
+#   start    SF 1000's store built part by part in the background (its own session: it outlives the
+#            call; 8 parts at a time, each tpchgen-cli --part then gquery encode into the part's
+#            store, its parquet deleted), SF 10 and 100 in the foreground, then the GPU tests of
+#            several GPUs and of Dask
 #   report   wait for SF 1000, then `gquery bench --scale` over SF 10, 100 and 1000, GPUs 1, 2, 4
 # Usage: GQUERY_COMMIT=$(git rev-parse --short HEAD) bash .device/run.sh bash scripts/scale_host.sh start|report
 set -uo pipefail
@@ -15,20 +17,32 @@ rc=0
 case "${1:-}" in
   start)
     nvidia-smi -L; nproc; free -g | head -2; df -h "$GQUERY_DATA_DIR" | tail -1
-    setsid nohup python3 -m gquery generate --sf 1000 > "$log" 2>&1 < /dev/null &
-    python3 -m gquery generate --sf 10 --keep-parquet 2>&1 | tail -2 || rc=1
-    python3 -m gquery generate --sf 100 --keep-parquet 2>&1 | tail -2 || rc=1
+    setsid nohup bash scripts/scale_host.sh sf1000 > "$log" 2>&1 < /dev/null &
+    python3 -m gquery generate --sf 10 2>&1 | tail -2 || rc=1
+    python3 -m gquery generate --sf 100 2>&1 | tail -2 || rc=1
     python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests/test_gpu_scale.py tests/test_distributed.py 2>&1 \
       | tee "$OUT/gpu-scale-tests.txt" | tail -8 || rc=1
-    tail -3 "$log"
+    while pgrep -f "scale_host.sh sf1000" > /dev/null && [ "$SECONDS" -lt 540 ]; do sleep 5; done  # the call's time
+    grep -c "done" "$log"; tail -3 "$log"; df -h "$GQUERY_DATA_DIR" | tail -1
     ;;
   report)
-    while pgrep -f "gquery generate --sf 1000" > /dev/null; do sleep 5; done
+    while pgrep -f "scale_host.sh sf1000" > /dev/null; do sleep 5; done
     tail -4 "$log"; cp "$log" "$OUT/"
     df -h "$GQUERY_DATA_DIR" | tail -1
     python3 -m gquery bench --scale --sf 10 --sf 100 --sf 1000 --gpus 1 --gpus 2 --gpus 4 --repeat 5 --out "$OUT" \
       > "$OUT/scale.txt" 2>&1 || rc=1
     tail -60 "$OUT/scale.txt"
+    ;;
+  sf1000)  # 100 parts of SF 10: at most 8 parts' parquet on disk at once, never the 260 GB of all
+    sf=${SCALE_SF:-1000} parts=${SCALE_PARTS:-100}  # smaller only to try the script out
+    store=$GQUERY_DATA_DIR/sf$sf/lineitem.gq
+    mkdir -p "$store"
+    seq 1 "$parts" | xargs -P 8 -I{} bash -c 'k=$1; part=$(printf "%s/part-%05d.gq" "$2" "$k")
+      [ -f "$part/manifest.json" ] && exit 0
+      t=$(mktemp -d -p "$2/..") && tpchgen-cli parquet -s "$3" --tables lineitem --parts "$4" --part "$k" -n 8 \
+        --no-progress -o "$t" && python3 -m gquery encode --data "$(find "$t" -name "*.parquet")" --out "$part" \
+        && rm -rf "$t" && echo "part $k done $(date +%T)"' _ {} "$store" "$sf" "$parts"
+    python3 -c "from gquery import store; store.finish_parted('$store', $parts)"
     ;;
   *) echo "usage: scale_host.sh start|report" >&2; exit 2 ;;
 esac
