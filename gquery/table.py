@@ -148,12 +148,12 @@ def select_sum_exact(table, query: Query, threads: int | None = None) -> tuple[i
     rows). Parts are summed on threads (NumPy drops the GIL), each part read from disk when the
     table holds none; the parts' exact integers are added in Python."""
     if isinstance(table, Table):
-        return numpy_select_sum_exact(table.plain_columns(), query)
+        return numpy_select_sum_exact(_decoded(table), query)
     from gquery.store import open_store
 
     def part(i: int) -> tuple[int, int]:
         t = table.tables[i] if table.tables is not None else open_store(table.paths[i], check_source=False)
-        return numpy_select_sum_exact(t.plain_columns(), query)
+        return numpy_select_sum_exact(_decoded(t), query)
 
     from gquery.plan import host_threads
 
@@ -161,6 +161,12 @@ def select_sum_exact(table, query: Query, threads: int | None = None) -> tuple[i
     with ThreadPoolExecutor(max(1, min(threads or max(2, host_threads() // 4), table.parts))) as pool:
         sums = list(pool.map(part, range(table.parts)))
     return sum(s for s, _ in sums), sum(n for _, n in sums)
+
+
+def _decoded(table: Table) -> LineitemColumns:
+    """The plain values, decoded for the moment and not kept in the table (a parted SF 1000 would
+    otherwise keep 120 GB of them)."""
+    return LineitemColumns(*(table.columns[name].values() for name in QUERY_COLUMNS), table.source)
 
 
 def select_sum(table, query: Query):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import threading
 import math
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -111,6 +112,8 @@ class DeviceColumns:
 _MAPPED: dict[int, tuple[int, int, object]] = {}  # host start → (end, device start, weakref to owner)
 _MAPPED_STARTS: list[int] = []  # _MAPPED's keys, sorted
 _TAGS = itertools.count(1)
+_REGISTERED: dict[int, list] = {}  # owner's address → [Registration, tables holding it]: one a process
+_REGISTER_LOCK = threading.Lock()
 
 
 def _forget(start: int) -> None:
@@ -160,13 +163,26 @@ class GpuMemory:
         directly: PyCUDA's register_host_memory fails under NumPy 2 setting the array's base.)"""
         if a.base is not None:
             raise ValueError("register the array that owns its memory (GpuMemory.owner)")
-        handle = Registration(a)
-        self._record_mapped(a, handle.device_pointer)
-        return handle
+        with _REGISTER_LOCK:  # GPUs whose shares view one array register it once, and count
+            held = _REGISTERED.get(a.ctypes.data)
+            if held is not None:
+                held[1] += 1
+                return held[0]
+            handle = Registration(a)
+            _REGISTERED[a.ctypes.data] = [handle, 1]
+            self._record_mapped(a, handle.device_pointer)
+            return handle
 
     def unregister(self, handle, a: np.ndarray) -> None:
-        _forget(a.ctypes.data)
-        handle.unregister()
+        with _REGISTER_LOCK:
+            held = _REGISTERED.get(a.ctypes.data)
+            if held is not None and held[0] is handle:
+                held[1] -= 1
+                if held[1]:
+                    return
+                del _REGISTERED[a.ctypes.data]
+            _forget(a.ctypes.data)
+            handle.unregister()
 
     def _record_mapped(self, a: np.ndarray, device_ptr: int) -> None:
         start = a.ctypes.data

@@ -5,6 +5,7 @@ same store. Writes reports/scale-<gpu>.json/.md with the floors met or missed, a
 
 from __future__ import annotations
 
+import gc
 import time
 from pathlib import Path
 
@@ -91,7 +92,8 @@ def run_scale(stores: dict, gpu_counts, gpu_sf: float | None, repeat: int, windo
             echo(f"  Z {z} pinned: {run.result.profile.total_ms:.2f} ms, {'exact' if run.match else 'MISMATCH'}")
         held = rss_bytes()
         engine.memory.release_table(table)
-        del table
+        del table, run  # the last run's plan holds the shares, and they the parts
+        gc.collect()
         table = store.open_store(path)  # the user's own arrays: registered in place, or staged
         for z in zs:
             for mode in ("registered", "pageable"):
@@ -99,20 +101,24 @@ def run_scale(stores: dict, gpu_counts, gpu_sf: float | None, repeat: int, windo
                 runs.append(_row(sf, z, mode, run, table.rows, *refs[z][1:]))
                 echo(f"  Z {z} {mode}: {run.result.profile.total_ms:.2f} ms, {'exact' if run.match else 'MISMATCH'}")
         engine.memory.release_table(table)
-        del table
+        del table, run
+        gc.collect()
         memory.append({"sf": sf, "store_bytes": size, "open_s": open_s, "rss_before": base,
                        "rss_high_water_pinned": held, "rss_high_water": rss_bytes()})
         if store.is_parted(path) and sf == max(stores):
             reset_peak_rss()
+            base = rss_bytes("VmRSS")
             table = store.open_store(path, engine.memory, window=window)
             for z in zs:
                 run = measure_run(engine, table, Query(z), "pinned", "auto", repeat, refs[z][0])
                 runs.append(_row(sf, z, "pinned", run, table.rows, *refs[z][1:], {"window": window}))
                 echo(f"  Z {z} pinned, parts from disk {window} at a time: {run.result.profile.total_ms:.2f} ms")
             largest_part = max(p["bytes"] for p in store._manifest(path)["parts"])
-            memory.append({"sf": sf, "window": window, "store_bytes": size, "rss_high_water": rss_bytes(),
-                           "window_bytes": window * largest_part})
-            del table
+            memory.append({"sf": sf, "window": window, "store_bytes": size, "rss_before": base,
+                           "rss_high_water": rss_bytes(), "window_bytes": window * largest_part})
+            engine.memory.release_table(table)
+            del table, run
+            gc.collect()
     engine.close()
     multi, copies = [], {}
     if gpu_sf is not None and gpu_sf in stores:
@@ -155,7 +161,10 @@ def _dask_overhead(path, gpu_counts, repeat: int, echo) -> list[dict] | dict:
         return {"unavailable": str(e)}
     out = []
     for workers in sorted({1, max(gpu_counts)}):
-        o = distributed.overhead(path, Query(30), backend="gpu", workers=workers, repeat=repeat)
+        try:
+            o = distributed.overhead(path, Query(30), backend="gpu", workers=workers, repeat=repeat)
+        except Exception as e:  # the report keeps what ran; the failure is shown, not hidden
+            return {"unavailable": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
         echo(f"Dask, {workers} GPU worker(s): {o['dask_ms']:.1f} ms against {o['in_process_ms']:.1f} ms in-process "
              f"({o['ratio']:.2f}x), result {o['result']}")
         out.append(o)
