@@ -27,8 +27,9 @@ SF_PER_PART = 10  # above this, one parquet file of SF 10 (60M rows, ~2 GB) per 
 FORMATS = ("parquet", "tbl")
 PART_DIRS = {"parquet": "lineitem", "tbl": "lineitem-tbl"}
 OLD_TBL_PART_DIR = "lineitem"  # before both formats could coexist
-# Measured with tpchgen-cli 4.0 at SF 0.1 (20.1 MB parquet, 74.2 MB .tbl), plus a tenth for headroom.
-BYTES_PER_SF = {"parquet": 222e6, "tbl": 817e6}
+# Measured with tpchgen-cli 4.0 on a part of SF 1000, whose keys are the widest (278 MB parquet and
+# 815 MB .tbl an SF; 201 and 742 at SF 0.1), plus a tenth for headroom.
+BYTES_PER_SF = {"parquet": 306e6, "tbl": 897e6}
 PROGRESS_SECONDS = 5  # how often a line of progress is printed where tpchgen-cli draws no bar
 
 

@@ -177,7 +177,7 @@ def test_old_tbl_parts_are_read_and_moved_not_lost(tmp_path, monkeypatch):
 def test_free_space_is_checked_before_generating(tmp_path, monkeypatch):
     monkeypatch.setattr(tpch, "tpchgen_binary", lambda: pytest.fail("must not start without the space"))
     monkeypatch.setattr(tpch.shutil, "disk_usage", lambda p: shutil_usage(free=10**9))
-    with pytest.raises(GqueryError, match=r"SF 1000 as tbl needs 817\.0 GB, 1\.0 GB free at "):
+    with pytest.raises(GqueryError, match=r"SF 1000 as tbl needs 897\.0 GB, 1\.0 GB free at "):
         tpch.generate(1000, tmp_path, fmt="tbl", echo=lambda m: None)
     assert not list(tmp_path.glob(".sf*"))
 
