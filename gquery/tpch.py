@@ -11,9 +11,11 @@ A dataset appears only by rename from a temporary folder, so its presence means 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -31,6 +33,7 @@ OLD_TBL_PART_DIR = "lineitem"  # before both formats could coexist
 # 815 MB .tbl an SF; 201 and 742 at SF 0.1), plus a tenth for headroom.
 BYTES_PER_SF = {"parquet": 306e6, "tbl": 897e6}
 PROGRESS_SECONDS = 5  # how often a line of progress is printed where tpchgen-cli draws no bar
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # raised as errors.Stopped by the CLI
 
 
 def default_data_dir() -> Path:
@@ -195,6 +198,31 @@ def _wait(proc: subprocess.Popen, tmp: Path, expected_bytes: float, bar: bool, e
     return rc
 
 
+def _run_tpchgen(cmd: list[str], tmp: Path, expected_bytes: float, progress: bool, echo, what: str) -> None:
+    """tpchgen-cli to its end; on any exit from here (an error, Ctrl-C, SIGTERM as errors.Stopped)
+    no generator outlives us."""
+    proc = None
+    try:
+        # the signals wait until `proc` is set: raised inside Popen, they would orphan the generator
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            # tpchgen-cli draws its own progress bars on a terminal; its errors go to our stderr.
+            proc = subprocess.Popen(cmd + ([] if progress else ["--no-progress"]), stdout=subprocess.DEVNULL,
+                                    preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, mask))
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        rc = _wait(proc, tmp, expected_bytes, progress, echo)
+        if rc != 0:
+            raise GqueryError(f"tpchgen-cli failed (exit {rc}) generating {what}")
+    except BaseException:
+        if proc is not None and proc.returncode is None:
+            # not proc.kill() and wait(): a signal raised inside Popen.wait can leave its lock held
+            with contextlib.suppress(OSError):
+                os.kill(proc.pid, signal.SIGKILL)
+                os.waitpid(proc.pid, 0)
+        raise
+
+
 def generate(sf: float, data_dir: Path | str | None = None, *, fmt: str = "parquet",
              progress: bool | None = None, echo=print) -> LineitemSource:
     """Generate lineitem at this SF unless a complete dataset is there; return its source."""
@@ -224,26 +252,14 @@ def generate(sf: float, data_dir: Path | str | None = None, *, fmt: str = "parqu
         cmd += ["--parts", str(parts)]
     if progress is None:
         progress = sys.stderr.isatty()
-    if not progress:
-        cmd.append("--no-progress")
     echo(f"generating TPC-H lineitem SF {sf:g} ({fmt}, {parts} part{'s' * (parts > 1)}) into {final_dir}")
-    proc = None
     try:
-        # tpchgen-cli draws its own progress bars on a terminal; its errors go to our stderr.
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
-        rc = _wait(proc, tmp, sf * BYTES_PER_SF[fmt], progress, echo)
-        if rc != 0:
-            raise GqueryError(f"tpchgen-cli failed (exit {rc}) generating SF {sf:g}")
+        _run_tpchgen(cmd, tmp, sf * BYTES_PER_SF[fmt], progress, echo, f"SF {sf:g}")
         produced = tmp / ("lineitem" if parts > 1 else f"lineitem.{fmt}")
         if not produced.exists():
             raise GqueryError(f"tpchgen-cli wrote no {produced.name} for SF {sf:g}")
         final_dir.mkdir(exist_ok=True)
         os.replace(produced, final_dir / final_name)  # the one step that makes it visible
-    except BaseException:  # Ctrl-C and SIGTERM (errors.Stopped) too: no generator outlives us
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return find_lineitem(final_dir / final_name)
