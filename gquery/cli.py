@@ -88,7 +88,7 @@ def encode(data: Path = typer.Option(..., "--data", help="A parquet/.tbl file or
         path = store.ensure_store(source, echo=note)
     else:
         store.write_store(Table.from_columns(load_lineitem(source)), path, source, echo=note)
-    out.print(str(path))
+    out.print(f"{path} ({store.summary(path)})")
 
 
 @app.command()
