@@ -61,15 +61,18 @@ def _pct(v) -> str:
 @app.command()
 def generate(sf: float = typer.Option(..., "--sf", help="Scale factor, 0.01 to 1000."),
              fmt: str = typer.Option("parquet", "--format", help="parquet, or tbl (dbgen's pipe format)."),
+             parts: Optional[int] = typer.Option(None, "--parts", help="Generate and encode in this many parts, one at a time [default: one part per SF 10 above SF 10]."),
+             keep_parquet: bool = typer.Option(False, "--keep-parquet", help="Keep each part's parquet in lineitem/ (by default it is deleted once encoded)."),
              data_dir: Optional[Path] = DATA_DIR):
-    """Generate TPC-H lineitem with tpchgen-cli (reused when already complete)."""
-    from gquery import tpch
+    """Generate TPC-H lineitem with tpchgen-cli and encode its store (both reused when complete).
+    Above SF 10, or with --parts, part by part: a rerun resumes where a stopped one ended."""
+    from gquery import store, tpch
 
-    from gquery import store
-
-    source = tpch.generate(sf, data_dir, fmt=fmt, echo=note)
-    path = store.ensure_store(source, echo=note)
-    out.print(f"{source}  ({len(source.files)} file{'s' * (len(source.files) > 1)}); store {path}")
+    source = tpch.generate(sf, data_dir, fmt=fmt, parts=parts, keep_parquet=keep_parquet, echo=note)
+    path = source.path if store.is_store(source.path) else store.ensure_store(source, echo=note)
+    n = len(source.files)
+    kept = f"{n} {source.format} file{'s' * (n > 1)} in {source.files[0].parent}" if n else f"no {source.format} kept"
+    out.print(f"store {path} ({store.summary(path)}); {kept}")
 
 
 @app.command()
@@ -88,7 +91,7 @@ def encode(data: Path = typer.Option(..., "--data", help="A parquet/.tbl file or
         path = store.ensure_store(source, echo=note)
     else:
         store.write_store(Table.from_columns(load_lineitem(source)), path, source, echo=note)
-    out.print(str(path))
+    out.print(f"{path} ({store.summary(path)})")
 
 
 @app.command()

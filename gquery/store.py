@@ -30,6 +30,7 @@ import os
 import queue
 import shutil
 import threading
+import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -172,6 +173,51 @@ def part_path(path: Path | str, part: int) -> Path:
     return Path(path) / PART_NAME.format(part)
 
 
+def _buffer_bytes(manifest: dict) -> int:
+    """The bytes of a single store's buffers, from its manifest."""
+    return sum(b["bytes"] for c in manifest["columns"].values() for e in c.values() for b in e["buffers"].values())
+
+
+def size_text(nbytes: float) -> str:
+    return f"{nbytes / 1e9:,.1f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:,.1f} MB"
+
+
+def part_rows(path: Path | str, part: int, source_file: Path | None = None, echo=print) -> int | None:
+    """The rows of part `part` when it is whole (it opens: sizes, checksums, staleness) and, given
+    `source_file`, was built from exactly that file; None when it must be written (again)."""
+    p = part_path(path, part)
+    if not is_store(p):
+        return None
+    try:
+        rows = open_store(p).rows
+    except StoreError as e:
+        echo(f"{e}; writing it again")
+        return None
+    if source_file is not None and source_files(p) != [Path(source_file).resolve()]:
+        echo(f"{p}: not built from {source_file}; writing it again")
+        return None
+    return rows
+
+
+def write_part(path: Path | str, part: int, parts: int, source, *, record_source: bool = True, rows_before: int = 0,
+               started: float | None = None, echo=print) -> int:
+    """Part `part` of a parted store from a one-file source: contract-checked, loaded, encoded,
+    verified and written atomically; one line of progress. Returns its rows. Without
+    `record_source` the store names no source (its file is about to be deleted)."""
+    from gquery.columns import load_lineitem
+    from gquery.contract import check_source
+
+    started = time.perf_counter() if started is None else started
+    check_source(source)
+    written = write_store(Table.from_columns(load_lineitem(source)), part_path(path, part),
+                          source if record_source else None, echo=lambda m: None)
+    m = _manifest(written)
+    rows = int(m["rows"])
+    echo(f"part {part}/{parts}: {rows:,} rows encoded ({size_text(_buffer_bytes(m))} store) in "
+         f"{time.perf_counter() - started:.1f} s; {rows_before + rows:,} rows so far")
+    return rows
+
+
 def finish_parted(path: Path | str, parts: int, echo=print) -> Path:
     """Write the manifest of a parted store whose parts 1..parts are all written: the one step that
     makes it a store. Each part's manifest gives its rows, factor bounds and sources."""
@@ -182,8 +228,7 @@ def finish_parted(path: Path | str, parts: int, echo=print) -> Path:
         if not is_store(part):
             _fail(path, f"part {k} of {parts} ({part.name}) is missing")
         m = _manifest(part)
-        size = sum(b["bytes"] for c in m["columns"].values() for e in c.values() for b in e["buffers"].values())
-        entries.append({"name": part.name, "rows": int(m["rows"]), "bytes": size})
+        entries.append({"name": part.name, "rows": int(m["rows"]), "bytes": _buffer_bytes(m)})
         rows += int(m["rows"])
         for column, bound in m["largest"].items():
             largest[column] = str(max(int(largest.get(column, 0)), int(bound)))
@@ -193,8 +238,22 @@ def finish_parted(path: Path | str, parts: int, echo=print) -> Path:
     tmp = path / f".manifest.json.tmp-{os.getpid()}"
     tmp.write_text(json.dumps(manifest, indent=1) + "\n")
     os.replace(tmp, path / "manifest.json")
-    echo(f"wrote {path} ({parts} parts, {rows:,} rows, {sum(e['bytes'] for e in entries) / 1e9:,.2f} GB)")
+    echo(f"wrote {path} ({summary(path)})")
     return path
+
+
+def part_count(path: Path | str) -> int:
+    """How many parts a store holds: 1 for a single store."""
+    return len(_manifest(Path(path)).get("parts", [None]))
+
+
+def summary(path: Path | str) -> str:
+    """'3 parts, 179,838 rows, 1.3 MB': what a store holds, from its manifest."""
+    m = _manifest(Path(path))
+    if "parts" in m:
+        return (f"{len(m['parts'])} part{'s' * (len(m['parts']) > 1)}, {int(m['rows']):,} rows, "
+                f"{size_text(sum(p['bytes'] for p in m['parts']))}")
+    return f"{int(m['rows']):,} rows, {size_text(_buffer_bytes(m))}"
 
 
 def open_store(path: Path | str, memory=None, check_source: bool = True, window: int | None = None):
@@ -401,7 +460,7 @@ class PartReader:
 
 
 def source_files(path: Path | str) -> list[Path]:
-    """The files a store was built from that still exist unchanged (DuckDB reads those)."""
+    """The files a store was built from that still exist."""
     try:
         manifest = json.loads((Path(path) / "manifest.json").read_text())
     except (OSError, ValueError):
@@ -441,7 +500,6 @@ def check_store(path: Path | str) -> None:
 def write_parted(source, path: Path, echo=print) -> Path:
     """A parted store of a multi-file source, one part a file, each part encoded, verified and written
     atomically before the next is read; parts already whole and fresh are kept."""
-    from gquery.columns import load_lineitem
     from gquery.tpch import LineitemSource
 
     path = Path(path)
@@ -451,22 +509,19 @@ def write_parted(source, path: Path, echo=print) -> Path:
         shutil.rmtree(old, ignore_errors=True)
     (path / "manifest.json").unlink(missing_ok=True)
     path.mkdir(parents=True, exist_ok=True)
+    rows, parts = 0, len(source.files)
     for k, f in enumerate(source.files, start=1):
-        part = part_path(path, k)
-        if is_store(part):
-            try:
-                open_store(part)
-                continue
-            except StoreError as e:
-                echo(f"{e}; writing it again")
-        one = LineitemSource(f, source.format, (f,))
-        write_store(Table.from_columns(load_lineitem(one)), part, one, echo=echo)
-    return finish_parted(path, len(source.files), echo=echo)
+        done = part_rows(path, k, f, echo=echo)
+        if done is None:
+            done = write_part(path, k, parts, LineitemSource(f, source.format, (f,)), rows_before=rows, echo=echo)
+        rows += done
+    return finish_parted(path, parts, echo=echo)
 
 
 def as_source(path: Path | str):
     """A store folder as the LineitemSource of the files it was built from (DuckDB reads those);
-    the source's path is the store, so the engine opens the store itself."""
+    the source's path is the store, so the engine opens the store itself. Files only when every
+    one is still there: DuckDB over some of the parts would answer for other rows."""
     from gquery.tpch import LineitemSource
 
     try:
@@ -475,6 +530,13 @@ def as_source(path: Path | str):
         _fail(Path(path), f"unreadable manifest ({e.__class__.__name__})")
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         _fail(Path(path), "not a gquery store manifest")
-    files = tuple(source_files(path))
+    files = []
+    for single in [Path(path) / p["name"] for p in manifest["parts"]] if "parts" in manifest else [Path(path)]:
+        recorded, present = _manifest(single).get("source", []), source_files(single)
+        if not recorded or len(present) != len(recorded):  # a part built from a file since deleted, or from none
+            files = []
+            break
+        files += present
+    files = tuple(files)
     fmt = "tbl" if files and (files[0].suffix == ".tbl" or ".tbl." in files[0].name) else "parquet"
     return LineitemSource(Path(path), fmt, files)

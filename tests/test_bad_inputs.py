@@ -230,13 +230,12 @@ def alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("signum,code,line", [(signal.SIGTERM, 143, "gquery: terminated"),
-                                              (signal.SIGINT, 130, "gquery: interrupted")], ids=["SIGTERM", "SIGINT"])
-def test_signal_during_generation_ends_the_generator_and_leaves_nothing(tmp_path, signum, code, line):
+def stopped_generation(tmp_path: Path, signum: int, *args: str) -> str:
+    """`gquery generate ARGS` with a tpchgen-cli that never ends, sent `signum` once the generator
+    runs; checks that the generator did not outlive gquery, and returns (exit code, stderr)."""
     script, pid_file = fake_tpchgen(tmp_path)
-    data = tmp_path / "data"
     cli = f"import sys; from gquery import cli, tpch; tpch.tpchgen_binary = lambda: {str(script)!r}; cli.main()"
-    proc = subprocess.Popen([sys.executable, "-c", cli, "generate", "--sf", "0.02", "--data-dir", str(data)],
+    proc = subprocess.Popen([sys.executable, "-c", cli, "generate", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
@@ -244,8 +243,6 @@ def test_signal_during_generation_ends_the_generator_and_leaves_nothing(tmp_path
     generator = int(pid_file.read_text())
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == code and "Traceback" not in err, err
-    assert err.splitlines()[-1] == line
     for _ in range(100):  # the orphan, if any, is reaped by init a moment later
         if not alive(generator):
             break
@@ -253,4 +250,14 @@ def test_signal_during_generation_ends_the_generator_and_leaves_nothing(tmp_path
     else:
         os.kill(generator, signal.SIGKILL)
         pytest.fail("tpchgen-cli outlived gquery")
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("signum,code,line", [(signal.SIGTERM, 143, "gquery: terminated"),
+                                              (signal.SIGINT, 130, "gquery: interrupted")], ids=["SIGTERM", "SIGINT"])
+def test_signal_during_generation_ends_the_generator_and_leaves_nothing(tmp_path, signum, code, line):
+    data = tmp_path / "data"
+    rc, err = stopped_generation(tmp_path, signum, "--sf", "0.02", "--data-dir", str(data))
+    assert rc == code and "Traceback" not in err, err
+    assert err.splitlines()[-1] == line
     assert not list(data.glob(".sf*")) and not (data / "sf0.02" / "lineitem.parquet").exists()

@@ -133,15 +133,17 @@ def tiny_lineitem(folder: Path) -> dict[str, Path]:
 
 
 def copying_generator(tmp_path: Path) -> str:
-    """A stand-in for tpchgen-cli that writes tpchgen-cli's layout (a folder of parts with --parts)."""
+    """A stand-in for tpchgen-cli that writes tpchgen-cli's layout (a folder of parts with --parts,
+    only part k with --part k)."""
     t = tiny_lineitem(tmp_path / "templates")
     script = tmp_path / "copying-tpchgen"
     script.write_text("#!/bin/bash\n"
-                      'fmt=$1; out=""; parts=""\n'
-                      'while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; [ "$1" = --parts ] && parts=$2; shift; done\n'
+                      'fmt=$1; out=""; parts=""; part=""\n'
+                      'while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; [ "$1" = --parts ] && parts=$2\n'
+                      '  [ "$1" = --part ] && part=$2; shift; done\n'
                       f'src={t["parquet"]}; [ "$fmt" = tbl ] && src={t["tbl"]}\n'
                       'if [ -n "$parts" ]; then mkdir -p "$out/lineitem"\n'
-                      '  for k in $(seq 1 "$parts"); do cp "$src" "$out/lineitem/lineitem.$k.$fmt"; done\n'
+                      '  for k in ${part:-$(seq 1 "$parts")}; do cp "$src" "$out/lineitem/lineitem.$k.$fmt"; done\n'
                       'else cp "$src" "$out/lineitem.$fmt"; fi\n')
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return str(script)
@@ -151,9 +153,10 @@ def test_both_formats_of_one_sf_above_10_coexist(tmp_path, monkeypatch):
     monkeypatch.setattr(tpch, "tpchgen_binary", lambda: copying_generator(tmp_path))
     data = tmp_path / "data"
     tbl = tpch.generate(10.01, data, fmt="tbl", echo=lambda m: None)
-    parquet = tpch.generate(10.01, data, fmt="parquet", echo=lambda m: None)
+    parquet = tpch.generate(10.01, data, fmt="parquet", keep_parquet=True, echo=lambda m: None)
     assert (tbl.format, tbl.path.name, len(tbl.files)) == ("tbl", "lineitem-tbl", 2)
-    assert (parquet.format, parquet.path.name, len(parquet.files)) == ("parquet", "lineitem", 2)
+    assert (parquet.format, parquet.path.name, len(parquet.files)) == ("parquet", "lineitem.gq", 2)
+    assert {f.parent.name for f in parquet.files} == {"lineitem"}
     monkeypatch.setattr(tpch, "tpchgen_binary", lambda: pytest.fail("a complete dataset must be reused"))
     assert tpch.generate(10.01, data, fmt="tbl", echo=lambda m: None) == tbl
     assert tpch.generate(10.01, data, fmt="parquet", echo=lambda m: None) == parquet
@@ -168,8 +171,8 @@ def test_old_tbl_parts_are_read_and_moved_not_lost(tmp_path, monkeypatch):
     assert tpch.existing_dataset(10.01, tmp_path / "data", "tbl").path == old
     assert tpch.existing_dataset(10.01, tmp_path / "data", "parquet") is None
     notes = []
-    parquet = tpch.generate(10.01, tmp_path / "data", echo=notes.append)
-    assert parquet.format == "parquet" and parquet.path == old
+    parquet = tpch.generate(10.01, tmp_path / "data", keep_parquet=True, echo=notes.append)
+    assert parquet.format == "parquet" and {f.parent for f in parquet.files} == {old}
     moved = tpch.existing_dataset(10.01, tmp_path / "data", "tbl")
     assert moved.path.name == "lineitem-tbl" and len(moved.files) == 2 and any("moving" in n for n in notes)
 
@@ -177,7 +180,7 @@ def test_old_tbl_parts_are_read_and_moved_not_lost(tmp_path, monkeypatch):
 def test_free_space_is_checked_before_generating(tmp_path, monkeypatch):
     monkeypatch.setattr(tpch, "tpchgen_binary", lambda: pytest.fail("must not start without the space"))
     monkeypatch.setattr(tpch.shutil, "disk_usage", lambda p: shutil_usage(free=10**9))
-    with pytest.raises(GqueryError, match=r"SF 1000 as tbl needs 817\.0 GB, 1\.0 GB free at "):
+    with pytest.raises(GqueryError, match=r"SF 1000 as tbl needs 897\.0 GB, 1\.0 GB free at "):
         tpch.generate(1000, tmp_path, fmt="tbl", echo=lambda m: None)
     assert not list(tmp_path.glob(".sf*"))
 
