@@ -432,7 +432,7 @@ def bench(sf: list[float] = typer.Option([1.0, 10.0], "--sf", help="Scale factor
         sfs = sorted({tpch.check_sf(x) for x in sf})
         def store_of(x: float):  # a whole store is used as it is: its parquet may be gone (part by part)
             path = tpch.dataset_dir(x, data_dir) / store.STORE_NAME
-            return path if store.is_store(path) else store.ensure_store(tpch.generate(x, data_dir, echo=note), echo=note)
+            return path if store.is_store(path) else store.ensure_store(tpch.generate(x, data_dir, keep_parquet=x <= 100, echo=note), echo=note)
 
         stores = {x: store_of(x) for x in sfs}
         target = gpu_sf if gpu_sf is not None else (100.0 if 100.0 in sfs else sfs[-1])

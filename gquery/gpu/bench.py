@@ -70,7 +70,7 @@ def run_bench(sfs, repeat: int, data_dir=None, echo=print) -> dict:
     runs = []
     kernels = {}
     for sf in sfs:
-        source = generate(sf, data_dir, echo=echo)
+        source = generate(sf, data_dir, keep_parquet=True, echo=echo)  # DuckDB reads the parquet
         check_source(source)
         echo(f"SF {sf:g}: opening the encoded store into pinned memory, and into NumPy memory")
         table, host_table = _store_tables(source, engine, echo)
