@@ -3,7 +3,8 @@
 # whose generation outlasts one call; it resumes part by part, so a second start is harmless):
 #   start    SF 1000's store built part by part in the background (its own session: it outlives the
 #            call; 8 parts at a time, each tpchgen-cli --part then gquery encode into the part's
-#            store, its parquet deleted), SF 10 and 100 in the foreground, then the GPU tests of
+#            store, its parquet deleted: what `gquery generate --sf 1000` does one part at a time,
+#            8 at once on a 64-core host), SF 10 and 100 in the foreground, then the GPU tests of
 #            several GPUs and of Dask
 #   report   wait for SF 1000, then `gquery bench --scale` over SF 10, 100 and 1000, GPUs 1, 2, 4
 # Usage: GQUERY_COMMIT=$(git rev-parse --short HEAD) bash .device/run.sh bash scripts/scale_host.sh start|report
