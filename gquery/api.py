@@ -80,8 +80,6 @@ def _open_store(path: Path, memory, window: int | None):
 
 
 _engine = None
-
-
 _engines: dict = {}
 
 

@@ -110,8 +110,6 @@ class Engine:
 
         require()
         self.device = current_info()
-        dev = cuda.Context.get_device()
-        self.ordinal = next(i for i in range(cuda.Device.count()) if cuda.Device(i) == dev)
         self._cuda = cuda
         self.memory = GpuMemory()
         self.kernel = kernels.function(SELECT_SUM, "select_sum")  # the ladder's fused_engine step

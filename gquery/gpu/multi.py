@@ -29,16 +29,11 @@ from gquery.table import PartedTable, Table
 
 
 def resolve_gpus(gpus, available: int) -> int:
-    """--gpus N or all, against the devices the driver sees."""
-    if gpus in ("all", None):
-        n = available
-    else:
-        try:
-            n = int(gpus)
-        except (TypeError, ValueError):
-            raise UsageError(f"--gpus must be a number or all, got {gpus!r}") from None
-        if n < 1:
-            raise UsageError(f"--gpus must be at least 1, got {n}")
+    """--gpus N or all (parsed by options.parse_gpus), against the devices the driver sees."""
+    from gquery.options import parse_gpus
+
+    n = parse_gpus(gpus)
+    n = available if n == "all" else n
     if n > available:
         raise UsageError(f"--gpus {n}: this host has {available} GPU{'s' * (available != 1)}")
     return n
