@@ -30,6 +30,10 @@ ROWS_PER_VECTOR = 4  # one int4 of keys
 BLOCKS_PER_SM = 8  # 8 x 256 threads fill an SM at <= 32 registers
 MIN_CHUNK_ROWS, MAX_CHUNK_ROWS = 1 << 20, 1 << 23  # 20 to 160 MB of columns
 CHUNKS_PER_TABLE = 8  # enough for copies to hide kernels; 8M-row chunks copy at the full pinned rate (H200)
+# A table queued behind another (Engine.run_many: a parted table's parts) has its first copies hidden
+# by the kernels before it: fewer, larger chunks, up to MAX_CHUNK_BYTES whatever the bytes a row,
+# so the host's calls a chunk (~40 us) stay well under the GPU's time for it (4 GPUs share one host)
+BATCH_CHUNKS_PER_TABLE, MAX_CHUNK_BYTES = 4, 160 << 20
 DEFAULT_STREAMS = 3
 DEFAULT_STAGING_BUFFERS = 3
 CHUNK_ALIGN_ROWS = FRAME_ROWS  # chunks start on a frame, 16-byte aligned in every buffer
@@ -114,7 +118,7 @@ class Plan:
 
 def make_plan(mode: str, rows: int, bytes_per_row: int, sm_count: int, free_bytes: int | None = None,
               chunk_rows: int | None = None, streams: int | None = None,
-              staging_threads: int | None = None) -> Plan:
+              staging_threads: int | None = None, batched: bool = False) -> Plan:
     if mode not in MODES:
         raise UsageError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if rows < 0 or bytes_per_row <= 0 or sm_count <= 0:
@@ -133,7 +137,10 @@ def make_plan(mode: str, rows: int, bytes_per_row: int, sm_count: int, free_byte
                 f"({free_bytes / 1e9:.1f} GB); run it with --mode pinned or --mode pageable, which stream it")
         return Plan(mode, rows, bytes_per_row, max(rows, 1), 1, 0, 0, sm_count)
     streams = streams or DEFAULT_STREAMS
-    if chunk_rows is None:
+    if chunk_rows is None and batched:
+        most = max(MAX_CHUNK_ROWS, MAX_CHUNK_BYTES // bytes_per_row)
+        chunk_rows = min(most, max(MIN_CHUNK_ROWS, math.ceil(rows / BATCH_CHUNKS_PER_TABLE)))
+    elif chunk_rows is None:
         chunk_rows = min(MAX_CHUNK_ROWS, max(MIN_CHUNK_ROWS, math.ceil(rows / CHUNKS_PER_TABLE)))
     chunk = math.ceil(chunk_rows / CHUNK_ALIGN_ROWS) * CHUNK_ALIGN_ROWS
     if budget is not None:  # a bounded set of device buffers, whatever the table's size
@@ -260,10 +267,10 @@ def _estimate(encoded: dict, key: str, z: int, rows: int) -> tuple[tuple[int, in
 
 def plan_query(table, z: int, mode: str, sm_count: int, free_bytes: int | None = None, encoding: str = "auto",
                chunk_rows: int | None = None, streams: int | None = None,
-               staging_threads: int | None = None, gather: bool = True) -> QueryPlan:
+               staging_threads: int | None = None, gather: bool = True, batched: bool = False) -> QueryPlan:
     """Choose the encoding, where each buffer lives, and the scan's variant for one query.
     gather=False ships factors in bulk whatever the selectivity (the ladder's step before late
-    materialization)."""
+    materialization); batched: the table is queued with others (make_plan's larger chunks)."""
     from gquery.table import ENCODING_SETS, KEY
 
     if mode not in MODES:
@@ -322,5 +329,6 @@ def plan_query(table, z: int, mode: str, sm_count: int, free_bytes: int | None =
     streamed = sum(b.nbytes for b in placed if b.placement == "stream")
     total = sum(b.nbytes for b in placed)
     per_row = math.ceil((total if mode == "resident" else max(streamed, 1)) / max(rows, 1))
-    geometry = make_plan(mode, rows, max(per_row, 1), sm_count, free_bytes, chunk_rows, streams, staging_threads)
+    geometry = make_plan(mode, rows, max(per_row, 1), sm_count, free_bytes, chunk_rows, streams, staging_threads,
+                         batched)
     return QueryPlan(z, encoding, geometry, kernel, tuple(placed), selected, undecided, tuple(reasons))

@@ -1,5 +1,5 @@
 """Every scan variant (encoding x mode, 64- and 128-bit products) on small odd-sized tables, checked
-against Python integers: run under compute-sanitizer (memcheck, racecheck) on a GPU host."""
+against Python integers, each alone and all four queued as one batch (run_many): run under compute-sanitizer (memcheck, racecheck) on a GPU host."""
 
 import sys
 
@@ -14,23 +14,30 @@ from gquery.table import Table
 engine = Engine()
 rng = np.random.default_rng(5)
 failures = 0
+tables = []
 for rows, big in ((1, False), (1023, False), (2049, True), (5003, False)):
     hi = 2**62 if big else 10**7
     cols = LineitemColumns(rng.integers(1, 3000, rows).astype(np.int32), rng.integers(-hi, hi, rows),
                            rng.integers(-hi, hi, rows), "sanitize")
-    table = Table.from_columns(cols)
-    for z in (0, 5, 1500, 4000):
+    tables.append((cols, Table.from_columns(cols)))
+for z in (0, 5, 1500, 4000):
+    wants = []
+    for cols, _ in tables:
         mask = cols.suppkey < z
-        want = to_decimal(sum(int(a) * int(b) for a, b in zip(cols.quantity[mask], cols.extendedprice[mask])),
-                          int(mask.sum()))
-        for mode in MODES:
-            for encoding in ("plain", "packed", "sliced"):
-                plan = engine.plan(table, Query(z), mode, encoding, **({} if mode == "resident" else {"chunk_rows": 1024}))
-                got = engine.run(table, Query(z), plan).value
-                if got != want:
+        wants.append(to_decimal(sum(int(a) * int(b) for a, b in zip(cols.quantity[mask], cols.extendedprice[mask])),
+                                int(mask.sum())))
+    for mode in MODES:
+        for encoding in ("plain", "packed", "sliced"):
+            options = {} if mode == "resident" else {"chunk_rows": 1024}
+            plans = [engine.plan(t, Query(z), mode, encoding, **options) for _, t in tables]
+            alone = [engine.run(t, Query(z), p).value for (_, t), p in zip(tables, plans)]
+            batch = [r.value for r in engine.run_many([(t, p) for (_, t), p in zip(tables, plans)], Query(z))]
+            for (cols, _), want, got, got_batch in zip(tables, wants, alone, batch):
+                if not got == got_batch == want:
                     failures += 1
-                    print("MISMATCH", rows, z, mode, encoding, got, want)
-    engine.memory.release_table(table)
+                    print("MISMATCH", len(cols), z, mode, encoding, got, got_batch, want)
+for _, t in tables:
+    engine.memory.release_table(t)
 engine.close()
 print("sanitize: failures", failures)
 sys.exit(1 if failures else 0)

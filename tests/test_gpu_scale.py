@@ -74,6 +74,33 @@ def test_parted_store_every_mode_and_share(multi, tmp_path, gpus):
         engine.close()
 
 
+def test_unlike_tables_queued_as_one_batch(multi):
+    """run_many queues tables back to back on shared streams and buffers: tables whose keys need
+    different low-slice types, whose planner picks different encodings, or that no row of can pass,
+    each give the answer they give alone, in every host mode."""
+    rng = np.random.default_rng(11)
+    spans = [(0, 200, 5000), (-2**31, 2**31 - 1, 3 * FRAME_ROWS + 1), (10**6, 10**6 + 70_000, 2 * FRAME_ROWS - 3),
+             (0, 1, 1), (0, 5000, 40_000)]
+    cols = [LineitemColumns.from_values(rng.integers(lo, hi, n, endpoint=True).astype(np.int32),
+                                        rng.integers(1, 51, n) * 100, rng.integers(-10**9, 10**9, n))
+            for lo, hi, n in spans]
+    tables = [Table.from_columns(c) for c in cols]
+    w = multi.workers[0]
+    for z in (-2**31, 0, 150, 10**6 + 35_000, 2**31 - 1):
+        q = Query(z)
+        for mode in HOST_MODES:
+            for encoding in ("auto", "plain", "sliced"):
+                plans = [w.submit(w.engine.plan, t, q, mode, encoding).result() for t in tables]
+                batch = w.submit(w.engine.run_many, list(zip(tables, plans)), q).result()
+                for t, c, p, r in zip(tables, cols, plans, batch):
+                    alone = w.submit(w.engine.run, t, q, p).result()
+                    assert (r.value, r.selected_rows) == (alone.value, alone.selected_rows) \
+                        == (numpy_select_sum(c, q), int(np.count_nonzero(c.suppkey < z))), (z, mode, encoding)
+                assert len({r.started for r in batch}) == 1  # one time axis for the batch
+    for t in tables:
+        multi.memory.release_table(t)
+
+
 def test_one_table_divided_among_the_gpus(multi):
     cols = columns(5 * FRAME_ROWS + 17, 3)
     table = Table.from_columns(cols)
@@ -107,7 +134,7 @@ def test_api_queries_a_parted_store(tmp_path):
 
 def synthetic(rows: int) -> tuple[Table, dict]:
     """A table of `rows` rows built from encodings alone (no plain column: 2^32 int64s would be 34 GB).
-    Keys: one 1024-row pattern of top bytes repeated (low_bits 0: the key is the top byte). Factors:
+    Keys: one 1024-row pattern of top bytes repeated (buckets of 1: the key is the top byte). Factors:
     constant within a frame (width 0), the frame's reference varying with the frame number."""
     frames = -(-rows // FRAME_ROWS)
     pattern = (np.arange(FRAME_ROWS, dtype=np.int64) * 37 % 256).astype(np.uint8)
@@ -116,7 +143,7 @@ def synthetic(rows: int) -> tuple[Table, dict]:
     histogram = np.bincount(pattern, minlength=256).astype(np.int64) * frames
     tail = frames * FRAME_ROWS - rows  # the last frame's padding is not rows
     histogram -= np.bincount(pattern[FRAME_ROWS - tail:], minlength=256) if tail else 0
-    key = Sliced(rows, np.dtype(np.int32), 0, 0, top, None, histogram)
+    key = Sliced(rows, np.dtype(np.int32), 0, 1, top, None, histogram)
     f = np.arange(frames, dtype=np.int64)
     q_ref, p_ref = 1 + f % 50, 1000 + f % 1000 - 700 * (f % 3 == 0)
 

@@ -72,18 +72,22 @@ def scan_total(words: np.ndarray, wide: bool) -> int:
 
 
 class Timeline:
-    """CUDA events and host clock readings on one time axis, from the run's start."""
+    """CUDA events and host clock readings on one time axis, from the run's start. Tables queued
+    together share one axis (`within`): their intervals line up on one profile."""
 
-    def __init__(self, cuda, stream):
+    def __init__(self, cuda, stream, within: "Timeline | None" = None, pool: list | None = None):
         self._cuda = cuda
         self._gpu: list[tuple[str, str, int, object, object]] = []
         self._host: list[Interval] = []
-        self.start = self.event(stream)
-        self.t0 = time.perf_counter()
+        self._pool = pool if pool is not None else []  # events of finished runs, recorded again
+        self.recorded: list = []
+        self.start = within.start if within else self.event(stream)
+        self.t0 = within.t0 if within else time.perf_counter()
 
     def event(self, stream):
-        e = self._cuda.Event()
+        e = self._pool.pop() if self._pool else self._cuda.Event()
         e.record(stream)
+        self.recorded.append(e)
         return e
 
     def gpu(self, stage: str, lane: str, chunk: int, begin, end) -> None:
@@ -97,6 +101,62 @@ class Timeline:
         out = [Interval(stage, lane, chunk, b.time_since(self.start), e.time_since(self.start))
                for stage, lane, chunk, b, e in self._gpu]
         return sorted(out + self._host, key=lambda i: i.start_ms)
+
+
+@dataclass
+class _Job:
+    """One table's query in a batch: what its pipeline reads, and where its events are."""
+
+    index: int  # its accumulator's row
+    table: Table
+    plan: QueryPlan
+    encoded: dict
+    sources: dict
+    setup_ms: float
+    ranges: dict
+    streamed: list
+    params: tuple | None
+    bases: dict  # where the kernel reads the buffers that are not streamed (Engine._bases)
+    timeline: Timeline | None = None
+    begin: object = None  # event before its first copy
+    end: object = None  # event after its last chunk's kernel (the batch's last job: after the result's copy)
+
+
+class _Pipeline:
+    """What a batch of tables' pipelines share: one copy stream, the compute streams, the device
+    ring and the pinned staging ring, and the events that say when each slot may be refilled. Chunks
+    are counted across the batch, so table k+1's first copy goes under table k's last kernels."""
+
+    def __init__(self, engine: "Engine", jobs: list[_Job]):
+        streaming = [j for j in jobs if j.streamed]
+        self.slots = max((j.plan.geometry.streams for j in streaming), default=1)
+        if streaming:
+            self.copy, *self.compute = engine.streams(self.slots + 1)
+        else:  # nothing to copy: one stream, no cross-stream waits
+            self.copy = engine.streams(1)[0]
+            self.compute = [self.copy]
+        # every buffer sized for the batch's largest chunk before anything is queued: a buffer
+        # regrown mid-batch would be freed under a kernel still reading it
+        need: dict = {}
+        stage_need: dict = {}
+        for j in streaming:
+            for b in j.streamed:
+                k = (b.column, b.name)
+                need[k] = max(need.get(k, 0), _capacity(j.ranges[k], j.sources[k]))
+                if j.plan.geometry.staging_buffers:
+                    sk = (k, j.sources[k].dtype.str)
+                    stage_need[sk] = max(stage_need.get(sk, 0), max(r[1] - r[0] for r in j.ranges[k]))
+        self.ring = [{k: engine.memory.scratch_device(f"ring{s}:{k[0]}.{k[1]}", n) for k, n in need.items()}
+                     for s in range(self.slots)]
+        n_staging = max((j.plan.geometry.staging_buffers for j in streaming), default=0)
+        self.staging = [{sk: engine.memory.scratch_host(f"stage{s}:{sk[0][0]}.{sk[0][1]}", n, np.dtype(sk[1]), pinned=True)
+                         for sk, n in stage_need.items()} for s in range(n_staging)]
+        threads = max((j.plan.geometry.staging_threads for j in streaming), default=0)
+        self.copier = engine.memory.copier(threads) if self.staging else None
+        self.staged_free: list = [None] * len(self.staging)
+        self.ring_free: list = [None] * self.slots
+        self.last_kernel: dict = {}  # compute stream index → its last kernel's end event
+        self.chunk = 0  # chunks queued so far, across the batch
 
 
 class Engine:
@@ -116,6 +176,7 @@ class Engine:
         self.kernel.prepare("PPPqqP")
         self._scans: dict[Kernel, object] = {}
         self._streams: list = []
+        self._events: list = []  # CUDA events for reuse: creating ~250 a query costs the host ~1 ms
 
     def scan(self, kernel: Kernel):
         if kernel not in self._scans:
@@ -180,129 +241,145 @@ class Engine:
             key = (b.column, qplan.encoding, b.name)
             out[(b.column, b.name)] = (self._resident(table, key, array) if b.placement == "resident"
                                        else self._host_buffer(table, key, array, qplan.mode))
-        self._cuda.Context.synchronize()
+        if any(b.placement == "resident" for b in qplan.buffers):
+            self._cuda.Context.synchronize()  # uploads done before the query's clock starts
         return out, (time.perf_counter() - t0) * 1e3
 
-    # --- one query -------------------------------------------------------------------------------
+    # --- queries ----------------------------------------------------------------------------------
     def run(self, table: Table, query: Query, qplan: QueryPlan) -> GpuResult:
-        if qplan.rows != table.rows:
-            raise GqueryError(f"plan is for {qplan.rows:,} rows, the table has {table.rows:,}")
-        if qplan.z != query.z:
-            raise GqueryError(f"plan is for Z = {qplan.z}, the query has Z = {query.z}")
+        return self.run_many([(table, qplan)], query)[0]
+
+    def run_many(self, items: list[tuple[Table, QueryPlan]], query: Query) -> list[GpuResult]:
+        """The query over several tables (a parted table's parts, one GPU's share), queued back to
+        back on the same streams, each table into an accumulator of its own, and one wait at the
+        end: the link and the SMs do not idle between tables while the host plans or waits."""
+        for table, qplan in items:
+            if qplan.rows != table.rows:
+                raise GqueryError(f"plan is for {qplan.rows:,} rows, the table has {table.rows:,}")
+            if qplan.z != query.z:
+                raise GqueryError(f"plan is for Z = {qplan.z}, the query has Z = {query.z}")
+        jobs = [self._job(i, table, qplan, query) for i, (table, qplan) in enumerate(items)]
+        pipe = _Pipeline(self, jobs)
+        acc_d, acc_h = self.memory.accumulator(len(jobs))
+        shared = Timeline(self._cuda, pipe.copy, pool=self._events)
+        self.memory.zero_async(int(acc_d), acc_h.nbytes, pipe.copy)
+        for job in jobs:
+            job.timeline = Timeline(self._cuda, pipe.copy, within=shared, pool=self._events)
+            job.begin = shared.start if job.index == 0 else job.timeline.event(pipe.copy)
+            if job.params is not None:
+                self._pipeline(pipe, job, int(acc_d) + job.index * ACC_WORDS * 8)
+            else:  # no row can pass: no kernel, the accumulator stays zero
+                job.end = job.timeline.event(pipe.copy)
+        for end in pipe.last_kernel.values():
+            pipe.copy.wait_for_event(end)  # the results are read only after every kernel
+        last = jobs[-1]
+        d2h_begin = last.timeline.event(pipe.copy)
+        self.memory.dtoh_async(acc_h, int(acc_d), pipe.copy)
+        done = last.end = last.timeline.event(pipe.copy)
+        last.timeline.gpu("d2h", "copy" if any(j.streamed for j in jobs) else "stream 0", 0, d2h_begin, done)
+        done.synchronize()
+        results = [self._result(job, acc_h[job.index * ACC_WORDS:(job.index + 1) * ACC_WORDS]) for job in jobs]
+        for tl in [shared] + [job.timeline for job in jobs]:  # every event has completed and been read
+            self._events.extend(tl.recorded)
+        return results
+
+    def _job(self, index: int, table: Table, qplan: QueryPlan, query: Query) -> _Job:
         sources, setup_ms = self.prepare(table, qplan)
         encoded = table.encoded(qplan.encoding)
-        g = qplan.geometry
-        chunks = list(g.chunks())
+        chunks = list(qplan.geometry.chunks())
         ranges = {(b.column, b.name): [_chunk_range(encoded[b.column], b.name, a, e) for _, a, e in chunks]
                   for b in qplan.buffers}
         streamed = [b for b in qplan.buffers if b.placement == "stream"]
-        acc_d, acc_h = self.memory.accumulator()
-        scan = self.scan(qplan.kernel)
-        params = _z_params(encoded[KEY], query.z_int64)
-        if streamed:
-            copy, *compute = self.streams(g.streams + 1)
-        else:  # nothing to copy: one stream, no cross-stream waits
-            copy = self.streams(1)[0]
-            compute = [copy]
-        tl = Timeline(self._cuda, copy)
-        self.memory.zero_async(int(acc_d), acc_h.nbytes, copy)
-        if params is not None:
-            self._pipeline(tl, copy, compute, qplan, encoded, sources, ranges, streamed, scan, params, int(acc_d))
-        d2h_begin = tl.event(copy)
-        self.memory.dtoh_async(acc_h, int(acc_d), copy)
-        done = tl.event(copy)
-        tl.gpu("d2h", "copy" if streamed else "stream 0", 0, d2h_begin, done)
-        done.synchronize()
-        total = scan_total(acc_h, qplan.kernel.wide)
-        selected = int(acc_h[SELECTED])
-        counters = {"selected_rows": selected, "factor_vectors": int(acc_h[FACTOR_VECTORS]),
-                    "low_reads": int(acc_h[LOW_READS])}
+        return _Job(index, table, qplan, encoded, sources, setup_ms, ranges, streamed,
+                    _z_params(encoded[KEY], query.z_int64), self._bases(qplan, sources))
+
+    def _result(self, job: _Job, words: np.ndarray) -> GpuResult:
+        qplan, table, encoded = job.plan, job.table, job.encoded
+        total = scan_total(words, qplan.kernel.wide)
+        selected = int(words[SELECTED])
+        counters = {"selected_rows": selected, "factor_vectors": int(words[FACTOR_VECTORS]),
+                    "low_reads": int(words[LOW_READS])}
         h2d_bytes = sum((r[1] - r[0]) * encoded[b.column].buffers()[b.name].itemsize
-                        for b in streamed for r in ranges[(b.column, b.name)])
+                        for b in job.streamed for r in job.ranges[(b.column, b.name)])
         zero_copy_reads = _zero_copy_reads(qplan, counters)
-        profile = Profile(qplan.mode, table.rows, table.logical_bytes(), h2d_bytes, done.time_since(tl.start),
-                          tl.intervals(), setup_ms, _kernel_bytes(qplan, encoded, counters),
+        # a table's span on the GPU: the first table's from the batch's start to the result's copy
+        profile = Profile(qplan.mode, table.rows, table.logical_bytes(), h2d_bytes, job.end.time_since(job.begin),
+                          job.timeline.intervals(), job.setup_ms, _kernel_bytes(qplan, encoded, counters),
                           encoding=qplan.encoding, zero_copy_bytes=zero_copy_reads * ZERO_COPY_SECTOR,
                           physical_bytes=sum(b.nbytes for b in qplan.buffers), counters=counters,
                           host_path=_host_path(qplan, table))
-        return GpuResult(to_decimal(total, selected), selected, profile, qplan, tl.t0)
+        return GpuResult(to_decimal(total, selected), selected, profile, qplan, job.timeline.t0)
 
-    def _pipeline(self, tl: Timeline, copy, compute: list, qplan: QueryPlan, encoded: dict, sources: dict,
-                  ranges: dict, streamed: list, scan, params: tuple, acc: int) -> None:
+    def _pipeline(self, pipe: _Pipeline, job: _Job, acc: int) -> None:
         """All copies go in order on one copy stream, back to back, so their events time the copies
         themselves; chunk i's kernel runs on compute stream i % k once its copy is done, under the
         next chunks' copies (and, for pageable, the host's staging of them). Device buffer i % k is
         overwritten only after the kernel that last read it has finished."""
-        g = qplan.geometry
-        slots = g.streams if streamed else 1
-        ring = [{(b.column, b.name): self.memory.scratch_device(f"ring{s}:{b.column}.{b.name}",
-                                                               _capacity(ranges[(b.column, b.name)], sources[(b.column, b.name)]))
-                 for b in streamed} for s in range(slots)]
-        staging = None
-        if g.staging_buffers and streamed:
-            staging = [{(b.column, b.name): self.memory.scratch_host(
-                f"stage{s}:{b.column}.{b.name}", max(r[1] - r[0] for r in ranges[(b.column, b.name)]),
-                sources[(b.column, b.name)].dtype, pinned=True) for b in streamed} for s in range(g.staging_buffers)]
-        copier = self.memory.copier(g.staging_threads) if staging else None
-        staged_free: list = [None] * (len(staging) if staging else 0)
-        ring_free: list = [None] * slots
-        kernels_done = []
+        g, tl, copy = job.plan.geometry, job.timeline, pipe.copy
+        scan = self.scan(job.plan.kernel)
         for i, a, b in g.chunks():
-            slot = i % slots
-            parts = {k: sources[k][ranges[k][i][0]:ranges[k][i][1]] for k in ring[slot]}
-            if staging is not None:
-                s = i % len(staging)
-                if staged_free[s] is not None:
-                    staged_free[s].synchronize()
+            n = pipe.chunk
+            pipe.chunk += 1
+            slot = n % pipe.slots
+            parts = {(c.column, c.name): job.sources[(c.column, c.name)][slice(*job.ranges[(c.column, c.name)][i])]
+                     for c in job.streamed}
+            if pipe.staging:
+                s = n % len(pipe.staging)
+                if pipe.staged_free[s] is not None:
+                    pipe.staged_free[s].synchronize()
                 t0 = time.perf_counter()
-                targets = {k: staging[s][k][:len(v)] for k, v in parts.items()}
-                copier.copy((targets[k], parts[k]) for k in parts)
+                targets = {k: pipe.staging[s][(k, v.dtype.str)][:len(v)] for k, v in parts.items()}
+                pipe.copier.copy((targets[k], parts[k]) for k in parts)
                 tl.host("staging", i, t0, time.perf_counter())
                 parts = targets
             if parts:
-                if ring_free[slot] is not None:
-                    copy.wait_for_event(ring_free[slot])
+                if pipe.ring_free[slot] is not None:
+                    copy.wait_for_event(pipe.ring_free[slot])
                 begin = tl.event(copy)
                 for k, part in parts.items():
-                    self.memory.htod_async(int(ring[slot][k]), part, copy)
+                    self.memory.htod_async(int(pipe.ring[slot][k]), part, copy)
                 copied = tl.event(copy)
                 tl.gpu("h2d", "copy", i, begin, copied)
-                if staging is not None:
-                    staged_free[i % len(staging)] = copied
-            stream = compute[slot % len(compute)]
+                if pipe.staging:
+                    pipe.staged_free[n % len(pipe.staging)] = copied
+            lane = slot % len(pipe.compute)
+            stream = pipe.compute[lane]
             if parts:
                 stream.wait_for_event(copied)
-            args = self._scan_args(qplan, encoded, sources, ranges, ring[slot], i)
+            args = self._scan_args(job, pipe.ring[slot], i)
             begin = tl.event(stream)
             launch = g.launch(b - a)
             scan.prepared_async_call((launch.grid, 1, 1), (launch.block, 1, 1), stream,
-                                     *args, b - a, *params, acc)
+                                     *args, b - a, *job.params, acc)
             end = tl.event(stream)
-            tl.gpu("kernel", f"stream {slot % len(compute)}", i, begin, end)
-            ring_free[slot] = end
-            kernels_done.append(end)
-        for done in kernels_done[-len(compute):]:
-            copy.wait_for_event(done)  # the result is read only after every kernel
+            tl.gpu("kernel", f"stream {lane}", i, begin, end)
+            pipe.ring_free[slot] = pipe.last_kernel[lane] = job.end = end  # chunks end in order: the last, last
 
-    def _locate(self, qplan, encoded, sources, ranges, ring, column: str, name: str, i: int) -> tuple[int, int]:
-        """(pointer the kernel reads buffer `name` of this chunk at, word base for packed words)."""
+    def _bases(self, qplan: QueryPlan, sources: dict) -> dict:
+        """{(column, buffer): device pointer of its first element} for buffers the kernel reads where
+        they lie (resident, or mapped host memory read in place); streamed ones are in the ring."""
+        out = {}
+        for b in qplan.buffers:
+            source = sources[(b.column, b.name)]
+            if b.placement == "resident":
+                out[(b.column, b.name)] = int(source)
+            elif b.placement == "zero_copy":
+                out[(b.column, b.name)] = self.memory.mapped_pointer(source)
+        return out
+
+    def _locate(self, job: _Job, ring: dict, column: str, name: str, i: int) -> tuple[int, int]:
+        """(pointer the kernel reads buffer `name` of chunk i at, word base for packed words)."""
         key = (column, name)
-        start = ranges[key][i][0]
-        placement = qplan.placement(column, name)
-        if placement == "stream":
+        start = job.ranges[key][i][0]
+        if key not in job.bases:  # streamed: this chunk's share is at the start of its ring buffer
             return int(ring[key]), start if name == "words" else 0
-        source = sources[key]
-        if placement == "resident":
-            base = int(source)
-        else:
-            base = self.memory.mapped_pointer(source)
-        if name == "words":
-            return base, 0
-        return base + start * encoded[column].buffers()[name].itemsize, 0
+        if name == "words":  # whole: the frame metadata holds offsets from the buffer's start
+            return job.bases[key], 0
+        return job.bases[key] + start * job.encoded[column].buffers()[name].itemsize, 0
 
-    def _scan_args(self, qplan, encoded, sources, ranges, ring, i: int) -> list:
-        loc = lambda column, name: self._locate(qplan, encoded, sources, ranges, ring, column, name, i)
-        key = encoded[KEY]
+    def _scan_args(self, job: _Job, ring: dict, i: int) -> list:
+        loc = lambda column, name: self._locate(job, ring, column, name, i)
+        key = job.encoded[KEY]
         if key.name == "plain":
             key_args = [loc(KEY, "values")[0], 0, 0]
         elif key.name == "packed":
@@ -312,7 +389,7 @@ class Engine:
             key_args = [loc(KEY, "top")[0], loc(KEY, "low")[0] if key.low is not None else 0, 0]
         factor_args = []
         for column in (QUANTITY, PRICE):
-            enc = encoded[column]
+            enc = job.encoded[column]
             if enc.name == "plain":
                 factor_args += [loc(column, "values")[0], 0, 0, 1]
             else:
@@ -323,6 +400,7 @@ class Engine:
     def close(self) -> None:
         self.memory.release()
         self._streams.clear()
+        self._events.clear()
 
 
 def _chunk_range(enc, name: str, a: int, b: int) -> tuple[int, int]:

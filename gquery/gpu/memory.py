@@ -305,11 +305,15 @@ class GpuMemory:
                                   for _ in range(buffers)]
         return self._staging[key]
 
-    def accumulator(self):
-        """(device words, pinned host words) of ACC_WORDS words: the kernels' sums and counters."""
-        if self._accumulator is None:
-            self._accumulator = (self.device_empty(8 * ACC_WORDS), self.pinned_empty(ACC_WORDS, np.uint64))
-        return self._accumulator
+    def accumulator(self, tables: int = 1):
+        """(device words, pinned host words) of ACC_WORDS words a table: the kernels' sums and
+        counters, one row for each table of a batch. Kept and grown across calls."""
+        if self._accumulator is None or len(self._accumulator[1]) < tables * ACC_WORDS:
+            if self._accumulator is not None:
+                self._accumulator[0].free()
+            self._accumulator = (self.device_empty(8 * ACC_WORDS * tables), self.pinned_empty(ACC_WORDS * tables, np.uint64))
+        d, h = self._accumulator
+        return d, h[:tables * ACC_WORDS]
 
     def scratch_device(self, name: str, nbytes: int):
         """A named device buffer of at least nbytes, kept and grown across calls."""

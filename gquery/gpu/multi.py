@@ -215,9 +215,11 @@ class MultiEngine:
         if windowed and mode == "resident":
             raise UsageError("--mode resident needs the table in host memory first; a windowed store streams "
                              "from disk: use pinned, registered or pageable")
-        futures = [] if windowed else [
-            self.workers[s.device].submit(lambda s=s: [self.workers[s.device].engine.plan(t, query, mode, encoding, **options)
-                                                       for t in s.tables]) for s in shares]
+        def plan_share(s: Share) -> list[QueryPlan]:
+            batched = {"batched": len(s.tables) > 1}  # queued back to back (Engine.run_many): larger chunks
+            return [self.workers[s.device].engine.plan(t, query, mode, encoding, **(batched | options)) for t in s.tables]
+
+        futures = [] if windowed else [self.workers[s.device].submit(plan_share, s) for s in shares]
         plans = [f.result() for f in futures] if futures else [[] for _ in shares]
         return MultiPlan(query.z, mode, encoding, shares, plans, table.rows,
                          (window or table.window) if windowed else 0, options)
@@ -246,11 +248,8 @@ class MultiEngine:
             free, total = cuda.mem_get_info()
             return total - free
 
-        if not mplan.window:
-            for t, p in zip(share.tables, mplan.plans[i]):
-                results.append(engine.run(t, query, p))
-                peak = max(peak, used())
-            return results, peak
+        if not mplan.window:  # every table in memory: queued back to back, one wait at the end
+            return engine.run_many(list(zip(share.tables, mplan.plans[i])), query), used()
         from gquery.store import PartReader
 
         pinned = mplan.mode == "pinned"  # registered and pageable read into the user's kind of memory
@@ -278,7 +277,7 @@ class MultiEngine:
         per_gpu = []
         for share, (results, peak) in zip(mplan.shares, done):
             chunk = 0
-            busy = 0.0
+            spans = []
             for r in results:
                 total += scaled_int(r.value)
                 selected += r.selected_rows
@@ -287,17 +286,17 @@ class MultiEngine:
                 for iv in p.intervals:
                     intervals.append(Interval(iv.stage, f"gpu{share.device} {iv.lane}", chunk + iv.chunk,
                                               iv.start_ms + shift, iv.end_ms + shift))
+                    spans.append((iv.start_ms + shift, iv.end_ms + shift))
                 chunk += 1 + max((iv.chunk for iv in p.intervals), default=0)
                 sums["h2d"] += p.h2d_bytes
                 sums["zero_copy"] += p.zero_copy_bytes
                 sums["kernel"] += p.kernel_bytes or 0
                 sums["physical"] += p.physical_bytes or 0
                 sums["setup"] += p.setup_ms
-                busy += p.total_ms
                 for k, v in p.counters.items():
                     counters[k] = counters.get(k, 0) + v
             per_gpu.append({"gpu": share.device, "tables": len(results), "rows": share.rows,
-                            "gpu_ms": busy, "device_memory_peak_bytes": peak})
+                            "gpu_ms": _covered(spans), "device_memory_peak_bytes": peak})
         counters["gpus"] = mplan.gpus
         first = next((r.profile for results, _ in done for r in results), None)
         host_path = (first.host_path if first else "") + (
@@ -307,6 +306,16 @@ class MultiEngine:
                           encoding=mplan.encoding, zero_copy_bytes=sums["zero_copy"], physical_bytes=sums["physical"],
                           counters=counters, host_path=host_path, per_gpu=per_gpu)
         return GpuResult(to_decimal(total, selected), selected, profile, mplan, t0)
+
+
+def _covered(spans: list[tuple[float, float]]) -> float:
+    """Milliseconds covered by at least one of the spans: a device's busy time, overlaps counted once."""
+    total, reach = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > reach:
+            total += b - max(a, reach)
+            reach = b
+    return total
 
 
 def _balanced_parts(part_rows: list[int], n: int) -> list[tuple[int, int]]:

@@ -228,7 +228,7 @@ def markdown(data: dict, command: str) -> str:
         reports.md_table(["SF", "Z", "mode", "encoding", "check", "reference", "ms", "G rows/s", "PCIe B/row",
                           "GPU mem peak GiB"], rows),
         "", "ms: host wall time from the query's start to the exact sum on the host, over every part. "
-        "GPU memory peak: the whole device's memory in use, sampled after each part.",
+        "GPU memory peak: the whole device's memory in use, sampled after each GPU's share of the query (its buffers are kept between queries: a high-water).",
         "", "## Host memory", "", reports.md_table(["SF", "store GB", "RSS before open GB", "RSS high-water GB",
                                                          "window GB", "open s"], mem),
         "", "RSS: the process's resident memory (VmRSS, VmHWM reset before each SF), page-locked store included; "
