@@ -4,9 +4,12 @@
     packed   frame of reference + bit-packing per frame of FRAME_ROWS rows, the width chosen per
              frame (0 for a constant frame, up to 64), after dividing out a factor every value
              shares (TPC-H quantities are whole units: hundredths / 100)
-    sliced   a key's top TOP_BITS bits (one byte a row) apart from its low bits, both relative to
-             the column's minimum: `key < Z` is decided by the top byte for every row whose byte
-             differs from Z's, and only the rest read their low bits (BitWeaving / ByteSlice)
+    sliced   a key's offset from the column's minimum cut in two: its top slice, one byte a row
+             naming which of 256 equal buckets spanning the keys it falls in, and its remainder
+             within that bucket apart: `key < Z` is decided by the top byte for every row whose byte
+             differs from Z's, and only the rest read their low part (BitWeaving / ByteSlice).
+             Equal buckets over the keys' own span leave ~1/256 of uniform keys undecided whatever
+             their width (bit-aligned slices of a 24-bit span use as few as 129 top values)
 
 Exactness by construction: offsets from a reference are taken in uint64 modular arithmetic, so a
 frame spanning the whole int64 range still decodes (reference + offset, wrapping) to its values.
@@ -181,9 +184,8 @@ class Packed:
         """[start, stop) of the words of frames first_frame .. end_frame - 1."""
         if first_frame >= end_frame:
             return 0, 0
-        offs = self.word_offsets
-        last = end_frame - 1
-        return int(offs[first_frame]), int(offs[last] + 32 * (self.meta[last, 1] & 0xFF))
+        last = int(self.meta[end_frame - 1, 1])  # two frames' words read, not every frame's (once a chunk)
+        return int(self.meta[first_frame, 1]) >> 8, (last >> 8) + 32 * (last & 0xFF)
 
     def decode(self) -> np.ndarray:
         out = np.empty(self.frames * FRAME_ROWS, dtype=np.int64)
@@ -270,9 +272,9 @@ class Sliced:
     rows: int
     dtype: np.dtype
     reference: int  # the column's minimum: every key is reference + offset
-    low_bits: int  # offset = top << low_bits | low
+    bucket: int  # keys a top value covers: offset = top * bucket + low, 0 <= low < bucket
     top: np.ndarray  # uint8 a row, padded to whole frames
-    low: np.ndarray | None  # the low bits in the narrowest unsigned type; None when low_bits == 0
+    low: np.ndarray | None  # the remainder in the narrowest unsigned type; None when bucket == 1
     histogram: np.ndarray  # rows per top byte value (256 int64): the planner's statistics
 
     name = "sliced"
@@ -291,14 +293,18 @@ class Sliced:
     def nbytes(self) -> int:
         return self.top.nbytes + (0 if self.low is None else self.low.nbytes)
 
+    @property
+    def low_bits(self) -> int:
+        return (self.bucket - 1).bit_length()
+
     def describe(self) -> str:
-        return (f"sliced: top {TOP_BITS} bits a row (uint8), low {self.low_bits} bits "
+        return (f"sliced: top {TOP_BITS} bits a row (uint8, buckets of {self.bucket:,} keys), low {self.low_bits} bits "
                 f"({self.low_itemsize} B a row, read only where the top byte ties Z's), reference {self.reference:,}")
 
     def decode(self) -> np.ndarray:
-        u = self.top[:self.rows].astype(np.uint64) << np.uint64(self.low_bits)
+        u = self.top[:self.rows].astype(np.uint64) * np.uint64(self.bucket)
         if self.low is not None:
-            u |= self.low[:self.rows].astype(np.uint64)
+            u += self.low[:self.rows].astype(np.uint64)
         return (u + np.uint64(self.reference % 2**64)).view(np.int64).astype(self.dtype)
 
     def thresholds(self, z: int) -> tuple[int, int]:
@@ -306,9 +312,10 @@ class Sliced:
         zu = z - self.reference
         if zu <= 0:
             return NO_ROWS, 0
-        if zu >> self.low_bits >= 1 << TOP_BITS:
+        z_top, z_low = divmod(zu, self.bucket)
+        if z_top >= 1 << TOP_BITS:
             return 1 << TOP_BITS, 0  # every top byte is below: all rows pass
-        return zu >> self.low_bits, zu & ((1 << self.low_bits) - 1)
+        return z_top, z_low
 
     def estimate(self, z: int) -> tuple[int, int]:
         """(rows decided to pass by the top byte, rows left undecided) for key < z: exact counts
@@ -328,17 +335,24 @@ def slice_key(values: np.ndarray) -> Sliced:
     reference = int(v.min()) if rows else 0
     u = v.view(np.uint64) - np.uint64(reference % 2**64)
     span = int(u.max()) if rows else 0
-    width = span.bit_length()
-    low_bits = max(0, width - TOP_BITS)
+    bucket = span // (1 << TOP_BITS) + 1  # the largest offset's top value is span // bucket <= 255
     frames = max(1, math.ceil(rows / FRAME_ROWS))
     top = np.zeros(frames * FRAME_ROWS, dtype=np.uint8)
-    top[:rows] = (u >> np.uint64(low_bits)).astype(np.uint8)
     low = None
-    if low_bits:
+    if bucket == 1:
+        top[:rows] = u.astype(np.uint8)
+    else:
+        low_bits = (bucket - 1).bit_length()
         dtype = next(d for bits, d in LOW_DTYPES if bits >= low_bits)
-        low = (u & np.uint64((1 << low_bits) - 1)).astype(dtype)
+        if bucket & (bucket - 1) == 0:  # a power of two: shift and mask
+            top[:rows] = (u >> np.uint64(low_bits)).astype(np.uint8)
+            low = (u & np.uint64(bucket - 1)).astype(dtype)
+        else:
+            q, r = np.divmod(u, np.uint64(bucket))
+            top[:rows] = q.astype(np.uint8)
+            low = r.astype(dtype)
     histogram = np.bincount(top[:rows], minlength=1 << TOP_BITS).astype(np.int64)
-    return Sliced(rows, values.dtype, reference, low_bits, top, low, histogram)
+    return Sliced(rows, values.dtype, reference, bucket, top, low, histogram)
 
 
 def frame_view(enc, first_frame: int, end_frame: int):
@@ -361,7 +375,7 @@ def frame_view(enc, first_frame: int, end_frame: int):
     top = enc.top[a:end_frame * FRAME_ROWS]  # the parent's top is padded to whole frames
     low = None if enc.low is None else enc.low[a:b]
     histogram = np.bincount(top[:b - a], minlength=1 << TOP_BITS).astype(np.int64)
-    return Sliced(b - a, enc.dtype, enc.reference, enc.low_bits, top, low, histogram)
+    return Sliced(b - a, enc.dtype, enc.reference, enc.bucket, top, low, histogram)
 
 
 def frames_of(rows: int) -> int:

@@ -67,6 +67,18 @@ def test_sliced_key_decides_exactly_what_key_lt_z_decides(keys, zs):
         assert lo <= int((keys < z).sum()) <= lo + undecided
 
 
+def test_sliced_buckets_span_the_keys_whatever_their_width():
+    """Equal buckets over the keys' span: a 24-bit span (SF 1000's 10M suppliers) uses all 256 top
+    values, not the 153 a bit-aligned top slice would, so a tie leaves ~1/256 of the rows undecided."""
+    for largest in (10_000_000, 6_000_000, 1_000_000, 2**20, 70_000):
+        keys = np.arange(1, largest + 1, dtype=np.int32)
+        s = slice_key(keys)
+        assert np.array_equal(s.decode(), keys)
+        assert int(s.top[:s.rows].max()) == 255 and s.histogram.min() > 0
+        assert s.estimate(30)[1] <= -(-largest // 256)
+        assert int(s.low.max()) < s.bucket
+
+
 def test_sliced_low_bits_take_the_narrowest_type():
     assert slice_key(np.array([1, 200], np.int32)).low is None  # 8 bits: the top byte is the key
     assert slice_key(np.array([1, 100_000], np.int32)).low.dtype == np.uint16  # 17 bits: 9 low

@@ -45,7 +45,7 @@ def half_of_suppliers(table) -> int:
         if not t.rows:
             continue
         top = max(i for i, n in enumerate(keys.histogram) if n)
-        bound = keys.reference + ((top + 1) << keys.low_bits) - 1  # at or above the part's largest key
+        bound = keys.reference + (top + 1) * keys.bucket - 1  # at or above the part's largest key
         exact = int(keys.decode().max()) if bound - keys.reference < 2**40 else bound
         largest = exact if largest is None else max(largest, exact)
     return 0 if largest is None else (largest + 1) // 2
