@@ -16,6 +16,11 @@ in-process one by construction.
     backend "gpu"   the GPU engine (gquery.api) on the worker's GPU: the part opened into mapped pinned
                     memory, queried, released; the engine lives as long as the worker process
 
+hold=True: for repeated queries, each part is sent to the same worker every time (part k to the
+k-th worker, round robin) and stays open there (in mapped pinned memory for gpu) until the session
+ends or the part's manifest changes: a worker then answers from memory, as the in-process engine
+does over a store it holds. Session.release() (and close()) lets them go.
+
 scheduler None or "local": a cluster of worker processes on this host, made for the call. For gpu
 it has one worker a GPU, each pinned to its GPU with CUDA_VISIBLE_DEVICES. Any other scheduler is
 the address of a running one (`dask scheduler`). Its GPU workers are started one a GPU, as
@@ -107,35 +112,79 @@ def store_parts(store_path: Path | str) -> list[tuple[Path, int]]:
 
 
 # --- on a worker ------------------------------------------------------------------------------
-def part_task(path: str, z: int, backend: str = "cpu", mode: str = "pinned") -> tuple[str, int, float, str]:
+def part_task(path: str, z: int, backend: str = "cpu", mode: str = "pinned", hold: bool = False) -> tuple[str, int, float, str]:
     """One part, on a worker: (exact total in ten-thousandths as a decimal string, selected rows,
     milliseconds, the worker's address). Never a float for a count or a sum."""
     t0 = time.perf_counter()
     if backend == "gpu":
-        total, selected = _gpu_thread().submit(_gpu_part, path, z, mode).result()
+        total, selected = _gpu_thread().submit(_gpu_part, path, z, mode, hold).result()
     else:
-        total, selected = _cpu_part(path, z)
+        total, selected = _cpu_part(path, z, hold)
     return str(total), int(selected), (time.perf_counter() - t0) * 1e3, _worker_address()
 
 
-def _cpu_part(path: str, z: int) -> tuple[int, int]:
+_held: dict[tuple[str, str], tuple[int, object]] = {}  # (backend, part) → (its manifest's mtime, the open part)
+
+
+def _opened(backend: str, path: str, hold: bool, open_part):
+    """The part, opened now or (hold) kept from an earlier task while its manifest is unchanged."""
+    key = (backend, path)
+    stamp = (Path(path) / "manifest.json").stat().st_mtime_ns if hold else 0
+    if key in _held and (not hold or _held[key][0] != stamp):
+        _close_held(key)  # rebuilt since, or no longer held
+    if key in _held:
+        return _held[key][1]
+    table = open_part()
+    if hold:
+        _held[key] = (stamp, table)
+    return table
+
+
+def _close_held(key) -> None:
+    _, table = _held.pop(key)
+    if key[0] == "gpu":
+        from gquery import api
+
+        api.close(table)
+
+
+def release_held() -> int:
+    """Let go of every part this worker holds (run on each worker by Session.release); how many."""
+    keys = list(_held)
+    gpu = [k for k in keys if k[0] == "gpu"]
+    for k in keys:
+        if k[0] == "cpu":
+            _close_held(k)
+    if gpu:  # on the thread whose context page-locked them
+        _gpu_thread().submit(lambda: [_close_held(k) for k in gpu]).result()
+    return len(keys)
+
+
+def _cpu_part(path: str, z: int, hold: bool = False) -> tuple[int, int]:
     from gquery.store import open_store
     from gquery.table import select_sum_exact
 
-    return select_sum_exact(open_store(path, check_source=False), Query(z))
+    return select_sum_exact(_opened("cpu", path, hold, lambda: open_store(path, check_source=False)), Query(z))
 
 
-def _gpu_part(path: str, z: int, mode: str) -> tuple[int, int]:
+def _gpu_part(path: str, z: int, mode: str, hold: bool = False) -> tuple[int, int]:
     from gquery import api
     from gquery.gpu.device import require
-    from gquery.query import scaled_int
 
     require()  # no GPU here: one line saying why, before the engine imports pycuda
-    table = api.open(path, pinned=True)
+    table = _opened("gpu", path, hold, lambda: api.open(path, pinned=True))
     try:
-        r = api.query(table, z, mode=mode, check=False, repeat=1)
+        return _gpu_answer(table, z, mode)
     finally:
-        api.close(table)
+        if not hold:
+            api.close(table)
+
+
+def _gpu_answer(table, z: int, mode: str) -> tuple[int, int]:
+    from gquery import api
+    from gquery.query import scaled_int
+
+    r = api.query(table, z, mode=mode, check=False, repeat=1)
     return scaled_int(r.value), int(r.profile.counters["selected_rows"])
 
 
@@ -255,7 +304,7 @@ class Session:
                  timeout: float = CONNECT_TIMEOUT_S):
         check(backend, "pinned", workers)
         distributed = require_dask()
-        self.backend, self.cluster, self.client = backend, None, None
+        self.backend, self.cluster, self.client, self.holding = backend, None, None, False
         local = scheduler in (None, "local")
         t0 = time.perf_counter()
         try:
@@ -281,11 +330,14 @@ class Session:
     def workers(self) -> int:
         return len(self.client.nthreads())
 
-    def run(self, store_path: Path | str, query: Query, mode: str = "pinned", repeat: int = 1) -> DistributedResult:
-        """The query over the store's parts, `repeat` times; the median run's timings are kept."""
+    def run(self, store_path: Path | str, query: Query, mode: str = "pinned", repeat: int = 1,
+            hold: bool = False) -> DistributedResult:
+        """The query over the store's parts, `repeat` times; the median run's timings are kept.
+        hold: each part always to the same worker, which keeps it open (see the module's notes)."""
         check(self.backend, mode, None)
         parts = store_parts(store_path)
-        runs = [self._run_once(parts, query, mode) for _ in range(max(1, repeat))]
+        self.holding |= hold
+        runs = [self._run_once(parts, query, mode, hold) for _ in range(max(1, repeat))]
         if len({total for total, _, _, _ in runs}) != 1:
             raise GqueryError("repeated runs gave different totals")  # cannot happen: each is exact
         median = sorted(runs, key=lambda r: r[2])[len(runs) // 2]
@@ -294,10 +346,16 @@ class Session:
                                  self.local, self.workers, self.backend, sum(n for _, n in parts), [r[2] for r in runs],
                                  self.connect_ms)
 
-    def _run_once(self, parts, query: Query, mode: str):
+    def _run_once(self, parts, query: Query, mode: str, hold: bool):
         t0 = time.perf_counter()
-        futures = self.client.map(part_task, [str(p) for p, _ in parts], z=query.z, backend=self.backend,
-                                  mode=mode, pure=False)
+        paths = [str(p) for p, _ in parts]
+        if hold:  # part k on the k-th worker, every time: it answers from the part it holds
+            workers = sorted(self.client.nthreads())
+            futures = [self.client.submit(part_task, p, z=query.z, backend=self.backend, mode=mode, hold=True,
+                                          pure=False, workers=[workers[k % len(workers)]], allow_other_workers=False)
+                       for k, p in enumerate(paths)]
+        else:
+            futures = self.client.map(part_task, paths, z=query.z, backend=self.backend, mode=mode, pure=False)
         runs, total, selected = [], 0, 0
         try:
             for (path, rows), f in zip(parts, futures):
@@ -315,9 +373,19 @@ class Session:
             raise
         return total, selected, (time.perf_counter() - t0) * 1e3, runs
 
+    def release(self) -> int:
+        """Every worker lets go of the parts it holds (hold=True runs); how many parts were let go."""
+        if self.client is None or not self.holding:
+            return 0
+        self.holding = False
+        return sum(self.client.run(release_held).values())
+
     def close(self) -> None:
         if self.client is not None:
-            self.client.close()
+            try:
+                self.release()
+            finally:
+                self.client.close()
         if self.cluster is not None:
             self.cluster.close()
 
@@ -357,29 +425,57 @@ def in_process(store_path: Path | str, query: Query, backend: str = "cpu", mode:
     return select_sum_exact(open_store(store_path, check_source=False, window=1), query)
 
 
+def _in_process_runs(store_path, query: Query, backend: str, mode: str, repeat: int, hold: bool):
+    """(answer, times in ms of `repeat` runs after a warm-up) in this process. hold: the whole store
+    opened once (pinned, for gpu) and queried as the engine queries a store it holds."""
+    table = None
+    if hold:
+        store_parts(store_path)  # the same one-line error as the Dask path for what is not a store
+        if backend == "gpu":
+            from gquery import api
+
+            table = api.open(store_path, pinned=True)
+            run = lambda: _gpu_answer(table, query.z, mode)  # noqa: E731
+        else:
+            from gquery.store import open_store
+            from gquery.table import select_sum_exact
+
+            table = open_store(store_path, check_source=False)
+            run = lambda: select_sum_exact(table, query)  # noqa: E731
+    else:
+        run = lambda: in_process(store_path, query, backend, mode)  # noqa: E731
+    times = []
+    try:
+        for k in range(repeat + 1):
+            t0 = time.perf_counter()
+            answer = run()
+            if k:
+                times.append((time.perf_counter() - t0) * 1e3)
+    finally:
+        if table is not None and backend == "gpu":
+            api.close(table)
+    return answer, times
+
+
 def overhead(store_path: Path | str, query: Query, scheduler: str | None = None, backend: str = "cpu",
-             workers: int | None = None, mode: str = "pinned", repeat: int = 5) -> dict:
+             workers: int | None = None, mode: str = "pinned", repeat: int = 5, hold: bool = False) -> dict:
     """What Dask costs over the same query in-process (in_process): medians of `repeat` runs of each,
     after one warm-up of each (worker imports and GPU engines are not counted). A dict a report can
     embed. For gpu the in-process path uses one GPU: workers=1 compares like with like, more
-    workers show what the other GPUs add."""
+    workers show what the other GPUs add. hold: both sides keep the store open between queries
+    (in-process the whole store, through the engine; Dask each worker its parts)."""
     check(backend, mode, workers)
     parts = store_parts(store_path)
-    local_ms = []
-    for k in range(repeat + 1):
-        t0 = time.perf_counter()
-        local = in_process(store_path, query, backend, mode)
-        if k:
-            local_ms.append((time.perf_counter() - t0) * 1e3)
+    local, local_ms = _in_process_runs(store_path, query, backend, mode, repeat, hold)
     if workers is None and backend == "cpu" and scheduler in (None, "local"):
         workers = max(1, min(len(parts), os.cpu_count() or 1))
     with Session(scheduler, backend, workers) as session:
-        session.run(store_path, query, mode)  # warm-up
-        dask = session.run(store_path, query, mode, repeat)
+        session.run(store_path, query, mode, hold=hold)  # warm-up (hold: the parts are opened here)
+        dask = session.run(store_path, query, mode, repeat, hold=hold)
     if (dask.total, dask.selected_rows) != local:
         raise GqueryError(f"Dask gave {dask.total} over {dask.selected_rows} rows, in-process {local[0]} over {local[1]}")
     in_ms = statistics.median(local_ms)
-    return {"backend": backend, "mode": mode if backend == "gpu" else None, "z": query.z, "result": str(dask.value),
+    return {"backend": backend, "mode": mode if backend == "gpu" else None, "hold": hold, "z": query.z, "result": str(dask.value),
             "parts": len(parts), "rows": dask.rows, "workers": dask.workers, "scheduler": dask.scheduler, "local": dask.local,
             "repeat": repeat, "in_process_ms": in_ms, "dask_ms": dask.wall_ms, "ratio": dask.wall_ms / in_ms,
             "in_process_times_ms": local_ms, "dask_times_ms": dask.times_ms,

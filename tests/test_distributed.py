@@ -101,6 +101,28 @@ def test_overhead_is_a_dict_a_report_can_embed(cluster, stores):
     json.dumps(o)
 
 
+def test_held_parts_stay_on_their_worker_and_follow_a_rebuilt_store(cluster, stores, tmp_path):
+    """hold=True: part k goes to the k-th worker every time and stays open there; answers stay
+    exact; a store rebuilt in place (its manifest rewritten) is opened afresh, not answered from
+    the old copy; release() lets every held part go."""
+    path = tmp_path / "held.gq"
+    rng = np.random.default_rng(21)
+    parts = [random_columns(n, rng) for n in PART_ROWS]
+    parted_store(path, parts)
+    first = [cluster.run(path, Query(z), hold=True) for z in (37, 64, 37)]
+    assert [r.value for r in first] == [python_sum(parts, 37), python_sum(parts, 64), python_sum(parts, 37)]
+    placed = [[p.worker for p in r.parts] for r in first]
+    assert placed[0] == placed[1] == placed[2] and len(set(placed[0])) == 2  # round robin over both workers
+    rebuilt = [random_columns(n, rng) for n in PART_ROWS]
+    shutil.rmtree(path)
+    time.sleep(0.01)  # a new manifest mtime even on coarse clocks
+    parted_store(path, rebuilt)
+    assert cluster.run(path, Query(64), hold=True).value == python_sum(rebuilt, 64)
+    assert cluster.release() == len(PART_ROWS) and cluster.release() == 0
+    o = D.overhead(path, Query(50), scheduler=cluster.scheduler, repeat=2, hold=True)
+    assert o["hold"] and o["result"] == str(python_sum(rebuilt, 50))
+
+
 @pytest.fixture(scope="module")
 def parquet_store(tmp_path_factory, stores):
     """A parted store built from three parquet files, which DuckDB then reads to check the answer."""
@@ -234,3 +256,5 @@ def test_gpu_workers_equal_the_in_process_gpu_answer(stores):
         assert r.value == python_sum(parts, z) == to_decimal(*local) and r.backend == "gpu" and r.local
     o = D.overhead(path, Query(37), backend="gpu", repeat=2)
     assert o["result"] == str(python_sum(parts, 37)) and o["workers"] == len(D.gpu_ids())
+    held = D.overhead(path, Query(37), backend="gpu", repeat=2, hold=True)
+    assert held["result"] == o["result"] and held["hold"]
