@@ -115,15 +115,17 @@ def check_options(backend: str, repeat: int) -> None:
 
 
 def measure(engine, table: Table, query: Query, mode: str, encoding: str = "auto", repeat: int = 5,
-            expected: Decimal | None = None, validate: bool = True, **plan_options) -> ModeRun:
+            expected: Decimal | None = None, validate: bool = True, warmup: bool = True, **plan_options) -> ModeRun:
     """One untimed warm-up (setup, module load, first touch), then `repeat` runs; the median run's
-    profile is kept, with the warm-up's one-time setup."""
+    profile is kept, with the warm-up's one-time setup. warmup=False: only the `repeat` runs (a
+    one-shot query, as a Dask task runs its part: the first run's setup is then inside its time)."""
     plan = engine.plan(table, query, mode, encoding, **plan_options)
-    warm = engine.run(table, query, plan)
-    results = sorted((engine.run(table, query, plan) for _ in range(repeat)), key=lambda r: r.profile.total_ms)
+    warm = engine.run(table, query, plan) if warmup else None
+    runs = [engine.run(table, query, plan) for _ in range(repeat)]
+    results = sorted(runs, key=lambda r: r.profile.total_ms)
     median = results[len(results) // 2]
-    median.profile.setup_ms = warm.profile.setup_ms  # the one-time upload, page-locking or registration
-    values = {r.value for r in results} | {warm.value}
+    median.profile.setup_ms = (warm or runs[0]).profile.setup_ms  # the one-time upload, page-locking or registration
+    values = {r.value for r in results} | ({warm.value} if warm else set())
     match = (values == {expected}) if validate else None
     return ModeRun(mode, median, [r.profile.total_ms for r in results], match)
 

@@ -129,6 +129,8 @@ def test_api_queries_a_parted_store(tmp_path):
     assert isinstance(t, PartedTable)
     r = t.query(1000, mode="pinned")
     assert r.check and r.value == numpy_select_sum(whole, Query(1000))
+    once = t.query(1000, mode="registered", warmup=False)  # a one-shot query: its setup inside its one run
+    assert once.check and once.value == r.value and len(once.times_ms) == 1
     t.close()
 
 
