@@ -291,7 +291,7 @@ class Engine:
                   for b in qplan.buffers}
         streamed = [b for b in qplan.buffers if b.placement == "stream"]
         return _Job(index, table, qplan, encoded, sources, setup_ms, ranges, streamed,
-                    _z_params(encoded[KEY], query.z_int64), self._bases(qplan, sources))
+                    _z_params(encoded[KEY], query.z_int64), self._bases(qplan, encoded, sources))
 
     def _result(self, job: _Job, words: np.ndarray) -> GpuResult:
         qplan, table, encoded = job.plan, job.table, job.encoded
@@ -355,16 +355,18 @@ class Engine:
             tl.gpu("kernel", f"stream {lane}", i, begin, end)
             pipe.ring_free[slot] = pipe.last_kernel[lane] = job.end = end  # chunks end in order: the last, last
 
-    def _bases(self, qplan: QueryPlan, sources: dict) -> dict:
-        """{(column, buffer): device pointer of its first element} for buffers the kernel reads where
-        they lie (resident, or mapped host memory read in place); streamed ones are in the ring."""
+    def _bases(self, qplan: QueryPlan, encoded: dict, sources: dict) -> dict:
+        """{(column, buffer): (device pointer of its first element, element bytes)} for buffers the
+        kernel reads where they lie (resident, or mapped host memory read in place); streamed ones
+        are in the ring. Resolved once a table, not once a chunk."""
         out = {}
         for b in qplan.buffers:
             source = sources[(b.column, b.name)]
+            itemsize = encoded[b.column].buffers()[b.name].itemsize
             if b.placement == "resident":
-                out[(b.column, b.name)] = int(source)
+                out[(b.column, b.name)] = (int(source), itemsize)
             elif b.placement == "zero_copy":
-                out[(b.column, b.name)] = self.memory.mapped_pointer(source)
+                out[(b.column, b.name)] = (self.memory.mapped_pointer(source), itemsize)
         return out
 
     def _locate(self, job: _Job, ring: dict, column: str, name: str, i: int) -> tuple[int, int]:
@@ -373,9 +375,10 @@ class Engine:
         start = job.ranges[key][i][0]
         if key not in job.bases:  # streamed: this chunk's share is at the start of its ring buffer
             return int(ring[key]), start if name == "words" else 0
+        base, itemsize = job.bases[key]
         if name == "words":  # whole: the frame metadata holds offsets from the buffer's start
-            return job.bases[key], 0
-        return job.bases[key] + start * job.encoded[column].buffers()[name].itemsize, 0
+            return base, 0
+        return base + start * itemsize, 0
 
     def _scan_args(self, job: _Job, ring: dict, i: int) -> list:
         loc = lambda column, name: self._locate(job, ring, column, name, i)
