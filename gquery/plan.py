@@ -38,12 +38,18 @@ DEFAULT_STREAMS = 3
 DEFAULT_STAGING_BUFFERS = 3
 CHUNK_ALIGN_ROWS = FRAME_ROWS  # chunks start on a frame, 16-byte aligned in every buffer
 DEVICE_HEADROOM = 0.9  # of free memory a plan may take
+TILE_SHARED_BYTES = 48 << 10  # dynamic shared memory a block may take without opting in: its frame tiles
 MAX_HOST_THREADS = 16  # host copies stop scaling near here (measured on a 16-core GPU host)
 
 
 def host_threads() -> int:
     """Threads for host copies into pinned memory: staging, pinning, the bandwidth test."""
     return min(MAX_HOST_THREADS, os.cpu_count() or 1)
+
+
+def tile_warps(tile_bytes: int, block_threads: int = BLOCK_THREADS) -> int:
+    """Warps a block of the frame loop holds: as many tiles as fit its shared memory, at least one."""
+    return max(1, min(block_threads // 32, TILE_SHARED_BYTES // max(tile_bytes, 1)))
 
 
 def blocks_for(rows: int, rows_per_block: int, cap: int | None = None) -> int:
@@ -56,9 +62,11 @@ def blocks_for(rows: int, rows_per_block: int, cap: int | None = None) -> int:
 class Launch:
     grid: int
     block: int
+    shared: int = 0  # dynamic shared memory a block (the frame loop's tiles)
 
     def __str__(self) -> str:
-        return f"{self.grid} blocks x {self.block} threads"
+        tiles = f", {self.shared:,} B of frame tiles a block" if self.shared else ""
+        return f"{self.grid} blocks x {self.block} threads{tiles}"
 
 
 @dataclass(frozen=True)
@@ -97,6 +105,14 @@ class Plan:
         """Grid for `rows` rows: enough blocks to fill the GPU, each looping over many tiles."""
         tile_rows = self.block_threads * self.vectors_per_thread * ROWS_PER_VECTOR
         return Launch(blocks_for(rows, tile_rows, self.sm_count * BLOCKS_PER_SM), self.block_threads)
+
+    def frame_launch(self, rows: int, tile_bytes: int, blocks_per_sm: int) -> Launch:
+        """Grid for the frame loop: a warp a frame at a time, each warp a tile of `tile_bytes` in
+        shared memory; one wave of the blocks an SM holds (`blocks_per_sm`, from the compiled
+        kernel's registers and the tiles), each warp looping over many frames."""
+        warps = tile_warps(tile_bytes, self.block_threads)
+        frames = math.ceil(rows / FRAME_ROWS)
+        return Launch(blocks_for(frames, warps, self.sm_count * max(1, blocks_per_sm)), 32 * warps, warps * tile_bytes)
 
     def to_dict(self) -> dict:
         return asdict(self) | {"n_chunks": self.n_chunks, "launch": str(self.launch(self.chunk_rows))}
@@ -177,15 +193,17 @@ class Kernel:
     factors: str  # plain | packed
     low_bytes: int  # sliced: bytes a low-bits value takes (0: the top byte holds the whole key)
     wide: bool
+    tiles: bool = False  # the frame loop: a warp stages a frame's packed words in shared memory
 
     def defines(self) -> dict[str, int]:
         code = {"plain": 0, "packed": 1, "sliced": 2}
         return {"KEY_ENCODING": code[self.key], "FACTOR_ENCODING": code[self.factors],
-                "LOW_BYTES": self.low_bytes, "WIDE_PRODUCT": int(self.wide)}
+                "LOW_BYTES": self.low_bytes, "WIDE_PRODUCT": int(self.wide), "TILES": int(self.tiles)}
 
     def __str__(self) -> str:
         low = f", low bits {self.low_bytes} B" if self.key == "sliced" else ""
-        return f"key {self.key}{low}, factors {self.factors}, {'128' if self.wide else '64'}-bit products"
+        loop = ", a warp a frame in shared memory" if self.tiles else ""
+        return f"key {self.key}{low}, factors {self.factors}, {'128' if self.wide else '64'}-bit products{loop}"
 
 
 @dataclass(frozen=True)
@@ -198,6 +216,8 @@ class QueryPlan:
     selected_estimate: tuple[int, int]  # (rows at least, rows at most) the predicate selects
     undecided_estimate: int  # sliced: rows whose top byte ties Z's
     reasons: tuple[str, ...]
+    tile_words: int = 0  # the frame loop: shared-memory words a warp's tile takes (0: the vector loop)
+    key_width: int = 0  # the frame loop, packed key: its widest frame, which sizes the tile's key regions
 
     @property
     def mode(self) -> str:
@@ -226,8 +246,12 @@ class QueryPlan:
                                     f"stream: {', '.join(streamed)} ({self.bytes_by_placement('stream') / 1e6:,.1f} MB)"))
         if resident:
             out.append(("resident", f"on the GPU before the query: {', '.join(resident)}"))
-        out.append(("decode-and-scan", f"scan kernel ({self.kernel}) on {g.streams} compute stream(s), "
-                                       f"{g.launch(g.chunk_rows)} a chunk"))
+        if self.kernel.tiles:
+            warps = tile_warps(4 * self.tile_words, g.block_threads)
+            launch = f"blocks of {warps} warps, each warp a frame of {FRAME_ROWS} rows at a time in a {4 * self.tile_words:,} B tile"
+        else:
+            launch = f"{g.launch(g.chunk_rows)} a chunk"
+        out.append(("decode-and-scan", f"scan kernel ({self.kernel}) on {g.streams} compute stream(s), {launch}"))
         if zero_copy:
             out.append(("gather", f"read in place from mapped host memory, only where needed: {', '.join(zero_copy)}"))
         out.append(("combine", "exact 128-bit block sums, atomically added on the GPU; one copy back"))
@@ -236,7 +260,8 @@ class QueryPlan:
     def to_dict(self) -> dict:
         return {"z": self.z, "encoding": self.encoding, "mode": self.mode, "kernel": str(self.kernel),
                 "buffers": [asdict(b) for b in self.buffers], "selected_estimate": list(self.selected_estimate),
-                "undecided_estimate": self.undecided_estimate, "reasons": list(self.reasons),
+                "undecided_estimate": self.undecided_estimate, "reasons": list(self.reasons), "tile_words": self.tile_words,
+                "key_width": self.key_width,
                 "steps": [list(s) for s in self.steps()], "geometry": self.geometry.to_dict()}
 
     def describe(self) -> str:
@@ -267,10 +292,13 @@ def _estimate(encoded: dict, key: str, z: int, rows: int) -> tuple[tuple[int, in
 
 def plan_query(table, z: int, mode: str, sm_count: int, free_bytes: int | None = None, encoding: str = "auto",
                chunk_rows: int | None = None, streams: int | None = None,
-               staging_threads: int | None = None, gather: bool = True, batched: bool = False) -> QueryPlan:
+               staging_threads: int | None = None, gather: bool = True, batched: bool = False,
+               tiles: bool = True) -> QueryPlan:
     """Choose the encoding, where each buffer lives, and the scan's variant for one query.
     gather=False ships factors in bulk whatever the selectivity (the ladder's step before late
-    materialization); batched: the table is queued with others (make_plan's larger chunks)."""
+    materialization); batched: the table is queued with others (make_plan's larger chunks);
+    tiles=False keeps packed factors in the vector loop, decoded value by value where they lie (the
+    ladder's step before frame tiles)."""
     from gquery.table import ENCODING_SETS, KEY
 
     if mode not in MODES:
@@ -325,10 +353,28 @@ def plan_query(table, z: int, mode: str, sm_count: int, free_bytes: int | None =
     if wide:
         reasons.append("128-bit products: the largest |quantity| x |price| reaches 2^63")
     low_bytes = encoded[KEY].low_itemsize if encoded[KEY].name == "sliced" else 0
-    kernel = Kernel(encoded[KEY].name, ENCODING_SETS[encoding]["l_quantity"], low_bytes, wide)
+    factors = ENCODING_SETS[encoding]["l_quantity"]
+    tiles = tiles and factors == "packed" and all(b.placement != "zero_copy" for b in placed if b.column != KEY)
+    tile = frame_tile_words(encoded) if tiles else 0
+    if tiles:
+        reasons.append(f"packed factors in device memory: a warp stages each frame's words in shared memory "
+                       f"({4 * tile:,} B) in one round trip and decodes them there")
+    kernel = Kernel(encoded[KEY].name, factors, low_bytes, wide, tiles)
     streamed = sum(b.nbytes for b in placed if b.placement == "stream")
     total = sum(b.nbytes for b in placed)
     per_row = math.ceil((total if mode == "resident" else max(streamed, 1)) / max(rows, 1))
     geometry = make_plan(mode, rows, max(per_row, 1), sm_count, free_bytes, chunk_rows, streams, staging_threads,
                          batched)
-    return QueryPlan(z, encoding, geometry, kernel, tuple(placed), selected, undecided, tuple(reasons))
+    key_width = encoded[KEY].max_width if tiles and encoded[KEY].name == "packed" else 0
+    return QueryPlan(z, encoding, geometry, kernel, tuple(placed), selected, undecided, tuple(reasons), tile, key_width)
+
+
+def frame_tile_words(encoded: dict) -> int:
+    """Shared-memory words a warp's frame tile takes (scan.cu): two key regions (a frame's and the
+    next one's: a packed frame's words at the column's widest, or a sliced frame's top bytes), then
+    each packed factor's, packed regions padded by 4 words for reads past the last slot."""
+    from gquery.table import KEY, PRICE, QUANTITY
+
+    key = encoded[KEY]
+    region = FRAME_ROWS // 4 if key.name == "sliced" else 32 * key.max_width + 4
+    return 2 * region + sum(32 * encoded[c].max_width + 4 for c in (QUANTITY, PRICE))

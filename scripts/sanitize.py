@@ -1,4 +1,4 @@
-"""Every scan variant (encoding x mode, 64- and 128-bit products) on small odd-sized tables, checked
+"""Every scan variant (encoding x mode, frame and vector loops, 64- and 128-bit products) on small odd-sized tables, checked
 against Python integers, each alone and all four queued as one batch (run_many): run under compute-sanitizer (memcheck, racecheck) on a GPU host."""
 
 import sys
@@ -28,14 +28,15 @@ for z in (0, 5, 1500, 4000):
                                 int(mask.sum())))
     for mode in MODES:
         for encoding in ("plain", "packed", "sliced"):
-            options = {} if mode == "resident" else {"chunk_rows": 1024}
-            plans = [engine.plan(t, Query(z), mode, encoding, **options) for _, t in tables]
-            alone = [engine.run(t, Query(z), p).value for (_, t), p in zip(tables, plans)]
-            batch = [r.value for r in engine.run_many([(t, p) for (_, t), p in zip(tables, plans)], Query(z))]
-            for (cols, _), want, got, got_batch in zip(tables, wants, alone, batch):
-                if not got == got_batch == want:
-                    failures += 1
-                    print("MISMATCH", len(cols), z, mode, encoding, got, got_batch, want)
+            for tiles in ((True, False) if encoding != "plain" else (True,)):  # frame loop, vector loop
+                options = ({} if mode == "resident" else {"chunk_rows": 1024}) | {"tiles": tiles}
+                plans = [engine.plan(t, Query(z), mode, encoding, **options) for _, t in tables]
+                alone = [engine.run(t, Query(z), p).value for (_, t), p in zip(tables, plans)]
+                batch = [r.value for r in engine.run_many([(t, p) for (_, t), p in zip(tables, plans)], Query(z))]
+                for (cols, _), want, got, got_batch in zip(tables, wants, alone, batch):
+                    if not got == got_batch == want:
+                        failures += 1
+                        print("MISMATCH", len(cols), z, mode, encoding, tiles, got, got_batch, want)
 for _, t in tables:
     engine.memory.release_table(t)
 engine.close()

@@ -229,3 +229,42 @@ def test_bandwidth_command():
 
     limits = json.loads(r.stdout)["limits"]
     assert limits["d2d_gbps"] > limits["h2d_pinned_gbps"] > 0 and limits["host_staging_gbps"] > 0
+
+
+def frames_of_widths(widths, rng, low: int) -> np.ndarray:
+    """Whole frames of 1024 values, frame i spanning exactly widths[i] bits above the reference
+    low + i (both ends present)."""
+    out = []
+    for i, w in enumerate(widths):
+        ref = low + i
+        f = ref + rng.integers(0, 1 << w, 1024, dtype=np.uint64).astype(np.int64) if w else np.full(1024, ref)
+        f[0], f[-1] = ref, ref + (1 << w) - 1
+        out.append(f)
+    return np.concatenate(out)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("encoding", ["packed", "sliced"])
+def test_frame_tiles_equal_the_vector_loop_at_every_width(engine, mode, encoding):
+    """The frame loop's two sums (offsets from the references when both widths are <= 32 and add up
+    to <= 58, value by value otherwise) against the vector loop and Python's integers: widths
+    0, 1, 26 + 31, 26 + 32 = 58, 27 + 32 = 59, 32 + 32; references near -2^31 so that n x rq x rp
+    leaves 64 bits while every product stays below 2^63 (64-bit products; the 128-bit ones are
+    test_64_bit_values_and_products_are_exact's); a partial last frame; random Z."""
+    rng = np.random.default_rng(2026)
+    q = frames_of_widths([0, 26, 26, 27, 32, 5, 1], rng, -2**31)
+    p = frames_of_widths([31, 31, 32, 32, 32, 0, 1], rng, -2**31)
+    for rows in (1, 1023, 5 * 1024 + 7, 7 * 1024):
+        keys = rng.integers(0, 5000, rows)
+        cols = LineitemColumns(keys.astype(np.int32), q[:rows].copy(), p[:rows].copy(), f"widths {rows}")
+        table = Table.from_columns(cols)
+        assert not table.wide_products()
+        if rows == 7 * 1024:
+            assert [int(w) for w in table.encoded("packed")["l_quantity"].widths] == [0, 26, 26, 27, 32, 5, 1]
+        for z in [0, 1, 2500, 5000] + [int(x) for x in rng.integers(0, 5000, 3)]:
+            want = exact(cols, z)
+            for tiles in (True, False):
+                options = {} if mode == "resident" else {"chunk_rows": 2048}
+                result = run(engine, table, z, mode, encoding, tiles=tiles, **options)
+                assert result.value == want, (rows, z, mode, encoding, tiles)
+        engine.memory.release_table(table)

@@ -96,7 +96,7 @@ def run_bench(sfs, repeat: int, data_dir=None, echo=print) -> dict:
                 p = r.result.profile
                 s = p.summary(limits)
                 first = r.result.plan.first() if parted else r.result.plan
-                kernels[str(first.kernel)] = engine.resources(first.kernel)
+                kernels[str(first.kernel)] = engine.resources(first.kernel, first.tile_words)
                 runs.append({
                     "sf": sf, "z": z, "mode": r.mode, "encoding": r.encoding, "match": r.match,
                     "result": str(r.value), "gpu_ms": p.total_ms, "h2d_ms": s["h2d_ms"], "kernel_ms": s["kernel_ms"],

@@ -15,7 +15,7 @@ from gquery.gpu import kernels
 from gquery.gpu.device import current_info, require
 from gquery.gpu.memory import ACC_WORDS, GpuMemory
 from gquery.plan import (BLOCK_THREADS, BLOCKS_PER_SM, ENCODING_CHOICES, MODES, ROWS_PER_VECTOR, VECTORS_PER_THREAD,
-                         ZERO_COPY_SECTOR, Kernel, QueryPlan, host_threads, plan_query)
+                         ZERO_COPY_SECTOR, Kernel, QueryPlan, host_threads, plan_query, tile_warps)
 from gquery.profile import Interval, Profile
 from gquery.query import Query, to_decimal
 from gquery.table import KEY, PRICE, QUANTITY, Table
@@ -23,6 +23,7 @@ from gquery.table import KEY, PRICE, QUANTITY, Table
 SELECT_SUM = kernels.build("select_sum.cu", BLOCK_THREADS=BLOCK_THREADS, VECTORS_PER_THREAD=VECTORS_PER_THREAD,
                            MIN_BLOCKS_PER_SM=BLOCKS_PER_SM)  # the ladder's fused_engine step
 SCAN_BLOCKS_PER_SM = 4  # 4 x 256 threads: room for the decoders' registers (<= 64), no spills
+FRAME_SCAN_BLOCKS_PER_SM = 3  # the frame loop: <= 85 registers (metadata a frame ahead); its tiles bound occupancy anyway
 PLAIN_SCAN_BLOCKS_PER_SM = 6  # the plain 64-bit scan fits 40 registers without spills: 75% occupancy
 SELECTED, FACTOR_VECTORS, LOW_READS = 4, 5, 6  # counter words of the accumulator (scan.cu)
 
@@ -30,7 +31,8 @@ SELECTED, FACTOR_VECTORS, LOW_READS = 4, 5, 6  # counter words of the accumulato
 def scan_build(kernel: Kernel) -> kernels.Build:
     plain = kernel.key == kernel.factors == "plain" and not kernel.wide
     return kernels.build("scan.cu", BLOCK_THREADS=BLOCK_THREADS, VECTORS_PER_THREAD=VECTORS_PER_THREAD,
-                         MIN_BLOCKS_PER_SM=PLAIN_SCAN_BLOCKS_PER_SM if plain else SCAN_BLOCKS_PER_SM,
+                         MIN_BLOCKS_PER_SM=(PLAIN_SCAN_BLOCKS_PER_SM if plain else
+                                            FRAME_SCAN_BLOCKS_PER_SM if kernel.tiles else SCAN_BLOCKS_PER_SM),
                          FRAME_ROWS=FRAME_ROWS, **kernel.defines())
 
 
@@ -40,7 +42,8 @@ def scan_builds() -> set:
     for key, factors in (("plain", "plain"), ("packed", "packed"), ("sliced", "packed")):
         for low in ((0, 1, 2, 4, 8) if key == "sliced" else (0,)):
             for wide in (False, True):
-                out.add(scan_build(Kernel(key, factors, low, wide)))
+                for tiles in ((False, True) if factors == "packed" else (False,)):
+                    out.add(scan_build(Kernel(key, factors, low, wide, tiles)))
     return out
 
 
@@ -175,19 +178,33 @@ class Engine:
         self.kernel = kernels.function(SELECT_SUM, "select_sum")  # the ladder's fused_engine step
         self.kernel.prepare("PPPqqP")
         self._scans: dict[Kernel, object] = {}
+        self._frame_blocks: dict[tuple[Kernel, int], int] = {}
         self._streams: list = []
         self._events: list = []  # CUDA events for reuse: creating ~250 a query costs the host ~1 ms
 
     def scan(self, kernel: Kernel):
         if kernel not in self._scans:
             f = kernels.function(scan_build(kernel), "scan")
-            f.prepare("PPqPPqqPPqqqqqqP")
+            f.prepare("PPqPPqPPqqqqqqP")
             self._scans[kernel] = f
         return self._scans[kernel]
 
-    def resources(self, kernel: Kernel | None = None) -> dict:
+    def resources(self, kernel: Kernel | None = None, tile_words: int = 0) -> dict:
+        """Registers, memory and occupancy of a kernel; the frame loop's at its plan's tile size."""
         f = self.kernel if kernel is None else self.scan(kernel)
-        return kernels.resources(f) | {"occupancy": kernels.occupancy(f, BLOCK_THREADS)}
+        threads, shared = BLOCK_THREADS, 0
+        if kernel is not None and kernel.tiles:
+            warps = tile_warps(4 * tile_words)
+            threads, shared = 32 * warps, 4 * tile_words * warps
+        return kernels.resources(f) | {"occupancy": kernels.occupancy(f, threads, shared), "tile_bytes": shared}
+
+    def frame_blocks_per_sm(self, kernel: Kernel, tile_words: int) -> int:
+        """Blocks of the frame loop an SM holds at this tile size (memoized: driver queries)."""
+        k = (kernel, tile_words)
+        if k not in self._frame_blocks:
+            warps = tile_warps(4 * tile_words)
+            self._frame_blocks[k] = kernels.blocks_per_sm(self.scan(kernel), 32 * warps, 4 * tile_words * warps)
+        return self._frame_blocks[k]
 
     def plan(self, table: Table, query: Query, mode: str, encoding: str = "auto", **options) -> QueryPlan:
         free = self._cuda.mem_get_info()[0]
@@ -295,7 +312,7 @@ class Engine:
 
     def _result(self, job: _Job, words: np.ndarray) -> GpuResult:
         qplan, table, encoded = job.plan, job.table, job.encoded
-        total = scan_total(words, qplan.kernel.wide)
+        total = scan_total(words, qplan.kernel.wide) * common_factors(encoded)
         selected = int(words[SELECTED])
         counters = {"selected_rows": selected, "factor_vectors": int(words[FACTOR_VECTORS]),
                     "low_reads": int(words[LOW_READS])}
@@ -317,6 +334,9 @@ class Engine:
         overwritten only after the kernel that last read it has finished."""
         g, tl, copy = job.plan.geometry, job.timeline, pipe.copy
         scan = self.scan(job.plan.kernel)
+        tile_bytes = 4 * job.plan.tile_words
+        per_sm = self.frame_blocks_per_sm(job.plan.kernel, job.plan.tile_words) if job.plan.kernel.tiles else 0
+        key_width = job.plan.key_width
         for i, a, b in g.chunks():
             n = pipe.chunk
             pipe.chunk += 1
@@ -348,9 +368,9 @@ class Engine:
                 stream.wait_for_event(copied)
             args = self._scan_args(job, pipe.ring[slot], i)
             begin = tl.event(stream)
-            launch = g.launch(b - a)
+            launch = g.frame_launch(b - a, tile_bytes, per_sm) if per_sm else g.launch(b - a)
             scan.prepared_async_call((launch.grid, 1, 1), (launch.block, 1, 1), stream,
-                                     *args, b - a, *job.params, acc)
+                                     *args, b - a, key_width, *job.params, acc, shared_size=launch.shared)
             end = tl.event(stream)
             tl.gpu("kernel", f"stream {lane}", i, begin, end)
             pipe.ring_free[slot] = pipe.last_kernel[lane] = job.end = end  # chunks end in order: the last, last
@@ -394,10 +414,10 @@ class Engine:
         for column in (QUANTITY, PRICE):
             enc = job.encoded[column]
             if enc.name == "plain":
-                factor_args += [loc(column, "values")[0], 0, 0, 1]
+                factor_args += [loc(column, "values")[0], 0, 0]
             else:
                 words, base = loc(column, "words")
-                factor_args += [words, loc(column, "meta")[0], base, enc.factor]
+                factor_args += [words, loc(column, "meta")[0], base]
         return key_args + factor_args
 
     def close(self) -> None:
@@ -406,9 +426,20 @@ class Engine:
         self._events.clear()
 
 
+def common_factors(encoded: dict) -> int:
+    """What the scan's sum is multiplied by: it sums products of packed factors' values with their
+    common factors left out (scan.cu), so the product of those factors is applied once, here."""
+    out = 1
+    for column in (QUANTITY, PRICE):
+        out *= getattr(encoded[column], "factor", 1)
+    return out
+
+
 def _chunk_range(enc, name: str, a: int, b: int) -> tuple[int, int]:
     """[start, stop) elements of buffer `name` (flattened) that rows a..b need."""
-    if name in ("values", "top", "low"):
+    if name == "top":  # whole frames: the frame loop stages a frame's top bytes at once (padded so)
+        return a, min(-(-b // FRAME_ROWS) * FRAME_ROWS, len(enc.top))
+    if name in ("values", "low"):
         return a, b
     f0, f1 = a // FRAME_ROWS, -(-b // FRAME_ROWS)
     if name == "meta":

@@ -58,9 +58,9 @@ def resources(func) -> dict:
             "local_bytes": func.local_size_bytes}
 
 
-def occupancy(func, block_threads: int) -> float:
-    """Fraction of the SM's thread slots this kernel keeps resident, from its registers, shared
-    memory and block size (the CUDA occupancy calculator's rules for sm_80 and later)."""
+def blocks_per_sm(func, block_threads: int, dynamic_shared: int = 0) -> int:
+    """Blocks of this kernel an SM keeps resident, from its registers, shared memory (static and
+    `dynamic_shared` bytes a block) and block size (the CUDA occupancy calculator's rules, sm_80+)."""
     import pycuda.driver as cuda
 
     dev = cuda.Context.get_device()
@@ -69,11 +69,16 @@ def occupancy(func, block_threads: int) -> float:
     threads_per_sm = get("MAX_THREADS_PER_MULTIPROCESSOR", 2048)
     warps = -(-block_threads // 32)
     regs_per_warp = -(-max(func.num_regs, 1) * 32 // 256) * 256  # allocated 256 at a time
-    shared = func.shared_size_bytes + 1024  # the runtime reserves 1 KB per block
-    limits = [
-        threads_per_sm // block_threads,
-        get("MAX_REGISTERS_PER_MULTIPROCESSOR", 65536) // (regs_per_warp * warps),
-        get("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", 228 * 1024) // shared,
-        get("MAX_BLOCKS_PER_MULTIPROCESSOR", 32),
-    ]
-    return min(limits) * block_threads / threads_per_sm
+    shared = func.shared_size_bytes + dynamic_shared + 1024  # the runtime reserves 1 KB per block
+    return min(threads_per_sm // block_threads,
+               get("MAX_REGISTERS_PER_MULTIPROCESSOR", 65536) // (regs_per_warp * warps),
+               get("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", 228 * 1024) // shared,
+               get("MAX_BLOCKS_PER_MULTIPROCESSOR", 32))
+
+
+def occupancy(func, block_threads: int, dynamic_shared: int = 0) -> float:
+    """Fraction of the SM's thread slots this kernel keeps resident."""
+    import pycuda.driver as cuda
+
+    threads_per_sm = cuda.Context.get_device().get_attribute(cuda.device_attribute.MAX_THREADS_PER_MULTIPROCESSOR)
+    return blocks_per_sm(func, block_threads, dynamic_shared) * block_threads / threads_per_sm

@@ -155,8 +155,8 @@ class MultiEngine:
     def gpus(self) -> int:
         return len(self.workers)
 
-    def resources(self, kernel=None) -> dict:
-        return self.workers[0].submit(self.workers[0].engine.resources, kernel).result()
+    def resources(self, kernel=None, tile_words: int = 0) -> dict:
+        return self.workers[0].submit(self.workers[0].engine.resources, kernel, tile_words).result()
 
     def close(self) -> None:
         for w in self.workers:

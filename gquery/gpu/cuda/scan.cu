@@ -4,8 +4,12 @@
 // body reads like the plan: decide the key of 4 rows, load factors only where a row passed, sum.
 // Pointers may be device memory (resident, or a streamed chunk) or mapped host memory (zero-copy):
 // the kernel cannot tell and need not.
+// Two loops over the rows, chosen by the plan: vectors (a thread takes 4 rows at a time, loading
+// each value where it lies: plain columns, and factors read sparsely from mapped host memory) and
+// frame tiles (TILES: a warp takes a frame of FRAME_ROWS rows, stages its packed words in shared
+// memory in one round trip, and decodes them there: packed factors in device memory).
 // Injected by gquery.gpu.kernels: BLOCK_THREADS, VECTORS_PER_THREAD, MIN_BLOCKS_PER_SM,
-// KEY_ENCODING, FACTOR_ENCODING, LOW_BYTES, WIDE_PRODUCT, FRAME_ROWS.
+// KEY_ENCODING, FACTOR_ENCODING, LOW_BYTES, WIDE_PRODUCT, FRAME_ROWS, TILES.
 #include "tile.cuh"
 
 #define PLAIN 0
@@ -14,8 +18,11 @@
 
 #if !defined(BLOCK_THREADS) || !defined(VECTORS_PER_THREAD) || !defined(MIN_BLOCKS_PER_SM) || \
     !defined(KEY_ENCODING) || !defined(FACTOR_ENCODING) || !defined(LOW_BYTES) ||             \
-    !defined(WIDE_PRODUCT) || !defined(FRAME_ROWS)
+    !defined(WIDE_PRODUCT) || !defined(FRAME_ROWS) || !defined(TILES)
 #error "the scan's geometry and encodings are injected by gquery.gpu.kernels"
+#endif
+#if TILES && (FACTOR_ENCODING != PACKED || KEY_ENCODING == PLAIN)
+#error "frame tiles decode packed factors and a packed or sliced key"
 #endif
 
 #if LOW_BYTES == 1
@@ -38,11 +45,12 @@ struct Key {
     long long base;  // packed: the word offset `data` starts at
 };
 
+// A packed factor's common factor is not applied here: the sum of the products of the values
+// without it, times both factors, is the answer (the host multiplies once).
 struct Factor {
     const void* data;  // plain: int64 values · packed: words
     const long long* meta;  // packed: frame metadata
     long long base;
-    long long factor;  // packed: the common factor
 };
 
 // Predicate bits of the 4 rows of vector v (row 4v on); low-key reads are counted.
@@ -62,7 +70,7 @@ __device__ __forceinline__ unsigned key_mask(const Key& k, long long v, long lon
     const unsigned slot = (unsigned)(row % FRAME_ROWS);
     unsigned m = 0;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) m |= (unsigned)(decode_slot(f, slot + j, 1) < z) << j;
+    for (int j = 0; j < 4; ++j) m |= (unsigned)(decode_slot(f, slot + j) < z) << j;
     return m & valid;
 #else  // SLICED: the top byte decides unless it ties z's; then the low bits are read
     const unsigned tops = __ldcs(reinterpret_cast<const unsigned*>(k.data) + v);  // 4 top bytes
@@ -118,22 +126,15 @@ __device__ __forceinline__ void sum_selected(const Factor& q, const Factor& p, l
     const Frame fp = load_frame(p.meta, reinterpret_cast<const unsigned*>(p.data), p.base, frame);
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-        if (mask >> j & 1) add_product(sum, decode_slot(fq, slot + j, q.factor), decode_slot(fp, slot + j, p.factor));
+        if (mask >> j & 1) add_product(sum, decode_slot(fq, slot + j), decode_slot(fp, slot + j));
 #endif
 }
 
-// acc: SUMS 128-bit sums (2 words each) at acc[0..3], then the COUNTERS at acc[4..]; zeroed by
-// the caller. Rows are 64-bit; a launch covers one chunk of `rows` rows.
-extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, MIN_BLOCKS_PER_SM)
-scan(const void* key_data, const void* key_aux, long long key_base,
-     const void* q_data, const long long* q_meta, long long q_base, long long q_factor,
-     const void* p_data, const long long* p_meta, long long p_base, long long p_factor,
-     long long rows, long long z, long long z_top, long long z_low, u64* __restrict__ acc) {
-    const Key key{key_data, key_aux, key_base};
-    const Factor q{q_data, q_meta, q_base, q_factor}, p{p_data, p_meta, p_base, p_factor};
+// ---- The vector loop: a thread takes vectors of 4 rows, a block VECTORS_PER_THREAD x its threads
+__device__ __forceinline__ void scan_vectors(const Key& key, const Factor& q, const Factor& p, long long rows,
+                                             long long z, long long z_top, long long z_low, i128 (&sum)[SUMS],
+                                             u64 (&count)[COUNTERS]) {
     const long long vectors = (rows + 3) >> 2;
-    i128 sum[SUMS] = {};
-    u64 count[COUNTERS] = {};
     const long long tile = (long long)BLOCK_THREADS * VECTORS_PER_THREAD;
     for (long long first = blockIdx.x * tile + threadIdx.x; first < vectors; first += gridDim.x * tile) {
         unsigned mask[VECTORS_PER_THREAD];
@@ -150,7 +151,193 @@ scan(const void* key_data, const void* key_aux, long long key_base,
             count[FACTOR_VECTORS] += 1;
         }
     }
-    block_reduce<BLOCK_THREADS, SUMS, COUNTERS>(sum, count);
+}
+
+#if TILES
+// ---- The frame loop: warp w of the grid takes frames w, w + warps, ... Lane l handles slots
+// l, 32 + l, ..., 992 + l of a frame (bit j of its masks: slot 32 j + l). A warp's tile (the host
+// sizes dynamic shared memory: a tile a warp) holds two key regions, the frame's and the next one's
+// (its copy runs under this frame's factors), then the frame's two factors.
+extern __shared__ __align__(16) unsigned tiles[];
+
+__device__ __forceinline__ unsigned dynamic_shared_bytes() {
+    unsigned n;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
+    return n;
+}
+
+// Words a key region takes: a packed frame's at the column's widest (`key_width`), or 1024 top bytes.
+__device__ __forceinline__ unsigned key_region_words(unsigned key_width) {
+    return KEY_ENCODING == PACKED ? region_words(key_width) : FRAME_ROWS / 4;
+}
+
+// Frame f's metadata: the key's (packed) and both factors'. Loaded a frame before it is used, so
+// that no warp waits on it: the words' copies need their offsets, the decoders their widths.
+struct FrameMeta {
+    Frame key, q, p;
+};
+
+__device__ __forceinline__ FrameMeta frame_meta(const Key& k, const Factor& q, const Factor& p, long long f) {
+    FrameMeta m{};
+#if KEY_ENCODING == PACKED
+    m.key = load_frame(reinterpret_cast<const long long*>(k.aux), reinterpret_cast<const unsigned*>(k.data), k.base, f);
+#endif
+    m.q = load_frame(q.meta, reinterpret_cast<const unsigned*>(q.data), q.base, f);
+    m.p = load_frame(p.meta, reinterpret_cast<const unsigned*>(p.data), p.base, f);
+    return m;
+}
+
+// Put frame f's key in flight into `region`.
+__device__ __forceinline__ void stage_key(const Key& k, long long f, const Frame& fk, unsigned* region, unsigned lane) {
+#if KEY_ENCODING == PACKED
+    stage_async(region, fk.words, 32 * fk.width, lane);
+#else  // SLICED: the frame's top bytes (whole frames: the column is padded)
+    stage_async(region, reinterpret_cast<const unsigned*>(k.data) + f * (FRAME_ROWS / 4), FRAME_ROWS / 4, lane);
+#endif
+}
+
+// Bit j: slot 32 j + lane passes. Packed: offset < z - reference. Sliced: the top byte decides, or
+// (ties) the low bits, read where they lie, 4 at a time so that they wait one round trip, not one each.
+__device__ __forceinline__ unsigned frame_key_mask(const Key& k, const unsigned* region, const Frame& fk,
+                                                   long long first_row, unsigned valid, unsigned lane, long long z,
+                                                   long long z_top, long long z_low, u64& low_reads) {
+    unsigned pass = 0, live = 0;
+#if KEY_ENCODING == PACKED
+    const u64 below = z > fk.reference ? (u64)z - (u64)fk.reference : 0;  // offsets below this pass
+#pragma unroll
+    for (int j = 0; j < 32; ++j) pass |= (unsigned)(staged_bits(region, 32 * j + lane, fk.width) < below) << j;
+#else
+    unsigned tie = 0;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+        const long long top = reinterpret_cast<const unsigned char*>(region)[32 * j + lane];
+        pass |= (unsigned)(top < z_top) << j;
+        tie |= (unsigned)(top == z_top) << j;
+    }
+#endif
+#pragma unroll
+    for (int j = 0; j < 32; ++j) live |= (unsigned)(32u * j + lane < valid) << j;
+#if KEY_ENCODING == SLICED && LOW_BYTES > 0
+    tie &= live;
+    low_reads += __popc(tie);
+    const low_t* low = reinterpret_cast<const low_t*>(k.aux) + first_row + lane;
+    while (tie) {
+        unsigned js[4];
+        low_t lows[4];
+#pragma unroll
+        for (int n = 0; n < 4; ++n) {
+            js[n] = tie ? __ffs(tie) - 1 : 32;
+            tie &= tie - 1;
+            if (js[n] < 32) lows[n] = low[32 * js[n]];
+        }
+#pragma unroll
+        for (int n = 0; n < 4; ++n)
+            if (js[n] < 32) pass |= (unsigned)((long long)lows[n] < z_low) << js[n];
+    }
+#endif
+    return pass & live;
+}
+
+// Sum of q x p over the selected slots of a staged frame. Each value is reference + offset, so
+//   sum (rq + oq)(rp + op) = n rq rp + rq sum(op) + rp sum(oq) + sum(oq op)
+// and when both widths are <= 32 and add up to <= 58, the three sums fit 64 bits for 32 slots:
+// a 32 x 32-bit multiply and three adds a row, the 128-bit terms once a frame. Exact modulo
+// 2^128, which holds the total for 64-bit products (the plan's guarantee); 128-bit products and
+// wider frames go value by value.
+__device__ __forceinline__ void sum_frame(const unsigned* tq, const Frame& fq, const unsigned* tp, const Frame& fp,
+                                          unsigned mask, unsigned lane, i128 (&sum)[SUMS]) {
+    if (!WIDE_PRODUCT && fq.width <= 32 && fp.width <= 32 && fq.width + fp.width <= 58) {
+        u64 sq = 0, sp = 0, sqp = 0;
+#pragma unroll 8
+        for (int j = 0; j < 32; ++j) {
+            const unsigned slot = 32 * j + lane;
+            const unsigned oq = (unsigned)staged_bits(tq, slot, fq.width), op = (unsigned)staged_bits(tp, slot, fp.width);
+            if (mask >> j & 1) sq += oq, sp += op, sqp += (u64)oq * op;
+        }
+        const long long n = __popc(mask);
+        sum[0] += (i128)fq.reference * ((i128)fp.reference * n) + (i128)fq.reference * (i128)sp +
+                  (i128)fp.reference * (i128)sq + (i128)sqp;
+        return;
+    }
+#pragma unroll 4
+    for (int j = 0; j < 32; ++j) {
+        const unsigned slot = 32 * j + lane;
+        if (mask >> j & 1)
+            add_product(sum, (long long)((u64)fq.reference + staged_bits(tq, slot, fq.width)),
+                        (long long)((u64)fp.reference + staged_bits(tp, slot, fp.width)));
+    }
+}
+
+// `key_width`: the key's widest frame (packed), which sizes the key regions. A frame's steps:
+// its key landed (staged a frame earlier); decide it; put its factors and the next frame's key in
+// flight; load the metadata of the frame after that; wait for the factors only; sum.
+__device__ __forceinline__ void scan_frames(const Key& key, const Factor& q, const Factor& p, long long rows,
+                                            unsigned key_width, long long z, long long z_top, long long z_low,
+                                            i128 (&sum)[SUMS], u64 (&count)[COUNTERS]) {
+    const unsigned lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    unsigned* const tile = tiles + (threadIdx.x >> 5) * (dynamic_shared_bytes() / 4 / warps);
+    const unsigned key_words = key_region_words(key_width);
+    unsigned* const tq = tile + 2 * key_words;
+    const long long frames = (rows + FRAME_ROWS - 1) / FRAME_ROWS, stride = (long long)gridDim.x * warps;
+    long long f = (long long)blockIdx.x * warps + (threadIdx.x >> 5);
+    FrameMeta now{}, ahead{};
+    if (f < frames) {
+        now = frame_meta(key, q, p, f);
+        stage_key(key, f, now.key, tile, lane);
+    }
+    __pipeline_commit();
+    if (f + stride < frames) ahead = frame_meta(key, q, p, f + stride);
+    for (unsigned buffer = 0; f < frames; f += stride, buffer ^= 1) {
+        const long long first_row = f * FRAME_ROWS;
+        const unsigned valid = (unsigned)min(rows - first_row, (long long)FRAME_ROWS);
+        __pipeline_wait_prior(0);
+        __syncwarp();
+        const unsigned mask = frame_key_mask(key, tile + buffer * key_words, now.key, first_row, valid, lane, z, z_top,
+                                             z_low, count[LOW_READS]);
+        const bool any = __any_sync(0xFFFFFFFFu, mask);  // late materialization: factors only where a row passed
+        unsigned* const tp = tq + region_words(now.q.width);
+        if (any) {
+            stage_async(tq, now.q.words, 32 * now.q.width, lane);
+            stage_async(tp, now.p.words, 32 * now.p.width, lane);
+        }
+        __pipeline_commit();
+        if (f + stride < frames) stage_key(key, f + stride, ahead.key, tile + (buffer ^ 1) * key_words, lane);
+        __pipeline_commit();  // the next key's copy runs under this frame's factors
+        FrameMeta after{};
+        if (f + 2 * stride < frames) after = frame_meta(key, q, p, f + 2 * stride);
+        if (any) {
+            __pipeline_wait_prior(1);
+            __syncwarp();
+            sum_frame(tq, now.q, tp, now.p, mask, lane, sum);
+            count[SELECTED] += __popc(mask);
+            if (lane == 0) count[FACTOR_VECTORS] += FRAME_ROWS / 4;
+        }
+        now = ahead;
+        ahead = after;
+        __syncwarp();  // every lane is done with the factors before the next frame's land there
+    }
+    __pipeline_wait_prior(0);
+}
+#endif
+
+// acc: SUMS 128-bit sums (2 words each) at acc[0..3], then the COUNTERS at acc[4..]; zeroed by
+// the caller. Rows are 64-bit; a launch covers one chunk of `rows` rows.
+extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, MIN_BLOCKS_PER_SM)
+scan(const void* key_data, const void* key_aux, long long key_base,
+     const void* q_data, const long long* q_meta, long long q_base,
+     const void* p_data, const long long* p_meta, long long p_base,
+     long long rows, long long key_width, long long z, long long z_top, long long z_low, u64* __restrict__ acc) {
+    const Key key{key_data, key_aux, key_base};
+    const Factor q{q_data, q_meta, q_base}, p{p_data, p_meta, p_base};
+    i128 sum[SUMS] = {};
+    u64 count[COUNTERS] = {};
+#if TILES
+    scan_frames(key, q, p, rows, (unsigned)key_width, z, z_top, z_low, sum, count);
+#else
+    (void)key_width;
+    scan_vectors(key, q, p, rows, z, z_top, z_low, sum, count);
+#endif
+    block_reduce<BLOCK_THREADS, SUMS, COUNTERS>(sum, count, blockDim.x >> 5);
     if (threadIdx.x == 0 && (count[SELECTED] | count[LOW_READS]) != 0) {
 #pragma unroll
         for (int s = 0; s < SUMS; ++s) atomic_add_128(acc + 2 * s, sum[s]);

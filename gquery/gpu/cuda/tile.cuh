@@ -1,6 +1,7 @@
 // Block-wide building blocks shared by the engine's kernel and the ladder's variants.
 // Exact integer arithmetic: products are int64 (|factor| < 2^31), sums are 128-bit.
 #pragma once
+#include <cuda_pipeline.h>
 
 typedef __int128 i128;
 typedef unsigned long long u64;
@@ -62,10 +63,40 @@ __device__ __forceinline__ Frame load_frame(const long long* __restrict__ meta, 
     return Frame{m.x, words + ((m.y >> 8) - base), (unsigned)(m.y & 0xFF)};
 }
 
-// Value of slot `slot` of a frame, times the column's common factor.
-__device__ __forceinline__ long long decode_slot(const Frame& f, unsigned slot, long long factor) {
-    return (long long)((u64)f.reference + extract_bits(f.words, slot * f.width, f.width)) * factor;
+// Value of slot `slot` of a frame (the column's common factor left out: the host multiplies the sum).
+__device__ __forceinline__ long long decode_slot(const Frame& f, unsigned slot) {
+    return (long long)((u64)f.reference + extract_bits(f.words, slot * f.width, f.width));
 }
+
+// ---- Frame tiles: a warp stages one frame's words in shared memory, then decodes it there ------
+// Async copies (cp.async) put every 16-byte piece of a frame in flight at once, without registers:
+// one round trip to memory a frame, then shared-memory reads only. Frames start 16-byte aligned.
+__device__ __forceinline__ void stage_async(unsigned* tile, const unsigned* words, unsigned n, unsigned lane) {
+    for (unsigned i = 4 * lane; i < n; i += 128) __pipeline_memcpy_async(tile + i, words + i, 16);
+}
+
+__device__ __forceinline__ void staged_wait() {
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    __syncwarp();
+}
+
+// Slot `slot` of a staged frame of `width` bits a slot. With lane l reading slot 32 j + l, a warp's
+// 32 reads fall on `width` consecutive words: no bank conflicts up to 32 bits. The tile is padded
+// by 2 words, so the words after the last slot's first are readable.
+__device__ __forceinline__ u64 staged_bits(const unsigned* tile, unsigned slot, unsigned width) {
+    const unsigned bit = slot * width, i = bit >> 5, shift = bit & 31;
+    if (width <= 32) {
+        const unsigned v = __funnelshift_r(tile[i], tile[i + 1], shift);
+        return width == 32 ? v : v & ((1u << width) - 1u);
+    }
+    u64 v = ((u64)tile[i] | ((u64)tile[i + 1] << 32)) >> shift;
+    if (shift + width > 64) v |= (u64)tile[i + 2] << (64 - shift);
+    return width >= 64 ? v : v & ((1ull << width) - 1);
+}
+
+// Words a column's region of a tile takes: the frame's 32 x width, 2 spare, rounded to 16 bytes.
+__device__ __forceinline__ unsigned region_words(unsigned width) { return 32 * width + 4; }
 
 // Rows a vector of 4 holds when the launch ends inside it.
 __device__ __forceinline__ unsigned valid_rows(long long first_row, long long rows) {
@@ -74,8 +105,9 @@ __device__ __forceinline__ unsigned valid_rows(long long first_row, long long ro
 }
 
 // ---- Exact sums of several 128-bit values and counters over a block --------------------------
+// `warps`: the block's warps when it is launched narrower than THREADS (frame tiles).
 template <int THREADS, int SUMS, int COUNTS>
-__device__ __forceinline__ void block_reduce(i128 (&sum)[SUMS], u64 (&count)[COUNTS]) {
+__device__ __forceinline__ void block_reduce(i128 (&sum)[SUMS], u64 (&count)[COUNTS], int warps = THREADS / 32) {
     constexpr int WARPS = THREADS / 32;
     __shared__ u64 lanes[2 * SUMS + COUNTS][WARPS];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -93,9 +125,9 @@ __device__ __forceinline__ void block_reduce(i128 (&sum)[SUMS], u64 (&count)[COU
     if (warp == 0) {
 #pragma unroll
         for (int s = 0; s < SUMS; ++s)
-            sum[s] = warp_sum(lane < WARPS ? from_words(lanes[2 * s][lane], lanes[2 * s + 1][lane]) : (i128)0);
+            sum[s] = warp_sum(lane < warps ? from_words(lanes[2 * s][lane], lanes[2 * s + 1][lane]) : (i128)0);
 #pragma unroll
-        for (int c = 0; c < COUNTS; ++c) count[c] = warp_sum(lane < WARPS ? lanes[2 * SUMS + c][lane] : 0ull);
+        for (int c = 0; c < COUNTS; ++c) count[c] = warp_sum(lane < warps ? lanes[2 * SUMS + c][lane] : 0ull);
     }
 }
 
