@@ -39,6 +39,7 @@ DEFAULT_STAGING_BUFFERS = 3
 CHUNK_ALIGN_ROWS = FRAME_ROWS  # chunks start on a frame, 16-byte aligned in every buffer
 DEVICE_HEADROOM = 0.9  # of free memory a plan may take
 TILE_SHARED_BYTES = 48 << 10  # dynamic shared memory a block may take without opting in: its frame tiles
+FRAME_BLOCK_THREADS = 128  # the frame loop's blocks: 4 warps, so an SM's warps are bounded finely by tiles and registers
 MAX_HOST_THREADS = 16  # host copies stop scaling near here (measured on a 16-core GPU host)
 
 
@@ -47,7 +48,7 @@ def host_threads() -> int:
     return min(MAX_HOST_THREADS, os.cpu_count() or 1)
 
 
-def tile_warps(tile_bytes: int, block_threads: int = BLOCK_THREADS) -> int:
+def tile_warps(tile_bytes: int, block_threads: int = FRAME_BLOCK_THREADS) -> int:
     """Warps a block of the frame loop holds: as many tiles as fit its shared memory, at least one."""
     return max(1, min(block_threads // 32, TILE_SHARED_BYTES // max(tile_bytes, 1)))
 
@@ -110,7 +111,7 @@ class Plan:
         """Grid for the frame loop: a warp a frame at a time, each warp a tile of `tile_bytes` in
         shared memory; one wave of the blocks an SM holds (`blocks_per_sm`, from the compiled
         kernel's registers and the tiles), each warp looping over many frames."""
-        warps = tile_warps(tile_bytes, self.block_threads)
+        warps = tile_warps(tile_bytes)
         frames = math.ceil(rows / FRAME_ROWS)
         return Launch(blocks_for(frames, warps, self.sm_count * max(1, blocks_per_sm)), 32 * warps, warps * tile_bytes)
 
@@ -247,7 +248,7 @@ class QueryPlan:
         if resident:
             out.append(("resident", f"on the GPU before the query: {', '.join(resident)}"))
         if self.kernel.tiles:
-            warps = tile_warps(4 * self.tile_words, g.block_threads)
+            warps = tile_warps(4 * self.tile_words)
             launch = f"blocks of {warps} warps, each warp a frame of {FRAME_ROWS} rows at a time in a {4 * self.tile_words:,} B tile"
         else:
             launch = f"{g.launch(g.chunk_rows)} a chunk"
@@ -370,11 +371,11 @@ def plan_query(table, z: int, mode: str, sm_count: int, free_bytes: int | None =
 
 
 def frame_tile_words(encoded: dict) -> int:
-    """Shared-memory words a warp's frame tile takes (scan.cu): two key regions (a frame's and the
-    next one's: a packed frame's words at the column's widest, or a sliced frame's top bytes), then
-    each packed factor's, packed regions padded by 4 words for reads past the last slot."""
+    """Shared-memory words a warp's frame tile takes (scan.cu): the key's region (a packed frame's
+    words at the column's widest, or a sliced frame's top bytes), then each packed factor's, packed
+    regions padded by 4 words for reads past the last slot."""
     from gquery.table import KEY, PRICE, QUANTITY
 
     key = encoded[KEY]
     region = FRAME_ROWS // 4 if key.name == "sliced" else 32 * key.max_width + 4
-    return 2 * region + sum(32 * encoded[c].max_width + 4 for c in (QUANTITY, PRICE))
+    return region + sum(32 * encoded[c].max_width + 4 for c in (QUANTITY, PRICE))

@@ -14,7 +14,7 @@ from gquery.errors import GqueryError
 from gquery.gpu import kernels
 from gquery.gpu.device import current_info, require
 from gquery.gpu.memory import ACC_WORDS, GpuMemory
-from gquery.plan import (BLOCK_THREADS, BLOCKS_PER_SM, ENCODING_CHOICES, MODES, ROWS_PER_VECTOR, VECTORS_PER_THREAD,
+from gquery.plan import (BLOCK_THREADS, BLOCKS_PER_SM, ENCODING_CHOICES, FRAME_BLOCK_THREADS, MODES, ROWS_PER_VECTOR, VECTORS_PER_THREAD,
                          ZERO_COPY_SECTOR, Kernel, QueryPlan, host_threads, plan_query, tile_warps)
 from gquery.profile import Interval, Profile
 from gquery.query import Query, to_decimal
@@ -23,14 +23,15 @@ from gquery.table import KEY, PRICE, QUANTITY, Table
 SELECT_SUM = kernels.build("select_sum.cu", BLOCK_THREADS=BLOCK_THREADS, VECTORS_PER_THREAD=VECTORS_PER_THREAD,
                            MIN_BLOCKS_PER_SM=BLOCKS_PER_SM)  # the ladder's fused_engine step
 SCAN_BLOCKS_PER_SM = 4  # 4 x 256 threads: room for the decoders' registers (<= 64), no spills
-FRAME_SCAN_BLOCKS_PER_SM = 3  # the frame loop: <= 85 registers (metadata a frame ahead); its tiles bound occupancy anyway
+FRAME_SCAN_BLOCKS_PER_SM = 7  # the frame loop: 7 x 128 threads, <= 72 registers; tiles of <= 8 KB allow as many
 PLAIN_SCAN_BLOCKS_PER_SM = 6  # the plain 64-bit scan fits 40 registers without spills: 75% occupancy
 SELECTED, FACTOR_VECTORS, LOW_READS = 4, 5, 6  # counter words of the accumulator (scan.cu)
 
 
 def scan_build(kernel: Kernel) -> kernels.Build:
     plain = kernel.key == kernel.factors == "plain" and not kernel.wide
-    return kernels.build("scan.cu", BLOCK_THREADS=BLOCK_THREADS, VECTORS_PER_THREAD=VECTORS_PER_THREAD,
+    return kernels.build("scan.cu", BLOCK_THREADS=FRAME_BLOCK_THREADS if kernel.tiles else BLOCK_THREADS,
+                         VECTORS_PER_THREAD=VECTORS_PER_THREAD,
                          MIN_BLOCKS_PER_SM=(PLAIN_SCAN_BLOCKS_PER_SM if plain else
                                             FRAME_SCAN_BLOCKS_PER_SM if kernel.tiles else SCAN_BLOCKS_PER_SM),
                          FRAME_ROWS=FRAME_ROWS, **kernel.defines())

@@ -156,8 +156,8 @@ __device__ __forceinline__ void scan_vectors(const Key& key, const Factor& q, co
 #if TILES
 // ---- The frame loop: warp w of the grid takes frames w, w + warps, ... Lane l handles slots
 // l, 32 + l, ..., 992 + l of a frame (bit j of its masks: slot 32 j + l). A warp's tile (the host
-// sizes dynamic shared memory: a tile a warp) holds two key regions, the frame's and the next one's
-// (its copy runs under this frame's factors), then the frame's two factors.
+// sizes dynamic shared memory: a tile a warp) holds a key region, then the frame's two factors;
+// once a frame's key is decided, the next frame's key is copied into the region under its factors.
 extern __shared__ __align__(16) unsigned tiles[];
 
 __device__ __forceinline__ unsigned dynamic_shared_bytes() {
@@ -171,20 +171,31 @@ __device__ __forceinline__ unsigned key_region_words(unsigned key_width) {
     return KEY_ENCODING == PACKED ? region_words(key_width) : FRAME_ROWS / 4;
 }
 
-// Frame f's metadata: the key's (packed) and both factors'. Loaded a frame before it is used, so
-// that no warp waits on it: the words' copies need their offsets, the decoders their widths.
-struct FrameMeta {
-    Frame key, q, p;
+// The metadata of 32 of a warp's frames, one a lane (the key's when packed, both factors'): loaded
+// in one instruction a column, handed to the whole warp by shuffles when used.
+struct MetaBatch {
+    longlong2 key, q, p;
 };
 
-__device__ __forceinline__ FrameMeta frame_meta(const Key& k, const Factor& q, const Factor& p, long long f) {
-    FrameMeta m{};
+__device__ __forceinline__ MetaBatch load_batch(const Key& k, const Factor& q, const Factor& p, long long f,
+                                                long long frames) {
+    MetaBatch m{};
+    if (f < frames) {
 #if KEY_ENCODING == PACKED
-    m.key = load_frame(reinterpret_cast<const long long*>(k.aux), reinterpret_cast<const unsigned*>(k.data), k.base, f);
+        m.key = __ldg(reinterpret_cast<const longlong2*>(k.aux) + f);
 #endif
-    m.q = load_frame(q.meta, reinterpret_cast<const unsigned*>(q.data), q.base, f);
-    m.p = load_frame(p.meta, reinterpret_cast<const unsigned*>(p.data), p.base, f);
+        m.q = __ldg(reinterpret_cast<const longlong2*>(q.meta) + f);
+        m.p = __ldg(reinterpret_cast<const longlong2*>(p.meta) + f);
+    }
     return m;
+}
+
+__device__ __forceinline__ longlong2 from_lane(longlong2 v, unsigned lane) {
+    return make_longlong2(__shfl_sync(0xFFFFFFFFu, v.x, lane), __shfl_sync(0xFFFFFFFFu, v.y, lane));
+}
+
+__device__ __forceinline__ Frame key_frame(const Key& k, longlong2 m) {
+    return frame_from(m, reinterpret_cast<const unsigned*>(k.data), k.base);
 }
 
 // Put frame f's key in flight into `region`.
@@ -204,8 +215,15 @@ __device__ __forceinline__ unsigned frame_key_mask(const Key& k, const unsigned*
     unsigned pass = 0, live = 0;
 #if KEY_ENCODING == PACKED
     const u64 below = z > fk.reference ? (u64)z - (u64)fk.reference : 0;  // offsets below this pass
+    if (below != 0 && fk.width <= 32) {
+        const unsigned last = below > 0xFFFFFFFFull ? 0xFFFFFFFFu : (unsigned)(below - 1);  // offsets <= last pass
+        Cursor c = cursor(region, fk.width, lane);
 #pragma unroll
-    for (int j = 0; j < 32; ++j) pass |= (unsigned)(staged_bits(region, 32 * j + lane, fk.width) < below) << j;
+        for (int j = 0; j < 32; ++j) pass |= (unsigned)(next_value(c) <= last) << j;
+    } else if (below != 0) {
+#pragma unroll 4
+        for (int j = 0; j < 32; ++j) pass |= (unsigned)(staged_bits(region, 32 * j + lane, fk.width) < below) << j;
+    }
 #else
     unsigned tie = 0;
 #pragma unroll
@@ -215,8 +233,11 @@ __device__ __forceinline__ unsigned frame_key_mask(const Key& k, const unsigned*
         tie |= (unsigned)(top == z_top) << j;
     }
 #endif
-#pragma unroll
-    for (int j = 0; j < 32; ++j) live |= (unsigned)(32u * j + lane < valid) << j;
+    if (valid >= FRAME_ROWS) {
+        live = 0xFFFFFFFFu;
+    } else {
+        for (int j = 0; j < 32; ++j) live |= (unsigned)(32u * j + lane < valid) << j;
+    }
 #if KEY_ENCODING == SLICED && LOW_BYTES > 0
     tie &= live;
     low_reads += __popc(tie);
@@ -248,11 +269,12 @@ __device__ __forceinline__ void sum_frame(const unsigned* tq, const Frame& fq, c
                                           unsigned mask, unsigned lane, i128 (&sum)[SUMS]) {
     if (!WIDE_PRODUCT && fq.width <= 32 && fp.width <= 32 && fq.width + fp.width <= 58) {
         u64 sq = 0, sp = 0, sqp = 0;
+        Cursor cq = cursor(tq, fq.width, lane), cp = cursor(tp, fp.width, lane);
 #pragma unroll 8
-        for (int j = 0; j < 32; ++j) {
-            const unsigned slot = 32 * j + lane;
-            const unsigned oq = (unsigned)staged_bits(tq, slot, fq.width), op = (unsigned)staged_bits(tp, slot, fp.width);
-            if (mask >> j & 1) sq += oq, sp += op, sqp += (u64)oq * op;
+        for (int j = 0; j < 32; ++j) {  // no branch: a row that failed adds zeros
+            const unsigned take = 0u - (mask >> j & 1u);
+            const unsigned oq = next_value(cq) & take, op = next_value(cp) & take;
+            sq += oq, sp += op, sqp += (u64)oq * op;
         }
         const long long n = __popc(mask);
         sum[0] += (i128)fq.reference * ((i128)fp.reference * n) + (i128)fq.reference * (i128)sp +
@@ -268,52 +290,48 @@ __device__ __forceinline__ void sum_frame(const unsigned* tq, const Frame& fq, c
     }
 }
 
-// `key_width`: the key's widest frame (packed), which sizes the key regions. A frame's steps:
+// `key_width`: the key's widest frame (packed), which sizes the key region. The warp's t-th frame:
 // its key landed (staged a frame earlier); decide it; put its factors and the next frame's key in
-// flight; load the metadata of the frame after that; wait for the factors only; sum.
+// flight; wait for the factors only; sum. Metadata comes in batches of 32 frames: one wait in 32.
 __device__ __forceinline__ void scan_frames(const Key& key, const Factor& q, const Factor& p, long long rows,
                                             unsigned key_width, long long z, long long z_top, long long z_low,
                                             i128 (&sum)[SUMS], u64 (&count)[COUNTERS]) {
     const unsigned lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     unsigned* const tile = tiles + (threadIdx.x >> 5) * (dynamic_shared_bytes() / 4 / warps);
-    const unsigned key_words = key_region_words(key_width);
-    unsigned* const tq = tile + 2 * key_words;
+    unsigned* const tq = tile + key_region_words(key_width);
     const long long frames = (rows + FRAME_ROWS - 1) / FRAME_ROWS, stride = (long long)gridDim.x * warps;
     long long f = (long long)blockIdx.x * warps + (threadIdx.x >> 5);
-    FrameMeta now{}, ahead{};
-    if (f < frames) {
-        now = frame_meta(key, q, p, f);
-        stage_key(key, f, now.key, tile, lane);
-    }
+    MetaBatch batch = load_batch(key, q, p, f + lane * stride, frames);
+    if (f < frames) stage_key(key, f, key_frame(key, from_lane(batch.key, 0)), tile, lane);
     __pipeline_commit();
-    if (f + stride < frames) ahead = frame_meta(key, q, p, f + stride);
-    for (unsigned buffer = 0; f < frames; f += stride, buffer ^= 1) {
+    for (unsigned t = 0; f < frames; f += stride, ++t) {
+        const unsigned at = t & 31;  // this frame's lane in the batch
+        const Frame fk = key_frame(key, from_lane(batch.key, at));
+        const Frame fq = frame_from(from_lane(batch.q, at), reinterpret_cast<const unsigned*>(q.data), q.base);
+        const Frame fp = frame_from(from_lane(batch.p, at), reinterpret_cast<const unsigned*>(p.data), p.base);
         const long long first_row = f * FRAME_ROWS;
         const unsigned valid = (unsigned)min(rows - first_row, (long long)FRAME_ROWS);
         __pipeline_wait_prior(0);
         __syncwarp();
-        const unsigned mask = frame_key_mask(key, tile + buffer * key_words, now.key, first_row, valid, lane, z, z_top,
-                                             z_low, count[LOW_READS]);
+        const unsigned mask = frame_key_mask(key, tile, fk, first_row, valid, lane, z, z_top, z_low, count[LOW_READS]);
         const bool any = __any_sync(0xFFFFFFFFu, mask);  // late materialization: factors only where a row passed
-        unsigned* const tp = tq + region_words(now.q.width);
+        __syncwarp();  // every lane is done with the key region before the next key lands in it
+        unsigned* const tp = tq + region_words(fq.width);
         if (any) {
-            stage_async(tq, now.q.words, 32 * now.q.width, lane);
-            stage_async(tp, now.p.words, 32 * now.p.width, lane);
+            stage_async(tq, fq.words, 32 * fq.width, lane);
+            stage_async(tp, fp.words, 32 * fp.width, lane);
         }
         __pipeline_commit();
-        if (f + stride < frames) stage_key(key, f + stride, ahead.key, tile + (buffer ^ 1) * key_words, lane);
+        if (at == 31) batch = load_batch(key, q, p, f + (1 + lane) * stride, frames);  // the next 32 frames'
+        if (f + stride < frames) stage_key(key, f + stride, key_frame(key, from_lane(batch.key, (at + 1) & 31)), tile, lane);
         __pipeline_commit();  // the next key's copy runs under this frame's factors
-        FrameMeta after{};
-        if (f + 2 * stride < frames) after = frame_meta(key, q, p, f + 2 * stride);
         if (any) {
             __pipeline_wait_prior(1);
             __syncwarp();
-            sum_frame(tq, now.q, tp, now.p, mask, lane, sum);
+            sum_frame(tq, fq, tp, fp, mask, lane, sum);
             count[SELECTED] += __popc(mask);
             if (lane == 0) count[FACTOR_VECTORS] += FRAME_ROWS / 4;
         }
-        now = ahead;
-        ahead = after;
         __syncwarp();  // every lane is done with the factors before the next frame's land there
     }
     __pipeline_wait_prior(0);

@@ -56,11 +56,15 @@ struct Frame {
     unsigned width;
 };
 
-// `base`: the word offset the `words` pointer starts at (a streamed chunk holds a slice of words).
+// A frame from its two metadata words. `base`: the word offset the `words` pointer starts at (a
+// streamed chunk holds a slice of words).
+__device__ __forceinline__ Frame frame_from(longlong2 m, const unsigned* words, long long base) {
+    return Frame{m.x, words + ((m.y >> 8) - base), (unsigned)(m.y & 0xFF)};
+}
+
 __device__ __forceinline__ Frame load_frame(const long long* __restrict__ meta, const unsigned* words,
                                             long long base, long long frame) {
-    const longlong2 m = __ldg(reinterpret_cast<const longlong2*>(meta) + frame);
-    return Frame{m.x, words + ((m.y >> 8) - base), (unsigned)(m.y & 0xFF)};
+    return frame_from(__ldg(reinterpret_cast<const longlong2*>(meta) + frame), words, base);
 }
 
 // Value of slot `slot` of a frame (the column's common factor left out: the host multiplies the sum).
@@ -93,6 +97,25 @@ __device__ __forceinline__ u64 staged_bits(const unsigned* tile, unsigned slot, 
     u64 v = ((u64)tile[i] | ((u64)tile[i + 1] << 32)) >> shift;
     if (shift + width > 64) v |= (u64)tile[i + 2] << (64 - shift);
     return width >= 64 ? v : v & ((1ull << width) - 1);
+}
+
+// A lane's walk through a staged frame of width <= 32 bits a slot: slot 32 j + lane starts at word
+// j x width + (lane x width) / 32, at the same bit for every j, so a value is two shared reads, a
+// funnel shift and a mask, with the shift and mask fixed for the frame, and a step of `width` words.
+struct Cursor {
+    const unsigned* word;  // the lane's next slot's first word
+    unsigned width, shift, mask;
+};
+
+__device__ __forceinline__ Cursor cursor(const unsigned* tile, unsigned width, unsigned lane) {
+    const unsigned bit = lane * width;
+    return Cursor{tile + (bit >> 5), width, bit & 31, width >= 32 ? 0xFFFFFFFFu : (1u << width) - 1u};
+}
+
+__device__ __forceinline__ unsigned next_value(Cursor& c) {
+    const unsigned v = __funnelshift_r(c.word[0], c.word[1], c.shift) & c.mask;
+    c.word += c.width;
+    return v;
 }
 
 // Words a column's region of a tile takes: the frame's 32 x width, 2 spare, rounded to 16 bytes.
