@@ -48,9 +48,12 @@ def host_threads() -> int:
     return min(MAX_HOST_THREADS, os.cpu_count() or 1)
 
 
-def tile_warps(tile_bytes: int, block_threads: int = FRAME_BLOCK_THREADS) -> int:
-    """Warps a block of the frame loop holds: as many tiles as fit its shared memory, at least one."""
-    return max(1, min(block_threads // 32, TILE_SHARED_BYTES // max(tile_bytes, 1)))
+def frame_block(tile_words: int) -> tuple[int, int]:
+    """(threads, dynamic shared bytes) of a frame-loop block whose warps each take a tile of
+    `tile_words`: as many warps as tiles fit its shared memory, at least one, at most 4."""
+    tile_bytes = 4 * tile_words
+    warps = max(1, min(FRAME_BLOCK_THREADS // 32, TILE_SHARED_BYTES // max(tile_bytes, 1)))
+    return 32 * warps, warps * tile_bytes
 
 
 def blocks_for(rows: int, rows_per_block: int, cap: int | None = None) -> int:
@@ -107,13 +110,13 @@ class Plan:
         tile_rows = self.block_threads * self.vectors_per_thread * ROWS_PER_VECTOR
         return Launch(blocks_for(rows, tile_rows, self.sm_count * BLOCKS_PER_SM), self.block_threads)
 
-    def frame_launch(self, rows: int, tile_bytes: int, blocks_per_sm: int) -> Launch:
-        """Grid for the frame loop: a warp a frame at a time, each warp a tile of `tile_bytes` in
+    def frame_launch(self, rows: int, tile_words: int, blocks_per_sm: int) -> Launch:
+        """Grid for the frame loop: a warp a frame at a time, each warp a tile of `tile_words` in
         shared memory; one wave of the blocks an SM holds (`blocks_per_sm`, from the compiled
         kernel's registers and the tiles), each warp looping over many frames."""
-        warps = tile_warps(tile_bytes)
+        threads, shared = frame_block(tile_words)
         frames = math.ceil(rows / FRAME_ROWS)
-        return Launch(blocks_for(frames, warps, self.sm_count * max(1, blocks_per_sm)), 32 * warps, warps * tile_bytes)
+        return Launch(blocks_for(frames, threads // 32, self.sm_count * max(1, blocks_per_sm)), threads, shared)
 
     def to_dict(self) -> dict:
         return asdict(self) | {"n_chunks": self.n_chunks, "launch": str(self.launch(self.chunk_rows))}
@@ -248,7 +251,7 @@ class QueryPlan:
         if resident:
             out.append(("resident", f"on the GPU before the query: {', '.join(resident)}"))
         if self.kernel.tiles:
-            warps = tile_warps(4 * self.tile_words)
+            warps = frame_block(self.tile_words)[0] // 32
             launch = f"blocks of {warps} warps, each warp a frame of {FRAME_ROWS} rows at a time in a {4 * self.tile_words:,} B tile"
         else:
             launch = f"{g.launch(g.chunk_rows)} a chunk"

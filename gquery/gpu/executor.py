@@ -15,7 +15,7 @@ from gquery.gpu import kernels
 from gquery.gpu.device import current_info, require
 from gquery.gpu.memory import ACC_WORDS, GpuMemory
 from gquery.plan import (BLOCK_THREADS, BLOCKS_PER_SM, ENCODING_CHOICES, FRAME_BLOCK_THREADS, MODES, ROWS_PER_VECTOR, VECTORS_PER_THREAD,
-                         ZERO_COPY_SECTOR, Kernel, QueryPlan, host_threads, plan_query, tile_warps)
+                         ZERO_COPY_SECTOR, Kernel, QueryPlan, host_threads, plan_query, frame_block)
 from gquery.profile import Interval, Profile
 from gquery.query import Query, to_decimal
 from gquery.table import KEY, PRICE, QUANTITY, Table
@@ -195,18 +195,14 @@ class Engine:
     def resources(self, kernel: Kernel | None = None, tile_words: int = 0) -> dict:
         """Registers, memory and occupancy of a kernel; the frame loop's at its plan's tile size."""
         f = self.kernel if kernel is None else self.scan(kernel)
-        threads, shared = BLOCK_THREADS, 0
-        if kernel is not None and kernel.tiles:
-            warps = tile_warps(4 * tile_words)
-            threads, shared = 32 * warps, 4 * tile_words * warps
+        threads, shared = frame_block(tile_words) if kernel is not None and kernel.tiles else (BLOCK_THREADS, 0)
         return kernels.resources(f) | {"occupancy": kernels.occupancy(f, threads, shared), "tile_bytes": shared}
 
     def frame_blocks_per_sm(self, kernel: Kernel, tile_words: int) -> int:
         """Blocks of the frame loop an SM holds at this tile size (memoized: driver queries)."""
         k = (kernel, tile_words)
         if k not in self._frame_blocks:
-            warps = tile_warps(4 * tile_words)
-            self._frame_blocks[k] = kernels.blocks_per_sm(self.scan(kernel), 32 * warps, 4 * tile_words * warps)
+            self._frame_blocks[k] = kernels.blocks_per_sm(self.scan(kernel), *frame_block(tile_words))
         return self._frame_blocks[k]
 
     def plan(self, table: Table, query: Query, mode: str, encoding: str = "auto", **options) -> QueryPlan:
@@ -351,7 +347,6 @@ class Engine:
         overwritten only after the kernel that last read it has finished."""
         g, tl, copy = job.plan.geometry, job.timeline, pipe.copy
         scan = self.scan(job.plan.kernel)
-        tile_bytes = 4 * job.plan.tile_words
         per_sm = self.frame_blocks_per_sm(job.plan.kernel, job.plan.tile_words) if job.plan.kernel.tiles else 0
         key_width = job.plan.key_width
         for i, a, b in g.chunks():
@@ -385,7 +380,7 @@ class Engine:
                 stream.wait_for_event(copied)
             args = self._scan_args(job, pipe.ring[slot], i)
             begin = tl.event(stream)
-            launch = g.frame_launch(b - a, tile_bytes, per_sm) if per_sm else g.launch(b - a)
+            launch = g.frame_launch(b - a, job.plan.tile_words, per_sm) if per_sm else g.launch(b - a)
             scan.prepared_async_call((launch.grid, 1, 1), (launch.block, 1, 1), stream,
                                      *args, b - a, key_width, *job.params, acc, shared_size=launch.shared)
             end = tl.event(stream)
