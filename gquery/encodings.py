@@ -267,45 +267,17 @@ def pack(values: np.ndarray, factor: int | None = None) -> Packed:
 LOW_DTYPES = ((0, None), (8, np.uint8), (16, np.uint16), (32, np.uint32), (64, np.uint64))
 
 
-@dataclass(frozen=True)
-class Sliced:
-    rows: int
-    dtype: np.dtype
-    reference: int  # the column's minimum: every key is reference + offset
-    bucket: int  # keys a top value covers: offset = top * bucket + low, 0 <= low < bucket
-    top: np.ndarray  # uint8 a row, padded to whole frames
-    low: np.ndarray | None  # the remainder in the narrowest unsigned type; None when bucket == 1
-    histogram: np.ndarray  # rows per top byte value (256 int64): the planner's statistics
-
-    name = "sliced"
-
-    def buffers(self) -> dict[str, np.ndarray]:
-        out = {"top": self.top}
-        if self.low is not None:
-            out["low"] = self.low
-        return out
+class Buckets:
+    """A key kept in 256 equal buckets of its span: offsets from the column's minimum (`reference`) in
+    256 equal buckets of `bucket` keys, and the rows a bucket holds (`histogram`)."""
 
     @property
     def low_itemsize(self) -> int:
         return 0 if self.low is None else self.low.itemsize
 
     @property
-    def nbytes(self) -> int:
-        return self.top.nbytes + (0 if self.low is None else self.low.nbytes)
-
-    @property
     def low_bits(self) -> int:
         return (self.bucket - 1).bit_length()
-
-    def describe(self) -> str:
-        return (f"sliced: top {TOP_BITS} bits a row (uint8, buckets of {self.bucket:,} keys), low {self.low_bits} bits "
-                f"({self.low_itemsize} B a row, read only where the top byte ties Z's), reference {self.reference:,}")
-
-    def decode(self) -> np.ndarray:
-        u = self.top[:self.rows].astype(np.uint64) * np.uint64(self.bucket)
-        if self.low is not None:
-            u += self.low[:self.rows].astype(np.uint64)
-        return (u + np.uint64(self.reference % 2**64)).view(np.int64).astype(self.dtype)
 
     def thresholds(self, z: int) -> tuple[int, int]:
         """(z_top, z_low) such that key < z ⇔ top < z_top, or top == z_top and low < z_low."""
@@ -326,6 +298,39 @@ class Sliced:
         if z_top >= 1 << TOP_BITS:
             return self.rows, 0
         return int(self.histogram[:z_top].sum()), int(self.histogram[z_top])
+
+
+@dataclass(frozen=True)
+class Sliced(Buckets):
+    rows: int
+    dtype: np.dtype
+    reference: int  # the column's minimum: every key is reference + offset
+    bucket: int  # keys a top value covers: offset = top * bucket + low, 0 <= low < bucket
+    top: np.ndarray  # uint8 a row, padded to whole frames
+    low: np.ndarray | None  # the remainder in the narrowest unsigned type; None when bucket == 1
+    histogram: np.ndarray  # rows per top byte value (256 int64): the planner's statistics
+
+    name = "sliced"
+
+    def buffers(self) -> dict[str, np.ndarray]:
+        out = {"top": self.top}
+        if self.low is not None:
+            out["low"] = self.low
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        return self.top.nbytes + (0 if self.low is None else self.low.nbytes)
+
+    def describe(self) -> str:
+        return (f"sliced: top {TOP_BITS} bits a row (uint8, buckets of {self.bucket:,} keys), low {self.low_bits} bits "
+                f"({self.low_itemsize} B a row, read only where the top byte ties Z's), reference {self.reference:,}")
+
+    def decode(self) -> np.ndarray:
+        u = self.top[:self.rows].astype(np.uint64) * np.uint64(self.bucket)
+        if self.low is not None:
+            u += self.low[:self.rows].astype(np.uint64)
+        return (u + np.uint64(self.reference % 2**64)).view(np.int64).astype(self.dtype)
 
 
 def slice_key(values: np.ndarray) -> Sliced:
