@@ -10,6 +10,10 @@
              differs from Z's, and only the rest read their low part (BitWeaving / ByteSlice).
              Equal buckets over the keys' own span leave ~1/256 of uniform keys undecided whatever
              their width (bit-aligned slices of a 24-bit span use as few as 129 top values)
+    indexed  the sliced key's buckets as lists: bucket b's rows (row ids, ascending) with their low
+             parts beside them, bucket after bucket, so the rows of the buckets below Z's and of Z's
+             own bucket are one prefix of the lists. A sparse `key < Z` reads that prefix (~1/256 of
+             the rows a bucket) and the selected rows' factors, instead of a top byte every row
 
 Exactness by construction: offsets from a reference are taken in uint64 modular arithmetic, so a
 frame spanning the whole int64 range still decodes (reference + offset, wrapping) to its values.
@@ -33,7 +37,7 @@ import numpy as np
 FRAME_ROWS = 1024  # a multiple of 32 (whole words a frame) and of the 4-row vectors kernels load
 TOP_BITS = 8  # the sliced key's top slice: one byte a row
 PAD_WORDS = 4  # spare words after the last frame: a 3-word read past a value stays in bounds
-ENCODINGS = ("plain", "packed", "sliced")
+ENCODINGS = ("plain", "packed", "sliced", "indexed")
 INT64_MIN = -(2**63)
 NO_ROWS = -1  # sliced z_top that no top byte is below or equal to (selects nothing)
 
@@ -269,7 +273,18 @@ LOW_DTYPES = ((0, None), (8, np.uint8), (16, np.uint16), (32, np.uint32), (64, n
 
 class Buckets:
     """A key kept in 256 equal buckets of its span: offsets from the column's minimum (`reference`) in
-    256 equal buckets of `bucket` keys, and the rows a bucket holds (`histogram`)."""
+    256 equal buckets of `bucket` keys, and the rows a bucket holds (`histogram`). Two buffers: one
+    a row (`by_row`: the sliced key's top bytes, or the indexed key's row ids) and the low parts."""
+
+    def buffers(self) -> dict[str, np.ndarray]:
+        out = {self.by_row: getattr(self, self.by_row)}
+        if self.low is not None:
+            out["low"] = self.low
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.buffers().values())
 
     @property
     def low_itemsize(self) -> int:
@@ -311,16 +326,7 @@ class Sliced(Buckets):
     histogram: np.ndarray  # rows per top byte value (256 int64): the planner's statistics
 
     name = "sliced"
-
-    def buffers(self) -> dict[str, np.ndarray]:
-        out = {"top": self.top}
-        if self.low is not None:
-            out["low"] = self.low
-        return out
-
-    @property
-    def nbytes(self) -> int:
-        return self.top.nbytes + (0 if self.low is None else self.low.nbytes)
+    by_row = "top"
 
     def describe(self) -> str:
         return (f"sliced: top {TOP_BITS} bits a row (uint8, buckets of {self.bucket:,} keys), low {self.low_bits} bits "
@@ -360,11 +366,114 @@ def slice_key(values: np.ndarray) -> Sliced:
     return Sliced(rows, values.dtype, reference, bucket, top, low, histogram)
 
 
+# --- indexed ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Indexed(Buckets):
+    rows: int
+    dtype: np.dtype
+    reference: int  # as Sliced: key = reference + top * bucket + low
+    bucket: int
+    ids: np.ndarray  # row ids, bucket after bucket, ascending within one: uint32 (uint64 past 2^32 rows)
+    low: np.ndarray | None  # each listed row's low part, in the lists' order; None when bucket == 1
+    histogram: np.ndarray  # rows a bucket: bucket b's entries are starts[b] .. starts[b + 1] - 1
+
+    name = "indexed"
+    by_row = "ids"
+
+    @property
+    def starts(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(self.histogram)]).astype(np.int64)
+
+    def describe(self) -> str:
+        return (f"indexed: the rows of each of 256 buckets of {self.bucket:,} keys listed together, row ids "
+                f"({self.ids.itemsize} B) and low {self.low_bits} bits ({self.low_itemsize} B) a row; Z's bucket "
+                f"and those below it are a prefix of the lists, reference {self.reference:,}")
+
+    def prefix(self, z: int) -> tuple[int, int]:
+        """(entries that pass whatever their low bits: the buckets below Z's, entries to read: those
+        and Z's own bucket) for key < z."""
+        z_top, _ = self.thresholds(z)
+        if z_top == NO_ROWS:
+            return 0, 0
+        starts = self.starts
+        if z_top >= 1 << TOP_BITS:
+            return self.rows, self.rows
+        return int(starts[z_top]), int(starts[z_top + 1])
+
+    def decode(self) -> np.ndarray:
+        """Each listed row's key put back at its row; raises unless the ids are every row once."""
+        out = np.zeros(self.rows, dtype=np.uint64)
+        starts = self.starts
+        if len(self.ids) != self.rows or int(starts[-1]) != self.rows:
+            raise ValueError(f"the lists hold {len(self.ids):,} entries, the histogram {int(starts[-1]):,}, "
+                             f"for {self.rows:,} rows")
+        if self.rows and int(self.ids.max()) >= self.rows:
+            raise ValueError("a listed row id is past the last row")
+        seen = np.zeros(self.rows, dtype=bool)
+        seen[self.ids] = True
+        if not seen.all():
+            raise ValueError("the lists name some row twice and leave another out")
+
+        def put(first: int, end: int) -> None:  # buckets first .. end - 1: disjoint rows
+            for b in range(first, end):
+                a, e = int(starts[b]), int(starts[b + 1])
+                if a == e:
+                    continue
+                v = np.full(e - a, np.uint64(b) * np.uint64(self.bucket), dtype=np.uint64)
+                if self.low is not None:
+                    v += self.low[a:e].astype(np.uint64)
+                out[self.ids[a:e]] = v
+
+        parallel_ranges(1 << TOP_BITS, put, min_items=1)
+        return (out + np.uint64(self.reference % 2**64)).view(np.int64).astype(self.dtype)
+
+
+def index_key(key: Sliced) -> Indexed:
+    """A sliced key's rows listed by bucket: a counting sort of the top bytes, stable (row ids
+    ascending within a bucket), a piece of the rows a host thread, each piece's entries written
+    at its own offsets within each bucket."""
+    rows = key.rows
+    id_dtype = np.uint32 if rows <= 2**32 else np.uint64
+    ids = np.empty(rows, dtype=id_dtype)
+    low = None if key.low is None else np.empty(rows, dtype=key.low.dtype)
+    top = key.top[:rows]
+    from gquery.plan import host_threads
+
+    pieces = max(1, min(host_threads(), rows // (1 << 20)))
+    bounds = [rows * k // pieces for k in range(pieces + 1)]
+    counts = np.zeros((pieces, 1 << TOP_BITS), dtype=np.int64)
+
+    def count(k: int) -> None:
+        counts[k] = np.bincount(top[bounds[k]:bounds[k + 1]], minlength=1 << TOP_BITS)
+
+    def place(k: int) -> None:
+        a = bounds[k]
+        order = np.argsort(top[a:bounds[k + 1]], kind="stable")  # radix sort of bytes: rows ascending
+        local = np.concatenate([[0], np.cumsum(counts[k])])
+        for b in np.flatnonzero(counts[k]):
+            dest = int(offsets[k, b])
+            mine = order[local[b]:local[b + 1]]
+            ids[dest:dest + len(mine)] = mine + a
+            if low is not None:
+                low[dest:dest + len(mine)] = key.low[a:][mine]
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(pieces) as pool:
+        list(pool.map(count, range(pieces)))
+        histogram = counts.sum(axis=0)
+        # piece k's bucket-b rows follow every earlier piece's in bucket b
+        offsets = np.concatenate([[0], np.cumsum(histogram)])[:-1][None, :] + np.cumsum(counts, axis=0) - counts
+        list(pool.map(place, range(pieces)))
+    return Indexed(rows, key.dtype, key.reference, key.bucket, ids, low, histogram.astype(np.int64))
+
+
 def frame_view(enc, first_frame: int, end_frame: int):
     """Frames first_frame .. end_frame - 1 of an encoding as an encoding of their own: one GPU's or
     one worker's share of a table. Row buffers are views (a mapped or registered parent stays so);
     packed metadata is copied with its word offsets rebased onto a view of the words; a sliced key's
-    histogram is counted again over its share, so the planner's estimates stay exact counts."""
+    histogram is counted again over its share, so the planner's estimates stay exact counts. An
+    indexed key's share is copied: ids ascend within a bucket, so the share is a range of each list."""
     a = first_frame * FRAME_ROWS
     b = min(end_frame * FRAME_ROWS, enc.rows)
     if not 0 <= a < b:
@@ -377,6 +486,15 @@ def frame_view(enc, first_frame: int, end_frame: int):
         meta[:, 1] -= np.int64(w0) << 8
         # the spare words after the share are the next frame's or the column's padding: in bounds
         return Packed(b - a, enc.dtype, enc.factor, meta, enc.words[w0:w1 + PAD_WORDS])
+    if isinstance(enc, Indexed):  # each bucket's rows of the share, rebased: a copy (not mapped)
+        starts = enc.starts
+        keep = [(int(starts[t]) + int(np.searchsorted(enc.ids[starts[t]:starts[t + 1]], a)),
+                 int(starts[t]) + int(np.searchsorted(enc.ids[starts[t]:starts[t + 1]], b)))
+                for t in range(1 << TOP_BITS)]
+        ids = np.concatenate([enc.ids[s:e] for s, e in keep]) - enc.ids.dtype.type(a)
+        low = None if enc.low is None else np.concatenate([enc.low[s:e] for s, e in keep])
+        histogram = np.array([e - s for s, e in keep], dtype=np.int64)
+        return Indexed(b - a, enc.dtype, enc.reference, enc.bucket, ids.astype(enc.ids.dtype), low, histogram)
     top = enc.top[a:end_frame * FRAME_ROWS]  # the parent's top is padded to whole frames
     low = None if enc.low is None else enc.low[a:b]
     histogram = np.bincount(top[:b - a], minlength=1 << TOP_BITS).astype(np.int64)
@@ -401,4 +519,6 @@ def encode_column(values: np.ndarray, encoding: str, factor: int | None = None):
         return pack(values, factor)
     if encoding == "sliced":
         return slice_key(values)
+    if encoding == "indexed":
+        return index_key(slice_key(values))
     raise ValueError(f"unknown encoding {encoding!r}")

@@ -14,8 +14,9 @@ Each part is written atomically as it is made; the parted manifest is written la
 file renamed), so a parted store whose manifest exists has every part, and a folder without one is
 a build in progress that a rerun resumes, keeping the parts already there.
 
-It holds the key sliced (top byte, low bits, a histogram of top bytes) and packed, and both factors
-packed (per-frame reference and width: the frame statistics). A store is written into a temporary
+It holds the key sliced (top byte, low bits, a histogram of top bytes), indexed (each bucket's row
+ids and low bits, listed together) and packed, and both factors packed (per-frame reference and
+width: the frame statistics). A store is written into a temporary
 folder, verified against the columns it came from (every stored encoding decoded and compared),
 and renamed into place only then, so a store that exists is complete. Opening checks the version,
 every file's size and checksum, and whether its source files changed since (stale); each failure is
@@ -37,15 +38,15 @@ from pathlib import Path
 
 import numpy as np
 
-from gquery.encodings import Packed, Sliced
+from gquery.encodings import Indexed, Packed, Sliced
 from gquery.errors import GqueryError
 from gquery.plan import host_threads
 from gquery.table import KEY, PRICE, QUANTITY, Column, PartedTable, Table
 
 STORE_NAME = "lineitem.gq"
 PART_NAME = "part-{:05d}.gq"
-FORMAT, VERSION = "gquery-store", 2  # 2: sliced keys in equal buckets (was: bit-aligned slices)
-STORED = {KEY: ("sliced", "packed"), QUANTITY: ("packed",), PRICE: ("packed",)}
+FORMAT, VERSION = "gquery-store", 3  # 3: the key's bucket lists (indexed); 2: sliced keys in equal buckets
+STORED = {KEY: ("sliced", "indexed", "packed"), QUANTITY: ("packed",), PRICE: ("packed",)}
 CRC_PIECE = 64 << 20
 READ_PIECE = 32 << 20  # a buffer is read in pieces on every host thread: one reader reaches ~2 GB/s
 
@@ -141,8 +142,18 @@ def _verify(stored: Table, original: Table) -> None:
     expected = {KEY: plain.suppkey, QUANTITY: plain.quantity, PRICE: plain.extendedprice}
     for column, encodings in STORED.items():
         for name in encodings:
-            if not np.array_equal(stored.columns[column].encodings[name].decode(), expected[column]):
+            try:
+                same = np.array_equal(stored.columns[column].encodings[name].decode(), expected[column])
+            except ValueError as e:  # lists that are not every row once
+                raise StoreError(f"{column} {name} does not decode: {e}") from None
+            if not same:
                 raise StoreError(f"{column} {name} does not decode to the values it was written from")
+
+
+def stored_encodings(skip_lists: bool = False) -> dict:
+    """STORED, less the key's bucket lists when a reader will not use them (a windowed query that
+    did not ask for them reads 5 or 9 bytes a row less from disk)."""
+    return {c: tuple(e for e in names if not (skip_lists and e == "indexed")) for c, names in STORED.items()}
 
 
 def _fail(path: Path, why: str):
@@ -294,9 +305,12 @@ def _open_parted(path: Path, manifest: dict, memory, check_source: bool, window:
     return PartedTable(rows, paths, part_rows, str(path), largest, tables, 0, pinned=memory is not None)
 
 
-def _open_single(path: Path, manifest: dict, memory, check_source: bool, allocate=None, verify: bool = True) -> Table:
+def _open_single(path: Path, manifest: dict, memory, check_source: bool, allocate=None, verify: bool = True,
+                 encodings: dict | None = None) -> Table:
     """`allocate(key, n, dtype)`: where each buffer is read (a window's slot), else new memory.
-    `verify`: compare checksums (a window reading a part again checks sizes only)."""
+    `verify`: compare checksums (a window reading a part again checks sizes only).
+    `encodings`: which of STORED to read (all of them by default)."""
+    encodings = STORED if encodings is None else encodings
     if check_source:
         for src in manifest.get("source", []):
             if Path(src["path"]).exists() and _changed(src):
@@ -304,8 +318,8 @@ def _open_single(path: Path, manifest: dict, memory, check_source: bool, allocat
     try:
         rows = int(manifest["rows"])
         reads = []
-        for column, encodings in STORED.items():
-            for name in encodings:
+        for column, names in encodings.items():
+            for name in names:
                 for buf, meta in manifest["columns"][column][name]["buffers"].items():
                     reads.append((column, name, buf, meta))
     except (KeyError, TypeError, ValueError) as e:
@@ -346,21 +360,38 @@ def _open_single(path: Path, manifest: dict, memory, check_source: bool, allocat
 
     arrays = dict(_parallel(check, list(zip(reads, targets))))
     columns = {}
-    for column, encodings in STORED.items():
+    for column, names in encodings.items():
         col = columns[column] = Column(column)
-        for name in encodings:
+        for name in names:
             p = manifest["columns"][column][name]["params"]
             get = lambda buf: arrays[(column, name, buf)]
             if name == "packed":
                 col.encodings[name] = Packed(p["rows"], np.dtype(p["dtype"]), int(p["factor"]), get("meta"), get("words"))
             else:
                 low = arrays.get((column, name, "low"))
-                col.encodings[name] = Sliced(p["rows"], np.dtype(p["dtype"]), int(p["reference"]), int(p["bucket"]),
-                                             get("top"), low, np.array(p["histogram"], dtype=np.int64))
+                rows_by = get("ids") if name == "indexed" else get("top")
+                col.encodings[name] = (Indexed if name == "indexed" else Sliced)(
+                    p["rows"], np.dtype(p["dtype"]), int(p["reference"]), int(p["bucket"]), rows_by, low,
+                    np.array(p["histogram"], dtype=np.int64))
             if col.encodings[name].rows != rows:
                 _fail(path, f"{column} {name} holds {col.encodings[name].rows:,} rows, the manifest {rows:,}")
+            if name == "indexed" and verify:
+                _check_lists(path, col.encodings[name])
     largest = {k: int(v) for k, v in manifest["largest"].items()}
     return Table(rows, columns, str(path), largest, pinned=memory is not None)
+
+
+def _check_lists(path: Path, key: Indexed) -> None:
+    """The bounds a GPU relies on when it gathers by row id: as many entries as rows, as the
+    histogram says, and no id past the last row (whether they are every row once, the write's
+    verification proved; the checksums say the files are still what was written)."""
+    if len(key.ids) != key.rows or int(key.histogram.sum()) != key.rows or (key.histogram < 0).any():
+        _fail(path, f"the key's bucket lists hold {len(key.ids):,} entries and a histogram of "
+                    f"{int(key.histogram.sum()):,} for {key.rows:,} rows")
+    if key.low is not None and len(key.low) != key.rows:
+        _fail(path, f"the key's bucket lists hold {len(key.low):,} low parts for {key.rows:,} rows")
+    if key.rows and int(key.ids.max()) >= key.rows:
+        _fail(path, "the key's bucket lists name a row past the last")
 
 
 def _changed(src: dict) -> bool:
@@ -400,16 +431,19 @@ class PartReader:
     another. Slots are sized up front to each buffer's largest part (the CUDA context that pins
     them is current on the caller's thread only), and a re-read checks sizes, not checksums."""
 
-    def __init__(self, table: PartedTable, indices, memory=None, window: int | None = None, slots=None):
-        """`slots`: a previous reader's slots (same table, indices and window) to read into again:
-        page-locking them anew costs more than reading the parts."""
+    def __init__(self, table: PartedTable, indices, memory=None, window: int | None = None, slots=None,
+                 lists: bool = True):
+        """`slots`: a previous reader's slots (same table, indices, window and lists) to read into
+        again: page-locking them anew costs more than reading the parts. `lists`: read the key's
+        bucket lists too (only a query that asked for the indexed encoding reads them)."""
         self.table, self.indices = table, list(indices)
+        self.encodings = stored_encodings(skip_lists=not lists)
         self.window = max(1, min(window or table.window or 2, len(self.indices) or 1))
         self.manifests = {i: _manifest(table.paths[i]) for i in self.indices}
         sizes: dict = {}
         for m in self.manifests.values():
-            for column, encodings in STORED.items():
-                for name in encodings:
+            for column, names in self.encodings.items():
+                for name in names:
                     for buf, meta in m["columns"][column][name]["buffers"].items():
                         key = (column, name, buf)
                         dtype = np.dtype(meta["dtype"])
@@ -433,7 +467,7 @@ class PartReader:
             try:
                 into = self.slots[slot]
                 t = _open_single(self.table.paths[i], self.manifests[i], None, False,
-                                 allocate=lambda key, n, dtype: into[key][:n], verify=False)
+                                 allocate=lambda key, n, dtype: into[key][:n], verify=False, encodings=self.encodings)
                 t.pinned = self.table.pinned
                 self._ready.put((slot, i, t))
             except BaseException as e:  # handed to the consumer, raised there

@@ -7,6 +7,7 @@ table, whose lifetime is theirs). An encoding set names one encoding per column:
     plain    key plain,  factors plain   (20 bytes a row: today's engine)
     packed   key packed, factors packed  (frame of reference + bit-packing, decoded in the scan)
     sliced   key sliced, factors packed  (the key's top byte decides; the rest is read on demand)
+    indexed  key indexed, factors packed (the rows of Z's bucket and those below: a prefix of lists)
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from gquery.columns import QUERY_COLUMNS, LineitemColumns
-from gquery.encodings import ENCODINGS, FRAME_ROWS, Packed, Plain, Sliced, encode_column, frame_view
+from gquery.encodings import ENCODINGS, FRAME_ROWS, Indexed, Packed, Plain, Sliced, encode_column, frame_view, index_key
 from gquery.query import Query, numpy_select_sum_exact, to_decimal
 
 KEY, QUANTITY, PRICE = QUERY_COLUMNS
@@ -28,6 +29,7 @@ ENCODING_SETS = {
     "plain": {KEY: "plain", QUANTITY: "plain", PRICE: "plain"},
     "packed": {KEY: "packed", QUANTITY: "packed", PRICE: "packed"},
     "sliced": {KEY: "sliced", QUANTITY: "packed", PRICE: "packed"},
+    "indexed": {KEY: "indexed", QUANTITY: "packed", PRICE: "packed"},
 }
 assert set(ENCODING_SETS) == set(ENCODINGS)
 
@@ -35,9 +37,11 @@ assert set(ENCODING_SETS) == set(ENCODINGS)
 @dataclass
 class Column:
     name: str
-    encodings: dict = field(default_factory=dict)  # encoding name → Plain | Packed | Sliced
+    encodings: dict = field(default_factory=dict)  # encoding name → Plain | Packed | Sliced | Indexed
 
     def get(self, encoding: str):
+        if encoding == "indexed" and encoding not in self.encodings:  # the sliced key's buckets, listed
+            self.encodings[encoding] = index_key(self.get("sliced"))
         if encoding not in self.encodings:
             # keys are compared, not multiplied: the scan decodes them without a common factor
             factor = 1 if self.name == KEY else None
@@ -46,7 +50,7 @@ class Column:
 
     def values(self) -> np.ndarray:
         """The logical values, decoded from whichever encoding is at hand (plain first)."""
-        for name in ("plain", "packed", "sliced"):
+        for name in ENCODINGS:
             if name in self.encodings:
                 return self.encodings[name].decode()
         raise ValueError(f"column {self.name} has no encoding")
@@ -180,4 +184,4 @@ def _largest(values: np.ndarray) -> int:
     return max(abs(int(values.min())), abs(int(values.max())))
 
 
-__all__ = ["Table", "PartedTable", "select_sum", "select_sum_exact", "wide_products", "Column", "ENCODING_SETS", "KEY", "QUANTITY", "PRICE", "Packed", "Plain", "Sliced"]
+__all__ = ["Table", "PartedTable", "select_sum", "select_sum_exact", "wide_products", "Column", "ENCODING_SETS", "KEY", "QUANTITY", "PRICE", "Indexed", "Packed", "Plain", "Sliced"]

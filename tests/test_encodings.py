@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from gquery.encodings import FRAME_ROWS, NO_ROWS, PAD_WORDS, bit_width, common_factor, pack, slice_key
+from gquery.encodings import (FRAME_ROWS, NO_ROWS, PAD_WORDS, TOP_BITS, Indexed, bit_width, common_factor, frame_view,
+                              index_key, pack, slice_key)
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
@@ -83,3 +84,51 @@ def test_sliced_low_bits_take_the_narrowest_type():
     assert slice_key(np.array([1, 200], np.int32)).low is None  # 8 bits: the top byte is the key
     assert slice_key(np.array([1, 100_000], np.int32)).low.dtype == np.uint16  # 17 bits: 9 low
     assert slice_key(np.array([-(2**31), 2**31 - 1], np.int32)).low.dtype == np.uint32
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrays(np.int32, st.integers(0, 3000), elements=st.integers(-(2**31), 2**31 - 1)),
+       st.lists(st.integers(-(2**33), 2**33), min_size=1, max_size=8))
+def test_bucket_lists_select_exactly_what_key_lt_z_selects(keys, zs):
+    """The indexed key: every row listed once, in its sliced bucket, ascending within it; for any
+    Z, the prefix's first entries (pass outright) and Z's bucket's entries with low < z_low are
+    exactly the rows with key < Z."""
+    s = slice_key(keys)
+    ix = index_key(s)
+    assert np.array_equal(ix.decode(), keys) and np.array_equal(ix.histogram, s.histogram)
+    starts = ix.starts
+    for b in range(1 << TOP_BITS):
+        listed = ix.ids[starts[b]:starts[b + 1]].astype(np.int64)
+        assert (np.diff(listed) > 0).all() and (s.top[listed] == b).all()
+    for z in zs:
+        passed, read = ix.prefix(z)
+        _, z_low = ix.thresholds(z)
+        low = ix.low[passed:read].astype(np.int64) if ix.low is not None else np.zeros(read - passed, np.int64)
+        chosen = np.concatenate([ix.ids[:passed], ix.ids[passed:read][low < z_low]]).astype(np.int64)
+        assert np.array_equal(np.sort(chosen), np.flatnonzero(keys < z))
+        assert ix.estimate(z) == s.estimate(z)
+
+
+@pytest.mark.parametrize("rows", [1, FRAME_ROWS - 1, FRAME_ROWS + 1, 3 * FRAME_ROWS + 7, 2_500_000])
+def test_bucket_lists_of_a_share_are_the_share_s_rows(rows):
+    """frame_view of an indexed key (one GPU's share): each bucket's range of the share, rebased,
+    in as many pieces of host threads as the rows allow."""
+    keys = np.random.default_rng(rows).integers(-(2**31), 2**31, rows).astype(np.int32)
+    ix = index_key(slice_key(keys))
+    frames = -(-rows // FRAME_ROWS)
+    for a, b in {(0, frames), (frames // 2, frames), (0, max(1, frames // 3))}:
+        share = frame_view(ix, a, b)
+        assert np.array_equal(share.decode(), keys[a * FRAME_ROWS:b * FRAME_ROWS])
+        assert int(share.histogram.sum()) == share.rows and share.ids.dtype == ix.ids.dtype
+
+
+def test_bucket_lists_that_are_not_every_row_once_do_not_decode():
+    ix = index_key(slice_key(np.arange(5000, dtype=np.int32)))
+    twice = ix.ids.copy()
+    twice[1] = twice[0]
+    with pytest.raises(ValueError, match="twice"):
+        Indexed(ix.rows, ix.dtype, ix.reference, ix.bucket, twice, ix.low, ix.histogram).decode()
+    past = ix.ids.copy()
+    past[-1] = ix.rows
+    with pytest.raises(ValueError, match="past the last row"):
+        Indexed(ix.rows, ix.dtype, ix.reference, ix.bucket, past, ix.low, ix.histogram).decode()

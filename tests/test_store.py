@@ -32,6 +32,8 @@ def test_round_trip_keeps_every_value_and_statistic(written):
         assert np.array_equal(a, b)
     sliced = t.encoded("sliced")["l_suppkey"]
     assert int(sliced.histogram.sum()) == cols.rows
+    indexed = t.columns["l_suppkey"].encodings["indexed"]  # stored, not derived on opening
+    assert np.array_equal(indexed.decode(), cols.suppkey) and np.array_equal(indexed.histogram, sliced.histogram)
     assert t.largest == Table.from_columns(cols).largest
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".")], "temporary folder left behind"
 
@@ -106,3 +108,45 @@ def test_stale_store_is_refused_and_rebuilt_from_its_source(sf001, tmp_path):
     again = open_table(source, echo=notes.append)
     assert any("rebuilding" in n for n in notes)
     assert again.rows == table.rows and store.open_store(path).rows == table.rows
+
+
+def _rewrite(path, buffer_file, array):
+    """Replace a buffer with `array`, checksum and size updated: damage the checksums cannot see."""
+    array.tofile(path / buffer_file)
+    m = json.loads((path / "manifest.json").read_text())
+    for column in m["columns"].values():
+        for enc in column.values():
+            for meta in enc["buffers"].values():
+                if meta["file"] == buffer_file:
+                    meta["crc32"] = store._crc(array)
+    (path / "manifest.json").write_text(json.dumps(m))
+
+
+def test_bucket_lists_naming_a_row_past_the_last_are_refused(written):
+    """A GPU gathers factors by the listed row ids: an id past the last row is refused on opening,
+    in one line, even when the files' checksums agree with it (a hand-made store)."""
+    _, path = written
+    ids = np.fromfile(path / "l_suppkey.indexed.ids.bin", dtype=np.uint32)
+    ids[7] = len(ids) + 3
+    _rewrite(path, "l_suppkey.indexed.ids.bin", ids)
+    with pytest.raises(store.StoreError, match="past the last") as e:
+        store.open_store(path)
+    assert "\n" not in str(e.value)
+
+
+def test_a_windowed_reader_leaves_the_bucket_lists_on_disk_unless_asked(tmp_path):
+    from gquery.table import PartedTable
+
+    for k in (1, 2):
+        store.write_store(Table.from_columns(columns(3000, k)), store.part_path(tmp_path, k), echo=lambda m: None)
+    store.finish_parted(tmp_path, 2, echo=lambda m: None)
+    table = store.open_store(tmp_path, window=1)
+    assert isinstance(table, PartedTable)
+    for lists in (False, True):
+        reader = store.PartReader(table, range(2), window=1, lists=lists)
+        try:
+            for _, part in reader:
+                assert ("indexed" in part.columns["l_suppkey"].encodings) == lists
+                assert ("l_suppkey", "indexed", "ids") in reader.slots[0] or not lists
+        finally:
+            reader.close()

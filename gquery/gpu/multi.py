@@ -253,8 +253,10 @@ class MultiEngine:
         from gquery.store import PartReader
 
         pinned = mplan.mode == "pinned"  # registered and pageable read into the user's kind of memory
-        key = ("window", engine.memory.tag, pinned, mplan.window, tuple(share.tables))
-        reader = PartReader(table, share.tables, engine.memory if pinned else None, mplan.window, table.cache.get(key))
+        lists = mplan.requested == "indexed"  # auto plans windowed parts sliced: the lists stay on disk
+        key = ("window", engine.memory.tag, pinned, mplan.window, tuple(share.tables), lists)
+        reader = PartReader(table, share.tables, engine.memory if pinned else None, mplan.window, table.cache.get(key),
+                            lists=lists)
         table.cache[key] = reader.slots  # kept for the next query; freed on this thread by release_table
         plans = mplan.plans[i]
         plans.clear()
