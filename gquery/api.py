@@ -115,11 +115,12 @@ def query(table, z: int, mode: str = "pinned", encoding: str = "auto", repeat: i
     """SELECT SUM(l_quantity * l_extendedprice) FROM table WHERE l_suppkey < z, on the GPU (on
     `gpus` GPUs: a number or "all"; a parted table goes through the many-table engine). An untimed
     warm-up run comes first unless warmup=False; the result is the median of `repeat` runs."""
+    from gquery.plan import runnable
     from gquery.runner import check_options, measure, parse_encodings, parse_modes
     from gquery.table import select_sum
 
     check_options("gpu", repeat)
-    parse_modes(mode), parse_encodings(encoding)
+    runnable(parse_modes(mode), parse_encodings(encoding))
     q = Query(z)
     reference = select_sum(table, q) if check else None
     eng = engine() if gpus == 1 and isinstance(table, Table) else engines(gpus)

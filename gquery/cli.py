@@ -79,7 +79,7 @@ def generate(sf: float = typer.Option(..., "--sf", help="Scale factor, 0.01 to 1
 def encode(data: Path = typer.Option(..., "--data", help="A parquet/.tbl file or folder to encode."),
            to: Optional[Path] = typer.Option(None, "--out", help="The store folder [default: lineitem.gq beside the data]."),
            force: bool = typer.Option(False, "--force", help="Rebuild even when a whole, fresh store is there.")):
-    """Build the encoded store (sliced key, packed factors) from parquet or .tbl, verified before it appears."""
+    """Build the encoded store (sliced, indexed and packed key; packed factors) from parquet or .tbl, verified before it appears."""
     from gquery import store
     from gquery.columns import load_lineitem
     from gquery.table import Table
@@ -99,7 +99,7 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         z: int = typer.Option(..., "--z", help="The predicate's bound: l_suppkey < Z (any integer)."),
         backend: str = typer.Option("auto", "--backend", help="auto (GPU when usable), gpu or duckdb; with --scheduler, cpu (auto) or gpu."),
         mode: str = typer.Option("all", "--mode", help="resident, pinned, registered, pageable or all."),
-        encoding: str = typer.Option("auto", "--encoding", help="auto (the planner chooses), plain, packed, sliced or all."),
+        encoding: str = typer.Option("auto", "--encoding", help="auto (the planner chooses), plain, packed, sliced, indexed or all."),
         repeat: int = typer.Option(5, "--repeat", help="Timed runs of each engine; medians are reported."),
         validate: bool = typer.Option(True, "--validate/--no-validate", help="Check the GPU's answer against DuckDB."),
         explain: bool = typer.Option(False, "--explain", help="Print each mode's plan with the results."),
@@ -114,6 +114,7 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         workers: Optional[int] = typer.Option(None, "--workers", help="With --scheduler local: worker processes (gpu: one a GPU, at most the GPUs); else wait for this many.")):
     """Run the query on the GPU and DuckDB; print the result, the check and where the time went."""
     from gquery.query import Query
+    from gquery.plan import list_mode_problem, runnable
     from gquery.runner import check_options, parse_encodings, parse_modes, run_query
 
     from gquery.options import check_run
@@ -129,6 +130,9 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
     modes = parse_modes(mode)
     encodings = parse_encodings(encoding)
     check_options(backend, repeat)
+    _, skipped = runnable(modes, encodings)
+    for e, m in skipped:
+        note(f"{e} in {m} mode is skipped: {list_mode_problem(m)}")
     n_gpus = check_run(backend, chunk_rows=chunk_rows, streams=streams, staging_threads=staging_threads, plot=plot,
                        explain=explain, echo=note, gpus=gpus, window=window)
     source = _source(sf, data, data_dir)

@@ -110,6 +110,11 @@ class Plan:
         tile_rows = self.block_threads * self.vectors_per_thread * ROWS_PER_VECTOR
         return Launch(blocks_for(rows, tile_rows, self.sm_count * BLOCKS_PER_SM), self.block_threads)
 
+    def list_launch(self, entries: int) -> Launch:
+        """Grid for the list loop (indexed key): a thread VECTORS_PER_THREAD entries a step."""
+        return Launch(blocks_for(entries, self.block_threads * self.vectors_per_thread, self.sm_count * BLOCKS_PER_SM),
+                      self.block_threads)
+
     def frame_launch(self, rows: int, tile_words: int, blocks_per_sm: int) -> Launch:
         """Grid for the frame loop: a warp a frame at a time, each warp a tile of `tile_words` in
         shared memory; one wave of the blocks an SM holds (`blocks_per_sm`, from the compiled
@@ -178,13 +183,13 @@ ZERO_COPY_READ_BYTES = 64  # link time a scattered zero-copy read costs, in bulk
 # sector and its request; measured: 0.5% of SF10's rows read so took ~1.5x their bulk bytes' time)
 ZERO_COPY_SECTOR = 32  # the smallest read a GPU load makes of host memory: the profile's unit
 FACTOR_READS_PER_ROW = 4  # a selected row's factors: frame metadata and words, of two columns
-ENCODING_CHOICES = ("auto", "plain", "packed", "sliced")
+ENCODING_CHOICES = ("auto", "plain", "packed", "sliced", "indexed")
 
 
 @dataclass(frozen=True)
 class Buffer:
     column: str
-    name: str  # values (plain), words and meta (packed), top and low (sliced)
+    name: str  # values (plain), words and meta (packed), top and low (sliced), ids and low (indexed)
     placement: str  # resident | stream | zero_copy
     nbytes: int
 
@@ -193,21 +198,24 @@ class Buffer:
 class Kernel:
     """The scan's compile-time variant: one load primitive per column, 64- or 128-bit products."""
 
-    key: str  # plain | packed | sliced
+    key: str  # plain | packed | sliced | indexed
     factors: str  # plain | packed
-    low_bytes: int  # sliced: bytes a low-bits value takes (0: the top byte holds the whole key)
+    low_bytes: int  # sliced, indexed: bytes a low-bits value takes (0: the top byte holds the whole key)
     wide: bool
     tiles: bool = False  # the frame loop: a warp stages a frame's packed words in shared memory
+    id_bytes: int = 0  # indexed: bytes a listed row id takes (4, or 8 past 2^32 rows)
 
     def defines(self) -> dict[str, int]:
-        code = {"plain": 0, "packed": 1, "sliced": 2}
+        code = {"plain": 0, "packed": 1, "sliced": 2, "indexed": 3}
         return {"KEY_ENCODING": code[self.key], "FACTOR_ENCODING": code[self.factors],
-                "LOW_BYTES": self.low_bytes, "WIDE_PRODUCT": int(self.wide), "TILES": int(self.tiles)}
+                "LOW_BYTES": self.low_bytes, "WIDE_PRODUCT": int(self.wide), "TILES": int(self.tiles),
+                "ID_BYTES": self.id_bytes}
 
     def __str__(self) -> str:
-        low = f", low bits {self.low_bytes} B" if self.key == "sliced" else ""
+        low = f", low bits {self.low_bytes} B" if self.key in ("sliced", "indexed") else ""
+        ids = f", row ids {self.id_bytes} B" if self.key == "indexed" else ""
         loop = ", a warp a frame in shared memory" if self.tiles else ""
-        return f"key {self.key}{low}, factors {self.factors}, {'128' if self.wide else '64'}-bit products{loop}"
+        return f"key {self.key}{ids}{low}, factors {self.factors}, {'128' if self.wide else '64'}-bit products{loop}"
 
 
 @dataclass(frozen=True)
@@ -222,6 +230,7 @@ class QueryPlan:
     reasons: tuple[str, ...]
     tile_words: int = 0  # the frame loop: shared-memory words a warp's tile takes (0: the vector loop)
     key_width: int = 0  # the frame loop, packed key: its widest frame, which sizes the tile's key regions
+    entries: tuple[int, int] = (0, 0)  # indexed: (list entries that pass outright, entries read)
 
     @property
     def mode(self) -> str:
@@ -250,12 +259,18 @@ class QueryPlan:
                                     f"stream: {', '.join(streamed)} ({self.bytes_by_placement('stream') / 1e6:,.1f} MB)"))
         if resident:
             out.append(("resident", f"on the GPU before the query: {', '.join(resident)}"))
-        if self.kernel.tiles:
-            warps = frame_block(self.tile_words)[0] // 32
-            launch = f"blocks of {warps} warps, each warp a frame of {FRAME_ROWS} rows at a time in a {4 * self.tile_words:,} B tile"
+        if self.kernel.key == "indexed":
+            passed, read = self.entries
+            out.append(("decode-and-scan", f"list kernel ({self.kernel}), {g.list_launch(read)}: the first {read:,} "
+                                           f"entries of the key's bucket lists, {passed:,} of them below Z's bucket "
+                                           f"(pass outright), the rest in Z's bucket (their low bits decide)"))
         else:
-            launch = f"{g.launch(g.chunk_rows)} a chunk"
-        out.append(("decode-and-scan", f"scan kernel ({self.kernel}) on {g.streams} compute stream(s), {launch}"))
+            if self.kernel.tiles:
+                warps = frame_block(self.tile_words)[0] // 32
+                launch = f"blocks of {warps} warps, each warp a frame of {FRAME_ROWS} rows at a time in a {4 * self.tile_words:,} B tile"
+            else:
+                launch = f"{g.launch(g.chunk_rows)} a chunk"
+            out.append(("decode-and-scan", f"scan kernel ({self.kernel}) on {g.streams} compute stream(s), {launch}"))
         if zero_copy:
             out.append(("gather", f"read in place from mapped host memory, only where needed: {', '.join(zero_copy)}"))
         out.append(("combine", "exact 128-bit block sums, atomically added on the GPU; one copy back"))
@@ -265,7 +280,7 @@ class QueryPlan:
         return {"z": self.z, "encoding": self.encoding, "mode": self.mode, "kernel": str(self.kernel),
                 "buffers": [asdict(b) for b in self.buffers], "selected_estimate": list(self.selected_estimate),
                 "undecided_estimate": self.undecided_estimate, "reasons": list(self.reasons), "tile_words": self.tile_words,
-                "key_width": self.key_width,
+                "key_width": self.key_width, "entries": list(self.entries),
                 "steps": [list(s) for s in self.steps()], "geometry": self.geometry.to_dict()}
 
     def describe(self) -> str:
@@ -280,9 +295,9 @@ class QueryPlan:
 def _estimate(encoded: dict, key: str, z: int, rows: int) -> tuple[tuple[int, int], int, str]:
     """(rows selected at least, at most), undecided rows, and where the estimate came from."""
     k = encoded[key]
-    if k.name == "sliced":
+    if k.name in ("sliced", "indexed"):
         decided, undecided = k.estimate(z)
-        return (decided, decided + undecided), undecided, "the sliced key's histogram of top bytes"
+        return (decided, decided + undecided), undecided, f"the {k.name} key's histogram of buckets"
     if k.name == "packed" and k.frames:
         refs = k.meta[:, 0].astype(np.float64)
         spans = np.ldexp(1.0, k.widths) - 1
@@ -309,11 +324,12 @@ def plan_query(table, z: int, mode: str, sm_count: int, free_bytes: int | None =
         raise UsageError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if encoding not in ENCODING_CHOICES:
         raise UsageError(f"encoding must be one of {', '.join(ENCODING_CHOICES)}, got {encoding!r}")
+    if encoding == "indexed" and mode not in LIST_MODES:
+        raise UsageError(list_mode_problem(mode))
     reasons = []
     if encoding == "auto":
-        encoding = "sliced"
-        reasons.append("sliced: the key's top byte decides nearly every row, so the key ships 1 byte a row "
-                       "and factors are read only for selected rows")
+        encoding, why = _choose_key(table, z, mode)
+        reasons.append(why)
     encoded = table.encoded(encoding)
     rows = table.rows
     selected, undecided, source = _estimate(encoded, KEY, z, rows)
@@ -330,6 +346,8 @@ def plan_query(table, z: int, mode: str, sm_count: int, free_bytes: int | None =
             where = "resident"
         elif mode not in MAPPED_MODES:
             where = "stream"
+        elif encoding == "indexed":  # the lists' prefix read in order, factors gathered by row id
+            where = "zero_copy"
         elif name == "low":
             cost = undecided * ZERO_COPY_READ_BYTES
             where = "zero_copy" if cost < low_bulk else "stream"
@@ -339,7 +357,12 @@ def plan_query(table, z: int, mode: str, sm_count: int, free_bytes: int | None =
         else:
             where = "stream"
         placed.append(Buffer(column, name, where, nbytes))
-    if mode in MAPPED_MODES:
+    if encoding == "indexed":
+        passed, read = encoded[KEY].prefix(z)
+        reasons.append(f"the key's bucket lists: {read:,} entries read ({passed:,} pass outright), and the factors "
+                       f"of at most {selected[1]:,} selected rows gathered by row id, "
+                       f"{'from device memory' if mode == 'resident' else 'in place from host memory (zero-copy)'}")
+    elif mode in MAPPED_MODES:
         if any(b.name == "low" for b in placed):
             where = placed[[b.name for b in placed].index("low")].placement
             reasons.append(f"low key bits {'read in place (zero-copy)' if where == 'zero_copy' else 'shipped'}: "
@@ -356,21 +379,79 @@ def plan_query(table, z: int, mode: str, sm_count: int, free_bytes: int | None =
     wide = table.wide_products()
     if wide:
         reasons.append("128-bit products: the largest |quantity| x |price| reaches 2^63")
-    low_bytes = encoded[KEY].low_itemsize if encoded[KEY].name == "sliced" else 0
+    key = encoded[KEY]
+    low_bytes = key.low_itemsize if key.name in ("sliced", "indexed") else 0
     factors = ENCODING_SETS[encoding]["l_quantity"]
-    tiles = tiles and factors == "packed" and all(b.placement != "zero_copy" for b in placed if b.column != KEY)
+    tiles = (tiles and factors == "packed" and key.name != "indexed"
+             and all(b.placement != "zero_copy" for b in placed if b.column != KEY))
     tile = frame_tile_words(encoded) if tiles else 0
     if tiles:
         reasons.append(f"packed factors in device memory: a warp stages each frame's words in shared memory "
                        f"({4 * tile:,} B) in one round trip and decodes them there")
-    kernel = Kernel(encoded[KEY].name, factors, low_bytes, wide, tiles)
+    kernel = Kernel(key.name, factors, low_bytes, wide, tiles, key.ids.itemsize if key.name == "indexed" else 0)
     streamed = sum(b.nbytes for b in placed if b.placement == "stream")
     total = sum(b.nbytes for b in placed)
     per_row = math.ceil((total if mode == "resident" else max(streamed, 1)) / max(rows, 1))
-    geometry = make_plan(mode, rows, max(per_row, 1), sm_count, free_bytes, chunk_rows, streams, staging_threads,
-                         batched)
-    key_width = encoded[KEY].max_width if tiles and encoded[KEY].name == "packed" else 0
-    return QueryPlan(z, encoding, geometry, kernel, tuple(placed), selected, undecided, tuple(reasons), tile, key_width)
+    if key.name == "indexed":  # nothing streams: one launch over the lists' prefix, whatever the rows
+        make_plan(mode, rows, max(per_row, 1), sm_count, free_bytes)  # the same checks (a resident table must fit)
+        geometry = Plan(mode, rows, max(per_row, 1), max(rows, 1), 1, 0, 0, sm_count)
+    else:
+        geometry = make_plan(mode, rows, max(per_row, 1), sm_count, free_bytes, chunk_rows, streams, staging_threads,
+                             batched)
+    key_width = key.max_width if tiles and key.name == "packed" else 0
+    entries = key.prefix(z) if key.name == "indexed" else (0, 0)
+    return QueryPlan(z, encoding, geometry, kernel, tuple(placed), selected, undecided, tuple(reasons), tile, key_width,
+                     entries)
+
+
+LIST_MODES = ("resident", *MAPPED_MODES)  # where a kernel can gather a row's factors by its id
+
+
+def list_mode_problem(mode: str) -> str:
+    return (f"the indexed key gathers each selected row's factors where they lie, which {mode} memory does not "
+            f"allow: use --mode {', '.join(LIST_MODES)}, or --encoding sliced")
+
+
+def runnable(modes, encodings) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(encoding, mode) pairs a request runs, and those it cannot (the indexed key in pageable
+    memory); UsageError when it can run none, before any work."""
+    pairs = [(e, m) for e in encodings for m in modes]
+    ok = [(e, m) for e, m in pairs if e != "indexed" or m in LIST_MODES]
+    if not ok:
+        raise UsageError(list_mode_problem(pairs[0][1]))
+    return ok, [p for p in pairs if p not in ok]
+
+
+def _read_bytes(encoded: dict, z: int, rows: int) -> int:
+    """The bytes a query of this encoding set reads over the link (from device memory when resident),
+    by the placement rules above: what the planner compares the sliced and indexed keys by."""
+    from gquery.table import KEY
+
+    key = encoded[KEY]
+    passed, undecided = key.estimate(z)
+    tied = undecided * key.thresholds(z)[1] / key.bucket  # Z's bucket's rows below Z, were its keys uniform
+    factors = sum(e.nbytes for c, e in encoded.items() if c != KEY)
+    gathered = (passed + tied) * FACTOR_READS_PER_ROW * ZERO_COPY_READ_BYTES
+    if key.name == "indexed":  # passed entries' ids in order, Z's bucket's low bits in order, its passing ids apart
+        return int(passed * key.ids.itemsize + undecided * key.low_itemsize + tied * ZERO_COPY_SECTOR + gathered)
+    low = 0 if key.low is None else min(undecided * ZERO_COPY_READ_BYTES, key.low.nbytes)
+    return int(key.top.nbytes + low + min(gathered, factors))
+
+
+def _choose_key(table, z: int, mode: str) -> tuple[str, str]:
+    """auto: the sliced key, or its bucket lists where the table holds them (a store does), the
+    mode can gather factors by row id, and they read fewer bytes for this Z."""
+    from gquery.table import KEY
+
+    scan = ("sliced: the key's top byte decides nearly every row, so the key ships 1 byte a row and factors are "
+            "read only for selected rows")
+    if mode not in LIST_MODES or "indexed" not in table.columns[KEY].encodings:
+        return "sliced", scan
+    cost = {name: _read_bytes(table.encoded(name), z, table.rows) for name in ("sliced", "indexed")}
+    pick, other = ("indexed", "sliced") if cost["indexed"] < cost["sliced"] else ("sliced", "indexed")
+    why = ("indexed: Z's bucket and those below it are a short prefix of the key's bucket lists"
+           if pick == "indexed" else scan)
+    return pick, f"{why}; about {cost[pick] / 1e6:,.1f} MB to read against {cost[other] / 1e6:,.1f} MB {other}"
 
 
 def frame_tile_words(encoded: dict) -> int:

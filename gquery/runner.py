@@ -11,7 +11,7 @@ from decimal import Decimal
 from gquery.columns import load_lineitem
 from gquery.contract import check_source
 from gquery.errors import GqueryError, UsageError
-from gquery.plan import ENCODING_CHOICES, MODES
+from gquery.plan import ENCODING_CHOICES, MODES, runnable
 from gquery.query import Query, numpy_select_sum
 from gquery.table import Table
 from gquery.reference import DuckDBReference, DuckDBResult
@@ -132,8 +132,9 @@ def measure(engine, table: Table, query: Query, mode: str, encoding: str = "auto
 
 def run_modes(engine, table: Table, query: Query, modes, repeat: int, expected: Decimal | None = None,
               validate: bool = True, encodings=("auto",), **plan_options) -> list[ModeRun]:
+    """Every mode x encoding that can run (plan.runnable: not the indexed key in pageable memory)."""
     return [measure(engine, table, query, mode, encoding, repeat, expected, validate, **plan_options)
-            for encoding in encodings for mode in modes]
+            for encoding, mode in runnable(modes, encodings)[0]]
 
 
 def make_engine(gpus=1, window: int | None = None):

@@ -1,4 +1,4 @@
-"""Every scan variant (encoding x mode, frame and vector loops, 64- and 128-bit products) on small odd-sized tables, checked
+"""Every scan variant (encoding x mode, frame, vector and list loops, 64- and 128-bit products) on small odd-sized tables, checked
 against Python integers, each alone and all four queued as one batch (run_many): run under compute-sanitizer (memcheck, racecheck) on a GPU host."""
 
 import sys
@@ -7,7 +7,7 @@ import numpy as np
 
 from gquery.columns import LineitemColumns
 from gquery.gpu.executor import Engine
-from gquery.plan import MODES
+from gquery.plan import LIST_MODES, MODES
 from gquery.query import Query, to_decimal
 from gquery.table import Table
 
@@ -27,8 +27,10 @@ for z in (0, 5, 1500, 4000):
         wants.append(to_decimal(sum(int(a) * int(b) for a, b in zip(cols.quantity[mask], cols.extendedprice[mask])),
                                 int(mask.sum())))
     for mode in MODES:
-        for encoding in ("plain", "packed", "sliced"):
-            for tiles in ((True, False) if encoding != "plain" else (True,)):  # frame loop, vector loop
+        for encoding in ("plain", "packed", "sliced", "indexed"):
+            if encoding == "indexed" and mode not in LIST_MODES:  # it gathers factors by row id: refused there
+                continue
+            for tiles in ((True, False) if encoding in ("packed", "sliced") else (True,)):  # frame loop, vector loop
                 options = ({} if mode == "resident" else {"chunk_rows": 1024}) | {"tiles": tiles}
                 plans = [engine.plan(t, Query(z), mode, encoding, **options) for _, t in tables]
                 alone = [engine.run(t, Query(z), p).value for (_, t), p in zip(tables, plans)]

@@ -184,6 +184,8 @@ def test_zero_rows_is_null_not_an_error(tmp_path):
     (["run", "--sf", "0.01", "--z", "1", "--chunk-rows", "0"], 2, "--chunk-rows must be a positive integer"),
     (["run", "--sf", "0.01", "--z", "1", "--streams", "-1"], 2, "--streams must be a positive integer"),
     (["run", "--sf", "0.01", "--z", "1", "--staging-threads", "0"], 2, "--staging-threads must be"),
+    (["run", "--sf", "0.01", "--z", "1", "--mode", "pageable", "--encoding", "indexed"], 2,
+     "the indexed key gathers each selected row's factors where they lie"),
     pytest.param(["run", "--sf", "0.01", "--z", "1", "--backend", "gpu"], 1, "no usable GPU", marks=no_gpu_only),
     pytest.param(["run", "--sf", "0.01", "--z", "1", "--backend", "gpu", "--json"], 1, "no usable GPU",
                  marks=no_gpu_only),

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from gquery.columns import LineitemColumns
-from gquery.plan import MODES, plan_query
+from gquery.errors import UsageError
+from gquery.plan import LIST_MODES, MODES, plan_query
 from gquery.table import Table
 
 
@@ -39,8 +40,13 @@ def test_dense_query_ships_packed_factors(table):
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("encoding", ["plain", "packed", "sliced"])
-def test_modes_place_buffers_where_they_can_be_read(table, mode, encoding):
+@pytest.mark.parametrize("encoding", ["plain", "packed", "sliced", "indexed"])
+def test_modes_place_buffers_where_they_can_be_read(table, listed, mode, encoding):
+    table = listed if encoding == "indexed" else table  # `table` holds no lists: auto scans it
+    if encoding == "indexed" and mode not in LIST_MODES:
+        with pytest.raises(UsageError, match="gathers each selected row's factors"):
+            plan_query(table, 500, mode, 132, encoding=encoding)
+        return
     plan = plan_query(table, 500, mode, 132, encoding=encoding)
     kinds = set(placements(plan).values())
     if mode == "resident":
@@ -49,7 +55,7 @@ def test_modes_place_buffers_where_they_can_be_read(table, mode, encoding):
         assert kinds == {"stream"}  # pageable memory cannot be read in place
     else:
         assert "resident" not in kinds
-    assert plan.kernel.key == {"plain": "plain", "packed": "packed", "sliced": "sliced"}[encoding]
+    assert plan.kernel.key == encoding
 
 
 def test_selectivity_bounds_contain_the_truth(table):
@@ -72,3 +78,45 @@ def test_plan_prints_its_steps_and_reasons(table):
     text = plan_query(table, 30, "pinned", 132).describe()
     for word in ("transfer", "decode-and-scan", "gather", "combine", "why:", "sliced"):
         assert word in text
+
+
+@pytest.fixture(scope="module")
+def listed():
+    """A table that holds its key's bucket lists, as a store opened from disk does."""
+    rng = np.random.default_rng(2)
+    rows = 1_000_000
+    t = Table.from_columns(LineitemColumns.from_values(
+        rng.integers(1, 100_001, rows), rng.integers(1, 51, rows) * 100, rng.integers(90_000, 10_000_000, rows)))
+    t.encoded("indexed")
+    return t
+
+
+@pytest.mark.parametrize("mode", LIST_MODES)
+def test_auto_reads_the_bucket_lists_for_a_sparse_z_and_scans_for_a_dense_one(listed, mode):
+    sparse = plan_query(listed, 30, mode, 132)
+    assert sparse.encoding == "indexed" and sparse.kernel.key == "indexed" and sparse.kernel.id_bytes == 4
+    keys = listed.plain_columns().suppkey
+    passed, read = sparse.entries
+    assert passed == 0 and read == int(listed.columns["l_suppkey"].encodings["indexed"].histogram[0])
+    assert read >= int((keys < 30).sum())
+    assert sparse.geometry.n_chunks == 1 and "MB to read against" in sparse.reasons[0]
+    dense = plan_query(listed, 50_000, mode, 132)
+    assert dense.encoding == "sliced"
+    every = plan_query(listed, 10**9, mode, 132)  # every row passes: the lists would gather them all
+    assert every.encoding == "sliced"
+
+
+def test_auto_scans_where_the_lists_cannot_be_used(table, listed):
+    assert plan_query(listed, 30, "pageable", 132).encoding == "sliced"  # factors cannot be gathered there
+    assert plan_query(table, 30, "pinned", 132).encoding == "sliced"  # no lists held: none are built for auto
+    assert "indexed" not in table.columns["l_suppkey"].encodings
+
+
+def test_a_list_plan_prints_what_it_reads(listed):
+    plan = plan_query(listed, 777, "pinned", 132, encoding="indexed")
+    passed, read = plan.entries
+    keys = listed.plain_columns().suppkey
+    assert passed <= int((keys < 777).sum()) <= read
+    text = plan.describe()
+    assert "bucket lists" in text and f"{read:,} entries" in text and "gather" in text
+    assert {b.placement for b in plan.buffers} == {"zero_copy"}

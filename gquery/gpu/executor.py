@@ -41,9 +41,12 @@ def scan_build(kernel: Kernel) -> kernels.Build:
 def scan_builds() -> set:
     """Every scan variant a plan can ask for (the CPU test compiles each with nvcc)."""
     out = set()
-    for key, factors in (("plain", "plain"), ("packed", "packed"), ("sliced", "packed")):
-        for low in ((0, 1, 2, 4, 8) if key == "sliced" else (0,)):
+    for key, factors in (("plain", "plain"), ("packed", "packed"), ("sliced", "packed"), ("indexed", "packed")):
+        for low in ((0, 1, 2, 4, 8) if key in ("sliced", "indexed") else (0,)):
             for wide in (False, True):
+                if key == "indexed":  # its own loop: no frame tiles
+                    out.update(scan_build(Kernel(key, factors, low, wide, False, ids)) for ids in (4, 8))
+                    continue
                 for tiles in ((False, True) if factors == "packed" else (False,)):
                     out.add(scan_build(Kernel(key, factors, low, wide, tiles)))
     return out
@@ -331,11 +334,11 @@ class Engine:
         counters = {"selected_rows": selected, "factor_vectors": int(words[FACTOR_VECTORS]),
                     "low_reads": int(words[LOW_READS])}
         h2d_bytes = job.h2d_bytes
-        zero_copy_reads = _zero_copy_reads(qplan, counters)
+
         # a table's span on the GPU: the first table's from the batch's start to the result's copy
         profile = Profile(qplan.mode, table.rows, table.logical_bytes(), h2d_bytes, job.end.time_since(job.begin),
                           job.timeline.intervals(), job.setup_ms, _kernel_bytes(qplan, encoded, counters),
-                          encoding=qplan.encoding, zero_copy_bytes=zero_copy_reads * ZERO_COPY_SECTOR,
+                          encoding=qplan.encoding, zero_copy_bytes=_zero_copy_bytes(qplan, encoded, counters),
                           physical_bytes=sum(b.nbytes for b in qplan.buffers), counters=counters,
                           host_path=_host_path(qplan, table))
         return GpuResult(to_decimal(total, selected), selected, profile, qplan, job.timeline.t0)
@@ -380,9 +383,14 @@ class Engine:
                 stream.wait_for_event(copied)
             args = self._scan_args(job, pipe.ring[slot], i)
             begin = tl.event(stream)
-            launch = g.frame_launch(b - a, job.plan.tile_words, per_sm) if per_sm else g.launch(b - a)
+            if job.plan.kernel.key == "indexed":  # one chunk: the lists' prefix, not rows a..b
+                items = job.plan.entries[1]
+                launch = g.list_launch(items)
+            else:
+                items = b - a
+                launch = g.frame_launch(items, job.plan.tile_words, per_sm) if per_sm else g.launch(items)
             scan.prepared_async_call((launch.grid, 1, 1), (launch.block, 1, 1), stream,
-                                     *args, b - a, key_width, *job.params, acc, shared_size=launch.shared)
+                                     *args, items, key_width, *job.params, acc, shared_size=launch.shared)
             end = tl.event(stream)
             tl.gpu("kernel", f"stream {lane}", i, begin, end)
             pipe.ring_free[slot] = pipe.last_kernel[lane] = job.end = end  # chunks end in order: the last, last
@@ -420,8 +428,10 @@ class Engine:
         elif key.name == "packed":
             words, base = loc(KEY, "words")
             key_args = [words, loc(KEY, "meta")[0], base]
-        else:
+        elif key.name == "sliced":
             key_args = [loc(KEY, "top")[0], loc(KEY, "low")[0] if key.low is not None else 0, 0]
+        else:  # indexed: the lists, and how many of their first entries pass outright
+            key_args = [loc(KEY, "ids")[0], loc(KEY, "low")[0] if key.low is not None else 0, job.plan.entries[0]]
         factor_args = []
         for column in (QUANTITY, PRICE):
             enc = job.encoded[column]
@@ -451,7 +461,7 @@ def _chunk_range(enc, name: str, a: int, b: int) -> tuple[int, int]:
     """[start, stop) elements of buffer `name` (flattened) that rows a..b need."""
     if name == "top":  # whole frames: the frame loop stages a frame's top bytes at once (padded so)
         return a, min(-(-b // FRAME_ROWS) * FRAME_ROWS, len(enc.top))
-    if name in ("values", "low"):
+    if name in ("values", "low", "ids"):  # (an indexed key's plan is one chunk: its lists whole)
         return a, b
     f0, f1 = a // FRAME_ROWS, -(-b // FRAME_ROWS)
     if name == "meta":
@@ -467,28 +477,40 @@ def _capacity(chunk_ranges: list, source: np.ndarray) -> int:
 
 def _z_params(key, z: int) -> tuple[int, int, int] | None:
     """(z, z_top, z_low) for the scan; None when no row can pass (no kernel need run)."""
-    if key.name == "sliced":
+    if key.name in ("sliced", "indexed"):
         z_top, z_low = key.thresholds(z)
         return None if z_top < 0 else (z, z_top, z_low)
     return z, 0, 0
 
 
-def _zero_copy_reads(qplan: QueryPlan, counters: dict) -> int:
-    """Reads of mapped host memory, from the kernel's counters: a low-bits read per undecided row;
-    per selected row's factors, the frame metadata and the words of each column."""
-    reads = 0
-    if any(b.name == "low" and b.placement == "zero_copy" for b in qplan.buffers):
+def _zero_copy_bytes(qplan: QueryPlan, encoded: dict, counters: dict, placement: str = "zero_copy") -> int:
+    """Bytes read from mapped host memory (or, indexed, from the buffers of another `placement`),
+    from the kernel's counters: a 32-byte sector a scattered
+    read (a low-bits read per undecided row; per selected row's factors, the frame metadata and the
+    words of each column). An indexed key's lists are read in order: the ids of the entries that
+    pass outright and Z's bucket's low bits at their own size, its passing rows' ids a sector each."""
+    zero = {(b.column, b.name) for b in qplan.buffers if b.placement == placement}
+    reads = sum(counters["selected_rows"] for c in (QUANTITY, PRICE) for n in ("meta", "words") if (c, n) in zero)
+    key = encoded[KEY]
+    if key.name == "indexed":
+        ordered = 0
+        if (KEY, "ids") in zero:
+            ordered += qplan.entries[0] * key.ids.itemsize
+            reads += counters["selected_rows"] - min(qplan.entries[0], counters["selected_rows"])
+        if (KEY, "low") in zero:
+            ordered += counters["low_reads"] * key.low_itemsize
+        return ordered + reads * ZERO_COPY_SECTOR
+    if (KEY, "low") in zero:
         reads += counters["low_reads"]
-    for column in (QUANTITY, PRICE):
-        zero = {b.name for b in qplan.buffers if b.column == column and b.placement == "zero_copy"}
-        reads += counters["selected_rows"] * len(zero)
-    return reads
+    return reads * ZERO_COPY_SECTOR
 
 
 def _kernel_bytes(qplan: QueryPlan, encoded: dict, counters: dict) -> int:
     """Device-memory bytes the kernel read: the key's streamed or resident buffers whole, the
     factor bytes of the 4-row vectors it loaded factors for."""
     total = 0
+    if encoded[KEY].name == "indexed":  # resident lists and factors: the same reads, from device memory
+        return _zero_copy_bytes(qplan, encoded, counters, "resident")
     for b in qplan.buffers:
         if b.placement == "zero_copy":
             continue

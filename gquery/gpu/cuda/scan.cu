@@ -7,22 +7,27 @@
 // Two loops over the rows, chosen by the plan: vectors (a thread takes 4 rows at a time, loading
 // each value where it lies: plain columns, and factors read sparsely from mapped host memory) and
 // frame tiles (TILES: a warp takes a frame of FRAME_ROWS rows, stages its packed words in shared
-// memory in one round trip, and decodes them there: packed factors in device memory).
+// memory in one round trip, and decodes them there: packed factors in device memory). An indexed key
+// has a loop of its own, over its bucket lists rather than the rows (scan_lists).
 // Injected by gquery.gpu.kernels: BLOCK_THREADS, VECTORS_PER_THREAD, MIN_BLOCKS_PER_SM,
-// KEY_ENCODING, FACTOR_ENCODING, LOW_BYTES, WIDE_PRODUCT, FRAME_ROWS, TILES.
+// KEY_ENCODING, FACTOR_ENCODING, LOW_BYTES, WIDE_PRODUCT, FRAME_ROWS, TILES, ID_BYTES.
 #include "tile.cuh"
 
 #define PLAIN 0
 #define PACKED 1
 #define SLICED 2
+#define INDEXED 3
 
 #if !defined(BLOCK_THREADS) || !defined(VECTORS_PER_THREAD) || !defined(MIN_BLOCKS_PER_SM) || \
     !defined(KEY_ENCODING) || !defined(FACTOR_ENCODING) || !defined(LOW_BYTES) ||             \
-    !defined(WIDE_PRODUCT) || !defined(FRAME_ROWS) || !defined(TILES)
+    !defined(WIDE_PRODUCT) || !defined(FRAME_ROWS) || !defined(TILES) || !defined(ID_BYTES)
 #error "the scan's geometry and encodings are injected by gquery.gpu.kernels"
 #endif
-#if TILES && (FACTOR_ENCODING != PACKED || KEY_ENCODING == PLAIN)
+#if TILES && (FACTOR_ENCODING != PACKED || KEY_ENCODING == PLAIN || KEY_ENCODING == INDEXED)
 #error "frame tiles decode packed factors and a packed or sliced key"
+#endif
+#if KEY_ENCODING == INDEXED && (FACTOR_ENCODING != PACKED || (ID_BYTES != 4 && ID_BYTES != 8))
+#error "the list loop gathers packed factors by 4- or 8-byte row ids"
 #endif
 
 #if LOW_BYTES == 1
@@ -40,9 +45,9 @@ enum { SELECTED, FACTOR_VECTORS, LOW_READS, COUNTERS };
 constexpr int SUMS = WIDE_PRODUCT ? 2 : 1;  // wide: low and high words of the products, apart
 
 struct Key {
-    const void* data;  // plain: int32 keys · packed: words · sliced: top bytes
-    const void* aux;  // packed: frame metadata · sliced: low bits
-    long long base;  // packed: the word offset `data` starts at
+    const void* data;  // plain: int32 keys · packed: words · sliced: top bytes · indexed: row ids
+    const void* aux;  // packed: frame metadata · sliced, indexed: low bits
+    long long base;  // packed: the word offset `data` starts at · indexed: entries that pass outright
 };
 
 // A packed factor's common factor is not applied here: the sum of the products of the values
@@ -152,6 +157,56 @@ __device__ __forceinline__ void scan_vectors(const Key& key, const Factor& q, co
         }
     }
 }
+
+#if KEY_ENCODING == INDEXED
+#if ID_BYTES == 8
+typedef u64 row_id_t;
+#else
+typedef unsigned row_id_t;
+#endif
+
+// q x p of one row, wherever it lies: its frames' metadata, then its bits (a gather: 4 reads).
+__device__ __forceinline__ void add_row(const Factor& q, const Factor& p, long long row, i128 (&sum)[SUMS]) {
+    const long long frame = row / FRAME_ROWS;
+    const unsigned slot = (unsigned)(row % FRAME_ROWS);
+    const Frame fq = load_frame(q.meta, reinterpret_cast<const unsigned*>(q.data), q.base, frame);
+    const Frame fp = load_frame(p.meta, reinterpret_cast<const unsigned*>(p.data), p.base, frame);
+    add_product(sum, decode_slot(fq, slot), decode_slot(fp, slot));
+}
+
+// ---- The list loop (indexed key): entries 0 .. key.base - 1 of the lists are the rows of the
+// buckets below Z's, and pass; entries key.base .. entries - 1 are Z's own bucket, where the low
+// bits decide. A thread takes VECTORS_PER_THREAD entries a step, a warp's reads of neighbouring
+// entries coalesced, every read in flight before a passing row's factors are gathered.
+__device__ __forceinline__ void scan_lists(const Key& key, const Factor& q, const Factor& p, long long entries,
+                                           long long z_low, i128 (&sum)[SUMS], u64 (&count)[COUNTERS]) {
+    const row_id_t* ids = reinterpret_cast<const row_id_t*>(key.data);
+    const long long passed = key.base, tile = (long long)BLOCK_THREADS * VECTORS_PER_THREAD;
+    for (long long first = blockIdx.x * tile + threadIdx.x; first < entries; first += gridDim.x * tile) {
+        bool pass[VECTORS_PER_THREAD];
+#pragma unroll
+        for (int i = 0; i < VECTORS_PER_THREAD; ++i) {
+            const long long e = first + i * BLOCK_THREADS;
+            pass[i] = e < passed && e < entries;
+#if LOW_BYTES > 0
+            if (e >= passed && e < entries) {
+                pass[i] = (long long)reinterpret_cast<const low_t*>(key.aux)[e] < z_low;
+                count[LOW_READS] += 1;
+            }
+#endif  // no low bits: a bucket is one key, and Z's own fails key < Z
+        }
+        long long row[VECTORS_PER_THREAD];
+#pragma unroll
+        for (int i = 0; i < VECTORS_PER_THREAD; ++i) row[i] = pass[i] ? (long long)ids[first + i * BLOCK_THREADS] : -1;
+#pragma unroll
+        for (int i = 0; i < VECTORS_PER_THREAD; ++i) {
+            if (row[i] < 0) continue;
+            add_row(q, p, row[i], sum);
+            count[SELECTED] += 1;
+        }
+    }
+}
+#endif
 
 #if TILES
 // ---- The frame loop: warp w of the grid takes frames w, w + warps, ... Lane l handles slots
@@ -339,7 +394,8 @@ __device__ __forceinline__ void scan_frames(const Key& key, const Factor& q, con
 #endif
 
 // acc: SUMS 128-bit sums (2 words each) at acc[0..3], then the COUNTERS at acc[4..]; zeroed by
-// the caller. Rows are 64-bit; a launch covers one chunk of `rows` rows.
+// the caller. Rows are 64-bit; a launch covers one chunk of `rows` rows (indexed: `rows` entries of
+// the key's lists, the whole table's).
 extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, MIN_BLOCKS_PER_SM)
 scan(const void* key_data, const void* key_aux, long long key_base,
      const void* q_data, const long long* q_meta, long long q_base,
@@ -349,7 +405,10 @@ scan(const void* key_data, const void* key_aux, long long key_base,
     const Factor q{q_data, q_meta, q_base}, p{p_data, p_meta, p_base};
     i128 sum[SUMS] = {};
     u64 count[COUNTERS] = {};
-#if TILES
+#if KEY_ENCODING == INDEXED
+    (void)key_width, (void)z, (void)z_top;
+    scan_lists(key, q, p, rows, z_low, sum, count);
+#elif TILES
     scan_frames(key, q, p, rows, (unsigned)key_width, z, z_top, z_low, sum, count);
 #else
     (void)key_width;
