@@ -66,6 +66,9 @@ STEPS = (
     Step("late_materialization", "factors shipped for rows that fail the predicate: the planner reads selected "
          "rows' factors in place when the histogram says they are few", "scan", 0, "exact", "pinned", 3,
          encoding="sliced"),
+    Step("bucket_lists", "a key byte crossing PCIe for every row: the rows of Z's bucket and those below it are a "
+         "prefix of the key's bucket lists (row ids and low bits), read in place with the selected rows' factors",
+         "scan", 0, "exact", "pinned", 3, encoding="indexed"),
 )
 
 
