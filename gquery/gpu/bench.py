@@ -174,9 +174,10 @@ def floors(runs: list[dict], limits: dict) -> list[dict]:
             for z in (30, half):
                 pin, reg = pick("pinned", enc, z), pick("registered", enc, z)
                 if pin and reg:
+                    busy = lambda r: (f"{r['gpu_ms']:.2f} ms (H2D busy {r['h2d_ms'] or 0:.2f} ms, kernels busy "
+                                      f"{r['kernel_ms']:.2f} ms, {r['zero_copy_bytes'] / 1e6:,.1f} MB read in place)")
                     add("registered_of_pinned", f"pinned / registered time ({enc}), Z = {z}", sf,
-                        pin["gpu_ms"] / reg["gpu_ms"],
-                        f"registered {reg['gpu_ms']:.2f} ms (H2D {reg['h2d_ms']:.2f} ms), pinned {pin['gpu_ms']:.2f} ms")
+                        pin["gpu_ms"] / reg["gpu_ms"], f"registered {busy(reg)}, pinned {busy(pin)}")
         for z in (30, half):
             reg, pin = pick("registered", "plain", z), pick("pinned", "plain", z)
             if reg:
