@@ -61,7 +61,7 @@ def test_parted_store_every_mode_and_share(multi, tmp_path, gpus):
     for z in (-10, 0, 1, 1500, 2999, 10**6):
         want = numpy_select_sum(whole, Query(z))
         for mode in ("resident", "pinned"):
-            for encoding in ("plain", "packed", "sliced"):
+            for encoding in ("plain", "packed", "sliced", "indexed"):  # shares of parts: the lists' ranges
                 r = run(engine, pinned, z, mode, encoding)
                 assert r.value == want, (z, mode, encoding)
         for mode in ("registered", "pageable"):
@@ -89,7 +89,7 @@ def test_unlike_tables_queued_as_one_batch(multi):
     for z in (-2**31, 0, 150, 10**6 + 35_000, 2**31 - 1):
         q = Query(z)
         for mode in HOST_MODES:
-            for encoding in ("auto", "plain", "sliced"):
+            for encoding in ("auto", "plain", "sliced") + (("indexed",) if mode != "pageable" else ()):
                 plans = [w.submit(w.engine.plan, t, q, mode, encoding).result() for t in tables]
                 batch = w.submit(w.engine.run_many, list(zip(tables, plans)), q).result()
                 for t, c, p, r in zip(tables, cols, plans, batch):
@@ -107,6 +107,8 @@ def test_one_table_divided_among_the_gpus(multi):
     for z in (0, 700, 3000):
         for mode in ("resident", "pinned", "pageable"):
             assert run(multi, table, z, mode, "sliced").value == numpy_select_sum(cols, Query(z))
+        for mode in ("resident", "pinned"):  # each GPU's share of the key's bucket lists
+            assert run(multi, table, z, mode, "indexed").value == numpy_select_sum(cols, Query(z))
     multi.memory.release_table(table)
 
 
@@ -118,6 +120,8 @@ def test_window_reads_parts_from_disk(multi, tmp_path, window):
     for z in (0, 1234, 5000):
         for mode in HOST_MODES:
             assert run(multi, table, z, mode).value == numpy_select_sum(whole, Query(z)), (z, mode)
+        for mode in ("pinned", "registered"):  # the lists read from disk only when asked for
+            assert run(multi, table, z, mode, "indexed").value == numpy_select_sum(whole, Query(z)), (z, mode)
     assert select_sum(table, Query(1234)) == numpy_select_sum(whole, Query(1234))
 
 
