@@ -12,6 +12,9 @@ mapped host memory when a GPU is usable; a query then ships only what its plan n
 
 from __future__ import annotations
 
+import atexit
+import gc
+
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -90,6 +93,7 @@ def engine():
         from gquery.gpu.executor import Engine
 
         _engine = Engine()
+        atexit.register(_shutdown)  # after PyCUDA's own (autoprimaryctx): runs before it
     return _engine
 
 
@@ -99,7 +103,25 @@ def engines(gpus=1):
         from gquery.gpu.multi import MultiEngine
 
         _engines[gpus] = MultiEngine(gpus)
+        atexit.register(_shutdown)
     return _engines[gpus]
+
+
+def _shutdown() -> None:
+    """At exit, free what the process's engines hold (streams, events, modules, and what they
+    cached in tables), each on the thread whose context made it, while the contexts are current:
+    PyCUDA would otherwise warn of each object the interpreter's last collection meets."""
+    global _engine
+    for e in list(_engines.values()):
+        e.close()
+    _engines.clear()
+    if _engine is not None:
+        from gquery.gpu import kernels
+
+        _engine.close()
+        _engine = None
+        gc.collect()
+        kernels.drop_modules()
 
 
 def open(data, pinned: bool | None = None) -> Table:  # noqa: A001 (the API's verb, as in gquery.open)

@@ -254,6 +254,7 @@ class Engine:
         (pinned) or register in place (registered). Returns {(column, buffer): host or device}."""
         t0 = time.perf_counter()
         encoded = table.encoded(qplan.encoding)
+        self.memory.hold(table)  # what is cached in it is freed by Engine.close too
         out = {}
         for b in qplan.buffers:
             array = encoded[b.column].buffers()[b.name].reshape(-1)
@@ -446,6 +447,7 @@ class Engine:
         self.memory.release()
         self._streams.clear()
         self._events.clear()
+        self._scans.clear()  # functions hold their modules: unloaded with them, on this thread
 
 
 def common_factors(encoded: dict) -> int:

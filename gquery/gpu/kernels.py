@@ -48,6 +48,16 @@ def module(b: Build):
     return _modules[key]
 
 
+def drop_modules() -> None:
+    """Forget the current context's modules, here, on the thread it is current on: PyCUDA unloads
+    a module only in its own context, so one left for the interpreter's exit warns instead."""
+    import pycuda.driver as cuda
+
+    handle = cuda.Context.get_current().handle
+    for key in [k for k in _modules if k[0] == handle]:
+        del _modules[key]
+
+
 def function(b: Build, entry: str):
     return module(b).get_function(entry)
 

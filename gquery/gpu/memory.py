@@ -134,6 +134,12 @@ class GpuMemory:
         self._accumulator = None
         self._scratch: dict[str, object] = {}
         self._copiers: dict[int, HostCopier] = {}
+        self._tables = weakref.WeakValueDictionary()  # tables this layer cached memory into (hold)
+
+    def hold(self, table) -> None:
+        """Note a table this layer put memory into (table.cache): release() frees it there too, on
+        this layer's thread, so nothing of this context is left for the interpreter's exit."""
+        self._tables[id(table)] = table
 
     # --- allocation -------------------------------------------------------------------------
     def device_empty(self, nbytes: int):
@@ -344,7 +350,10 @@ class GpuMemory:
         self._cuda.memset_d8_async(ptr, 0, nbytes, stream)
 
     def release(self) -> None:
-        """Free everything this layer holds; the caches start empty again."""
+        """Free everything this layer holds, in its tables' caches too; the caches start empty again."""
+        for table in list(self._tables.values()):
+            self.release_table(table, mine_only=True)
+        self._tables.clear()
         for _, dev in self._resident.values():
             for a in dev.allocations:
                 a.free()

@@ -67,10 +67,17 @@ class DeviceWorker:
 
     def close(self) -> None:
         def stop():
-            self.engine.close()
-            self.engine = None  # its streams go now, on the thread of their context
+            import gc
 
-        self.submit(stop).result()
+            from gquery.gpu import kernels
+
+            self.engine.close()
+            self.engine = None  # its streams and functions go now, on the thread of their context
+            gc.collect()
+            kernels.drop_modules()
+
+        if self.engine is not None:
+            self.submit(stop).result()
         self._pool.shutdown()
 
 
@@ -258,6 +265,7 @@ class MultiEngine:
         reader = PartReader(table, share.tables, engine.memory if pinned else None, mplan.window, table.cache.get(key),
                             lists=lists)
         table.cache[key] = reader.slots  # kept for the next query; freed on this thread by release_table
+        engine.memory.hold(table)
         plans = mplan.plans[i]
         plans.clear()
         try:
