@@ -1,8 +1,9 @@
 """Kernel sources in gquery/gpu/cuda/*.cu: compile-time constants injected as -D defines, compiled
-for the device's architecture, memoized per context in memory and cached on disk by PyCUDA."""
+for the device's architecture, memoized per context and thread in memory and cached on disk by PyCUDA."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,15 +34,23 @@ def build(source: str, options: tuple[str, ...] = (), **defines: int) -> Build:
 _modules: dict = {}
 
 
-def module(b: Build):
-    """The compiled module for this build on the current context."""
+def _context_key() -> tuple[int, int]:
+    """The current context, and the thread it is current on: PyCUDA ties what a context loads to
+    the thread that made the context current (a primary context retained on two threads is two),
+    and frees it only there."""
     import pycuda.driver as cuda
+
+    return cuda.Context.get_current().handle, threading.get_ident()
+
+
+def module(b: Build):
+    """The compiled module for this build on the current context, on this thread."""
     from pycuda.compiler import SourceModule
 
     from gquery.gpu.device import require
 
     info = require()
-    key = (cuda.Context.get_current().handle, b)
+    key = (*_context_key(), b)
     if key not in _modules:
         _modules[key] = SourceModule(b.text(), options=b.nvcc_options(), arch=info.arch,
                                      include_dirs=[str(CUDA_DIR)], no_extern_c=True)
@@ -49,12 +58,10 @@ def module(b: Build):
 
 
 def drop_modules() -> None:
-    """Forget the current context's modules, here, on the thread it is current on: PyCUDA unloads
-    a module only in its own context, so one left for the interpreter's exit warns instead."""
-    import pycuda.driver as cuda
-
-    handle = cuda.Context.get_current().handle
-    for key in [k for k in _modules if k[0] == handle]:
+    """Forget the modules this thread loaded in the current context, here: PyCUDA unloads a module
+    only on its own thread, so one left for the interpreter's exit warns instead."""
+    here = _context_key()
+    for key in [k for k in _modules if k[:2] == here]:
         del _modules[key]
 
 
