@@ -54,11 +54,13 @@ class _JobThread:
     def _loop(self) -> None:
         while (job := self._jobs.get()) is not None:
             future, fn, args = job
+            del job  # held no longer than its run: what it holds is the caller's, to free there
             if future.set_running_or_notify_cancel():
                 try:
                     future.set_result(fn(*args))
                 except BaseException as e:  # handed to the caller, as a pool's future would
                     future.set_exception(e)
+            del future, fn, args
 
     def submit(self, fn, *args) -> Future:
         future: Future = Future()
