@@ -3,7 +3,7 @@ import math
 import pytest
 
 from gquery.errors import GqueryError, UsageError
-from gquery.plan import (BATCH_CHUNKS_PER_TABLE, BLOCK_THREADS, BLOCKS_PER_SM, CHUNK_ALIGN_ROWS, MAX_CHUNK_BYTES,
+from gquery.plan import (BATCH_CHUNKS_PER_TABLE, BLOCK_THREADS, GRID_BLOCKS_PER_SM, CHUNK_ALIGN_ROWS, MAX_CHUNK_BYTES,
                          MAX_CHUNK_ROWS, MODES, blocks_for, make_plan)
 
 SF10_ROWS = 59_986_052
@@ -42,7 +42,7 @@ def test_a_batched_table_takes_fewer_larger_chunks():
 def test_resident_is_one_launch_over_the_table():
     plan = make_plan("resident", SF10_ROWS, 20, 132)
     assert plan.n_chunks == 1 and plan.streams == 1 and plan.device_bytes == SF10_ROWS * 20
-    assert plan.launch(SF10_ROWS).grid == 132 * BLOCKS_PER_SM
+    assert plan.launch(SF10_ROWS).grid == 132 * GRID_BLOCKS_PER_SM
 
 
 def test_resident_too_large_says_what_to_do():
