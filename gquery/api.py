@@ -135,8 +135,9 @@ def open(data, pinned: bool | None = None) -> Table:  # noqa: A001 (the API's ve
 def query(table, z: int, mode: str = "pinned", encoding: str = "auto", repeat: int = 1,
           check: bool = True, gpus=1, warmup: bool = True, **plan_options) -> Result:
     """SELECT SUM(l_quantity * l_extendedprice) FROM table WHERE l_suppkey < z, on the GPU (on
-    `gpus` GPUs: a number or "all"; a parted table goes through the many-table engine). An untimed
-    warm-up run comes first unless warmup=False; the result is the median of `repeat` runs."""
+    `gpus` GPUs: a number or "all"; a parted table goes through the many-table engine). Untimed
+    warm-up runs come first (25 ms of them) unless warmup=False; the result is the median of
+    `repeat` runs."""
     from gquery.plan import runnable
     from gquery.runner import check_options, measure, parse_encodings, parse_modes
     from gquery.table import select_sum
@@ -146,7 +147,7 @@ def query(table, z: int, mode: str = "pinned", encoding: str = "auto", repeat: i
     q = Query(z)
     reference = select_sum(table, q) if check else None
     eng = engine() if gpus == 1 and isinstance(table, Table) else engines(gpus)
-    run = measure(eng, table, q, mode, encoding, repeat, reference, check, warmup, **plan_options)
+    run = measure(eng, table, q, mode, encoding, repeat, reference, check, warmup, min_ms=0.0, **plan_options)
     return Result(run.value, run.match, reference, run.result.profile, run.result.plan, run.totals_ms)
 
 

@@ -100,7 +100,7 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         backend: str = typer.Option("auto", "--backend", help="auto (GPU when usable), gpu or duckdb; with --scheduler, cpu (auto) or gpu."),
         mode: str = typer.Option("all", "--mode", help="resident, pinned, registered, pageable or all."),
         encoding: str = typer.Option("auto", "--encoding", help="auto (the planner chooses), plain, packed, sliced, indexed or all."),
-        repeat: int = typer.Option(5, "--repeat", help="Timed runs of each engine; medians are reported."),
+        repeat: int = typer.Option(5, "--repeat", help="Timed runs of each engine, at least (GPU runs go on for 0.1 s); medians are reported."),
         validate: bool = typer.Option(True, "--validate/--no-validate", help="Check the GPU's answer against DuckDB."),
         explain: bool = typer.Option(False, "--explain", help="Print each mode's plan with the results."),
         chunk_rows: Optional[int] = typer.Option(None, "--chunk-rows", help="Rows per chunk (pinned, pageable)."),

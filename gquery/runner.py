@@ -1,6 +1,6 @@
 """One query end to end: find or generate the data, ask DuckDB, run the GPU modes, compare.
 The CLI, the Python API (gquery.api), the benchmark and the ladder all go through here; every timed
-GPU run goes through measure(): one warm-up, then the median of `repeat`."""
+GPU run goes through measure(): warm-up runs, then the median of `repeat` or more (gquery.timing)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from decimal import Decimal
 
 from gquery.columns import load_lineitem
 from gquery.contract import check_source
+from gquery import timing
 from gquery.errors import GqueryError, UsageError
 from gquery.plan import ENCODING_CHOICES, MODES, runnable
 from gquery.query import Query, numpy_select_sum
@@ -115,17 +116,20 @@ def check_options(backend: str, repeat: int) -> None:
 
 
 def measure(engine, table: Table, query: Query, mode: str, encoding: str = "auto", repeat: int = 5,
-            expected: Decimal | None = None, validate: bool = True, warmup: bool = True, **plan_options) -> ModeRun:
-    """One untimed warm-up (setup, module load, first touch), then `repeat` runs; the median run's
-    profile is kept, with the warm-up's one-time setup. warmup=False: only the `repeat` runs (a
-    one-shot query, as a Dask task runs its part: the first run's setup is then inside its time)."""
+            expected: Decimal | None = None, validate: bool = True, warmup: bool = True,
+            min_ms: float | None = None, **plan_options) -> ModeRun:
+    """Untimed warm-up runs (setup, module load, first touch, clocks: gquery.timing), then `repeat`
+    runs or more, until `min_ms` (default timing.MIN_TIMED_MS); the median run's profile is kept,
+    with the first run's one-time setup. warmup=False: exactly `repeat` runs (a one-shot query, as a Dask task runs its part: the first
+    run's setup is then inside its time)."""
     plan = engine.plan(table, query, mode, encoding, **plan_options)
-    warm = engine.run(table, query, plan) if warmup else None
-    runs = [engine.run(table, query, plan) for _ in range(repeat)]
+    run = lambda: engine.run(table, query, plan)  # noqa: E731
+    warm = timing.warm_up(run) if warmup else []
+    runs = timing.timed_runs(run, repeat, (timing.MIN_TIMED_MS if warmup else 0.0) if min_ms is None else min_ms)
     results = sorted(runs, key=lambda r: r.profile.total_ms)
     median = results[len(results) // 2]
-    median.profile.setup_ms = (warm or runs[0]).profile.setup_ms  # the one-time upload, page-locking or registration
-    values = {r.value for r in results} | ({warm.value} if warm else set())
+    median.profile.setup_ms = (warm or runs)[0].profile.setup_ms  # the one-time upload, page-locking or registration
+    values = {r.value for r in results + warm}
     match = (values == {expected}) if validate else None
     return ModeRun(mode, median, [r.profile.total_ms for r in results], match)
 

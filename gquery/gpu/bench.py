@@ -219,7 +219,7 @@ def markdown(data: dict, command: str) -> str:
     return "\n".join([
         f"# gquery benchmark on {data['device']}",
         "",
-        f"`{command}` · commit `{data['commit']}` · {data['date']} · medians of {data['repeat']} runs after a warm-up.",
+        f"`{command}` · commit `{data['commit']}` · {data['date']} · medians of at least {data['repeat']} runs and 0.1 s of runs, after 25 ms of warm-up runs.",
         "",
         f"Limits measured in this run: H2D pinned {L['h2d_pinned_gbps']:.1f} GB/s, pageable "
         f"{L['h2d_pageable_gbps']:.1f} GB/s; D2H pinned {L['d2h_pinned_gbps']:.1f} GB/s; device copy "

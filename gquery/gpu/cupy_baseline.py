@@ -8,6 +8,7 @@ import statistics
 
 import numpy as np
 
+from gquery import timing
 from gquery.gpu.memory import COLUMN_DTYPES, DeviceColumns
 from gquery.query import Query
 
@@ -34,13 +35,15 @@ def one_liner(dev: DeviceColumns, rows: int, query: Query, repeat: int) -> tuple
     def run():
         return cp.sum(cp.where(s < z, q * p, 0))
 
-    value = int(run())  # warm-up: CuPy compiles its kernels here
     start, end = cp.cuda.Event(), cp.cuda.Event()
-    times = []
-    for _ in range(repeat):
+
+    def timed() -> float:
         start.record()
         run()
         end.record()
         end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end))
-    return statistics.median(times), value
+        return cp.cuda.get_elapsed_time(start, end)
+
+    value = int(run())  # CuPy compiles its kernels here
+    timing.warm_up(timed)  # timed as the engine's runs are (gquery.timing)
+    return statistics.median(timing.timed_runs(timed, repeat)), value

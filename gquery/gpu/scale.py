@@ -221,7 +221,7 @@ def markdown(data: dict, command: str) -> str:
            "met" if f["met"] else f"MISSED by {f['short_by']:.2f}", f["why"] or ""] for f in data["floors"]]
     return "\n".join([
         f"# gquery at scale on {data['device']}", "",
-        f"`{command}` · commit `{data['commit']}` · {data['date']} · medians of {data['repeat']} runs after a warm-up.",
+        f"`{command}` · commit `{data['commit']}` · {data['date']} · medians of at least {data['repeat']} runs and 0.1 s of runs, after 25 ms of warm-up runs.",
         "", f"Limits in this run: H2D pinned {L['h2d_pinned_gbps']:.1f} GB/s, pageable {L['h2d_pageable_gbps']:.1f} GB/s, "
         f"device copy {L['d2d_gbps']:,.0f} GB/s; concurrent pinned H2D over k GPUs: "
         + ", ".join(f"{k}: {v:.1f} GB/s" for k, v in data["concurrent_h2d_gbps"].items()) + ".",
