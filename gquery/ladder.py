@@ -188,7 +188,7 @@ def markdown(rows: list[LadderRow], meta: dict, notes: list[str], images: list[s
         f"# The optimization ladder on {meta['device']}",
         "",
         f"`{meta['command']}` · commit `{meta['commit']}` · {meta['date']} · SF {meta['sf']:g}, Z = {meta['z']}, "
-        f"{meta['rows']:,} rows · medians of {meta['repeat']} runs after a warm-up · every step checked against DuckDB.",
+        f"{meta['rows']:,} rows · medians of at least {meta['repeat']} runs and 0.1 s of runs, after 25 ms of warm-up runs · every step checked against DuckDB.",
         "",
         f"Result: {meta['result']} (DuckDB). Limits measured in the same run: H2D pinned "
         f"{meta['limits']['h2d_pinned_gbps']:.1f} GB/s, pageable {meta['limits']['h2d_pageable_gbps']:.1f} GB/s, "

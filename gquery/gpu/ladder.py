@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from gquery import timing
 from gquery.columns import LineitemColumns
 from gquery.gpu import kernels
 from gquery.gpu.executor import Engine, Timeline, exact_total
@@ -192,7 +193,8 @@ class LadderRunner:
 
     def measure(self, step: Step, columns: LineitemColumns, query: Query, expected: int | None,
                 repeat: int) -> LadderRow:
-        """A warm-up, then `repeat` runs; the median run by total time is reported."""
+        """Warm-up runs, then `repeat` runs or more (gquery.timing); the median run by total time
+        is reported."""
         if step.kernel == "scan":
             func = self.engine.scan(self.scan_plan(step, columns, query).kernel)
         else:
@@ -201,8 +203,9 @@ class LadderRunner:
         problem = self.exactness_problem(step, columns, self.plan(step, columns.rows).chunk_rows)
         if problem:
             return LadderRow(step, None, None, 0, 0, 0, 0, 0, 0, regs, occ, skipped=problem)
-        self.run(step, columns, query)
-        runs = sorted((self.run(step, columns, query) for _ in range(repeat)), key=lambda r: r["total_ms"])
+        run = lambda: self.run(step, columns, query)  # noqa: E731
+        timing.warm_up(run)
+        runs = sorted(timing.timed_runs(run, repeat), key=lambda r: r["total_ms"])
         m = runs[len(runs) // 2]
         match = None if expected is None else all(r["value"] == expected for r in runs)
         return LadderRow(step, m["value"], match, m["total_ms"], m["h2d_ms"], m["d2h_ms"], m["kernel_ms"],
