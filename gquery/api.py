@@ -13,7 +13,6 @@ mapped host memory when a GPU is usable; a query then ships only what its plan n
 from __future__ import annotations
 
 import atexit
-import gc
 
 from dataclasses import dataclass
 from decimal import Decimal
@@ -116,12 +115,10 @@ def _shutdown() -> None:
         e.close()
     _engines.clear()
     if _engine is not None:
-        from gquery.gpu import kernels
+        from gquery.gpu.executor import close_last
 
-        _engine.close()
-        _engine = None
-        gc.collect()
-        kernels.drop_modules()
+        engine, _engine = _engine, None
+        close_last(engine)
 
 
 def open(data, pinned: bool | None = None) -> Table:  # noqa: A001 (the API's verb, as in gquery.open)

@@ -450,6 +450,17 @@ class Engine:
         self._scans.clear()  # functions hold their modules: unloaded with them, on this thread
 
 
+def close_last(engine: Engine) -> None:
+    """Close the last engine of this thread, then collect what it left and forget this thread's
+    modules: everything of its context is freed here, on its own thread, not at the interpreter's
+    exit (where PyCUDA can only warn of it)."""
+    import gc
+
+    engine.close()
+    gc.collect()
+    kernels.drop_modules()
+
+
 def common_factors(encoded: dict) -> int:
     """What the scan's sum is multiplied by: it sums products of packed factors' values with their
     common factors left out (scan.cu), so the product of those factors is applied once, here."""

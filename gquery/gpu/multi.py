@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from gquery.encodings import frames_of, split_frames
 from gquery.errors import GqueryError, UsageError
-from gquery.gpu.executor import Engine, GpuResult
+from gquery.gpu.executor import Engine, GpuResult, close_last
 from gquery.plan import QueryPlan
 from gquery.profile import Interval, Profile
 from gquery.query import Query, scaled_int, to_decimal
@@ -100,14 +100,8 @@ class DeviceWorker:
 
     def close(self) -> None:
         def stop():
-            import gc
-
-            from gquery.gpu import kernels
-
-            self.engine.close()
-            self.engine = None  # its streams and functions go now, on the thread of their context
-            gc.collect()
-            kernels.drop_modules()
+            engine, self.engine = self.engine, None
+            close_last(engine)  # on the thread of its context
 
         if self.engine is not None:
             self.submit(stop).result()
