@@ -8,9 +8,9 @@ import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from gquery import timing
 from gquery.columns import load_lineitem
 from gquery.contract import check_source
-from gquery import timing
 from gquery.errors import GqueryError, UsageError
 from gquery.plan import ENCODING_CHOICES, MODES, runnable
 from gquery.query import Query, numpy_select_sum
@@ -120,8 +120,8 @@ def measure(engine, table: Table, query: Query, mode: str, encoding: str = "auto
             min_ms: float | None = None, **plan_options) -> ModeRun:
     """Untimed warm-up runs (setup, module load, first touch, clocks: gquery.timing), then `repeat`
     runs or more, until `min_ms` (default timing.MIN_TIMED_MS); the median run's profile is kept,
-    with the first run's one-time setup. warmup=False: exactly `repeat` runs (a one-shot query, as a Dask task runs its part: the first
-    run's setup is then inside its time)."""
+    with the first run's one-time setup. warmup=False: exactly `repeat` runs (a one-shot query, as
+    a Dask task runs its part: the first run's setup is then inside its time)."""
     plan = engine.plan(table, query, mode, encoding, **plan_options)
     run = lambda: engine.run(table, query, plan)  # noqa: E731
     warm = timing.warm_up(run) if warmup else []
