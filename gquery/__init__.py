@@ -5,7 +5,7 @@ __version__ = "0.1.0"
 
 
 def open(data, pinned=None):  # noqa: A001
-    """gquery.open(path) → Table; table.query(z, mode=...) → Result. See gquery.api."""
+    """gquery.open(path) → an opened table; table.query(z, mode=...) → Result. See gquery.api."""
     from gquery import api
 
     return api.open(data, pinned)

@@ -16,11 +16,10 @@ import atexit
 
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 
 from gquery.errors import GqueryError
-from gquery.query import Query
-from gquery.table import PartedTable, Table
+from gquery.mission import MissionQuery
+from gquery.table import Table
 
 
 @dataclass
@@ -34,51 +33,6 @@ class Result:
 
     def explain(self) -> str:
         return self.plan.describe()
-
-
-def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False, window: int | None = None):
-    """A Table (or a PartedTable, for a parted store) from a store folder, a parquet/.tbl path or
-    LineitemSource, a pyarrow.Table, or LineitemColumns. A fresh store beside the data is used
-    instead of the data; a stale or corrupt one is rebuilt from the data, saying so. `window`: read a
-    parted store's parts from disk during queries, that many at a time, instead of holding them."""
-    import pyarrow as pa
-
-    from gquery import store
-    from gquery.columns import LineitemColumns, encode, load_lineitem
-    from gquery.tpch import LineitemSource, find_lineitem
-
-    if isinstance(data, Table):
-        return data
-    if isinstance(data, LineitemColumns):
-        return Table.from_columns(data)
-    if isinstance(data, pa.Table):
-        return Table.from_columns(encode(data, "<arrow table>"))
-    path = Path(data.path if isinstance(data, LineitemSource) else data)
-    if store.is_store(path):
-        return _open_store(path, memory, window)
-    source = data if isinstance(data, LineitemSource) else find_lineitem(path)
-    beside = store.store_path_for(source)
-    if store.is_store(beside):
-        try:
-            return _open_store(beside, memory, window)
-        except store.StoreError as e:
-            echo(f"{e}; rebuilding it from {source}")
-            build_store = True
-    if window is not None:
-        raise GqueryError(f"{source}: --window reads a parted store's parts from disk; build one with "
-                          "'gquery encode' (a folder of parquet parts makes one part a file)")
-    table = Table.from_columns(load_lineitem(source))
-    if build_store:
-        store.write_store(table, beside, source, echo=echo)
-    return table
-
-
-def _open_store(path: Path, memory, window: int | None):
-    from gquery import store
-
-    if window is not None and not store.is_parted(path):
-        raise GqueryError(f"{path}: --window reads a parted store's parts from disk; this store is one part")
-    return store.open_store(path, memory, window=window)
 
 
 _engine = None
@@ -121,12 +75,38 @@ def _shutdown() -> None:
         close_last(engine)
 
 
-def open(data, pinned: bool | None = None) -> Table:  # noqa: A001 (the API's verb, as in gquery.open)
+class TableHandle:
+    """An opened table: the data (a Table, or a PartedTable for a parted store) and the queries asked
+    of it. close() frees what it holds on the GPUs and in page-locked memory."""
+
+    def __init__(self, data):
+        self.data = data
+
+    @property
+    def rows(self) -> int:
+        return self.data.rows
+
+    def query(self, z: int, **options) -> "Result":
+        """The mission query at Z (see gquery.api.query for the options)."""
+        return query(self.data, z, **options)
+
+    def close(self) -> None:
+        close(self.data)
+
+
+def open(data, pinned: bool | None = None) -> TableHandle:  # noqa: A001 (the API's verb, as in gquery.open)
     """Open a table; with a usable GPU (or pinned=True) a store lands in mapped pinned memory."""
     from gquery.gpu.device import probe
 
+    from gquery.runner import open_table
+
     use_gpu = probe()[0] is not None if pinned is None else pinned
-    return open_table(data, memory=engine().memory if use_gpu else None)
+    return TableHandle(open_table(data, memory=engine().memory if use_gpu else None))
+
+
+def _data(table):
+    """The data of an opened table, or the table itself (a Table or PartedTable)."""
+    return table.data if isinstance(table, TableHandle) else table
 
 
 def query(table, z: int, mode: str = "pinned", encoding: str = "auto", repeat: int = 1,
@@ -137,11 +117,12 @@ def query(table, z: int, mode: str = "pinned", encoding: str = "auto", repeat: i
     `repeat` runs."""
     from gquery.plan import runnable
     from gquery.runner import check_options, measure, parse_encodings, parse_modes
-    from gquery.table import select_sum
+    from gquery.mission import select_sum
 
     check_options("gpu", repeat)
     runnable(parse_modes(mode), parse_encodings(encoding))
-    q = Query(z)
+    table = _data(table)
+    q = MissionQuery(z)
     reference = select_sum(table, q) if check else None
     eng = engine() if gpus == 1 and isinstance(table, Table) else engines(gpus)
     run = measure(eng, table, q, mode, encoding, repeat, reference, check, warmup, min_ms=0.0, **plan_options)
@@ -150,11 +131,10 @@ def query(table, z: int, mode: str = "pinned", encoding: str = "auto", repeat: i
 
 def close(table) -> None:
     """Free what the table holds on the GPUs and in page-locked memory."""
+    table = _data(table)
     for e in [_engine, *_engines.values()]:
         if e is not None:
             e.memory.release_table(table)
 
 
-Table.query = PartedTable.query = query
-Table.close = PartedTable.close = close
-__all__ = ["open", "open_table", "query", "close", "engine", "engines", "Result", "GqueryError"]
+__all__ = ["open", "query", "close", "engine", "engines", "Result", "TableHandle", "GqueryError"]

@@ -113,7 +113,7 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Run on Dask, a task a store part: 'local' (a cluster on this host) or a scheduler's address."),
         workers: Optional[int] = typer.Option(None, "--workers", help="With --scheduler local: worker processes (gpu: one a GPU, at most the GPUs); else wait for this many.")):
     """Run the query on the GPU and DuckDB; print the result, the check and where the time went."""
-    from gquery.query import Query
+    from gquery.mission import MissionQuery
     from gquery.plan import list_mode_problem, runnable
     from gquery.runner import check_options, parse_encodings, parse_modes, run_query
 
@@ -124,7 +124,7 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
                   "--chunk-rows": chunk_rows is not None, "--streams": streams is not None,
                   "--staging-threads": staging_threads is not None, "--gpus": gpus != "1",
                   "--window": window is not None}
-        return _run_dask(scheduler, workers, backend, mode, Query(z), repeat, validate, as_json, unused,
+        return _run_dask(scheduler, workers, backend, mode, MissionQuery(z), repeat, validate, as_json, unused,
                          lambda: _store(sf, data, data_dir))
 
     modes = parse_modes(mode)
@@ -138,7 +138,7 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
     source = _source(sf, data, data_dir)
     options = {k: v for k, v in (("chunk_rows", chunk_rows), ("streams", streams),
                                  ("staging_threads", staging_threads)) if v is not None}
-    outcome = run_query(source, Query(z), backend=backend, modes=modes, encodings=encodings, repeat=repeat,
+    outcome = run_query(source, MissionQuery(z), backend=backend, modes=modes, encodings=encodings, repeat=repeat,
                         validate=validate, echo=note, gpus=n_gpus, window=window, **options)
     if outcome.gpu_reason and backend != "gpu":
         note(f"GPU not used: {outcome.gpu_reason}")
@@ -171,7 +171,7 @@ def _run_dask(scheduler, workers, backend, mode, query, repeat, validate, as_jso
     against DuckDB over the store's source files, or against the CPU reference where they are gone."""
     from gquery import distributed as D
     from gquery import store
-    from gquery.table import select_sum
+    from gquery.mission import select_sum
 
     if scheduler is None:
         raise UsageError("--workers and --backend cpu run on Dask workers: give --scheduler local or an address")
@@ -336,7 +336,7 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
     from gquery.gpu.ladder import LadderRunner
     from gquery.plan import MODES
     from gquery.plots import plot_ladder, plot_run
-    from gquery.query import Query, numpy_select_sum, scaled_int
+    from gquery.mission import MissionQuery, numpy_select_sum, scaled_int
     from gquery.reference import DuckDBReference
     from gquery.runner import Outcome, run_modes
 
@@ -347,7 +347,7 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
             raise UsageError(f"--plot writes a PNG: give a path ending in .png, got {p}")
     info = require()
     source = _source(sf, data, data_dir)
-    query = Query(z)
+    query = MissionQuery(z)
     note(f"DuckDB: loading {source}")
     ref = DuckDBReference(source)
     duck = ref.run(query, repeat=repeat)

@@ -15,17 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from gquery.contract import (DECIMAL_SCALE, KEY_MAX, KEY_MIN, QUERY_COLUMNS, check_schema, check_table, tbl_error,
+                             tbl_reader_options)
 from gquery.errors import GqueryError
-from gquery.tpch import LineitemSource
+from gquery.sources import LineitemSource
 
-QUERY_COLUMNS = ("l_suppkey", "l_quantity", "l_extendedprice")
-TBL_COLUMNS = (
-    "l_orderkey", "l_partkey", "l_suppkey", "l_linenumber", "l_quantity", "l_extendedprice",
-    "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipdate", "l_commitdate",
-    "l_receiptdate", "l_shipinstruct", "l_shipmode", "l_comment",
-)
-DECIMAL_SCALE = 2
-KEY_MIN, KEY_MAX = -(2**31), 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -112,15 +106,11 @@ ENCODERS = {"l_suppkey": _encode_key, "l_quantity": _encode_decimal, "l_extended
 
 
 def _check_columns(table: pa.Table, where) -> None:
-    from gquery.contract import check_table  # the contract reads this module's column names
-
     check_table(table, where)
 
 
 def _read_parquet(source: LineitemSource) -> pa.Table:
     import pyarrow.parquet as pq
-
-    from gquery.contract import check_schema
 
     tables = []
     for f in source.files:
@@ -137,8 +127,6 @@ def _read_parquet(source: LineitemSource) -> pa.Table:
 
 def _read_tbl(source: LineitemSource) -> pa.Table:
     from pyarrow import csv
-
-    from gquery.contract import tbl_error, tbl_reader_options
 
     tables = []
     for f in source.files:

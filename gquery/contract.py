@@ -19,9 +19,17 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gquery.columns import DECIMAL_SCALE, KEY_MAX, KEY_MIN, QUERY_COLUMNS, TBL_COLUMNS
 from gquery.errors import GqueryError
-from gquery.tpch import LineitemSource
+from gquery.sources import LineitemSource
+
+QUERY_COLUMNS = ("l_suppkey", "l_quantity", "l_extendedprice")
+TBL_COLUMNS = (
+    "l_orderkey", "l_partkey", "l_suppkey", "l_linenumber", "l_quantity", "l_extendedprice",
+    "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipdate", "l_commitdate",
+    "l_receiptdate", "l_shipinstruct", "l_shipmode", "l_comment",
+)
+DECIMAL_SCALE = 2
+KEY_MIN, KEY_MAX = -(2**31), 2**31 - 1
 
 KEY_COLUMN = "l_suppkey"
 MAX_PRECISION = 38  # decimal128; wider parquet decimals arrive as decimal256

@@ -2,7 +2,7 @@
 its parts; the client adds the exact partials.
 
     from gquery.distributed import run_distributed
-    r = run_distributed("dbgen_data/sf100/lineitem.gq", Query(30), scheduler="tcp://head:8786")
+    r = run_distributed("dbgen_data/sf100/lineitem.gq", MissionQuery(30), scheduler="tcp://head:8786")
     r.value, r.selected_rows, r.wall_ms, [(p.part, p.ms, p.worker) for p in r.parts]
 
 A task is one part (a single store is one task). It gets the part's absolute path and Z, opens the
@@ -44,7 +44,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from gquery.errors import GqueryError, UsageError
-from gquery.query import Query, to_decimal
+from gquery.mission import MissionQuery, to_decimal
 
 BACKENDS = ("cpu", "gpu")
 GPU_MODES = ("pinned", "registered", "pageable")  # resident keeps a table on a GPU; a task keeps none
@@ -162,9 +162,9 @@ def release_held() -> int:
 
 def _cpu_part(path: str, z: int, hold: bool = False) -> tuple[int, int]:
     from gquery.store import open_store
-    from gquery.table import select_sum_exact
+    from gquery.mission import select_sum_exact
 
-    return select_sum_exact(_opened("cpu", path, hold, lambda: open_store(path, check_source=False)), Query(z))
+    return select_sum_exact(_opened("cpu", path, hold, lambda: open_store(path, check_source=False)), MissionQuery(z))
 
 
 def _gpu_part(path: str, z: int, mode: str, hold: bool = False) -> tuple[int, int]:
@@ -182,7 +182,7 @@ def _gpu_part(path: str, z: int, mode: str, hold: bool = False) -> tuple[int, in
 
 def _gpu_answer(table, z: int, mode: str) -> tuple[int, int]:
     from gquery import api
-    from gquery.query import scaled_int
+    from gquery.mission import scaled_int
 
     r = api.query(table, z, mode=mode, check=False, repeat=1, warmup=False)  # once: a task is one query
     return scaled_int(r.value), int(r.profile.counters["selected_rows"])
@@ -330,7 +330,7 @@ class Session:
     def workers(self) -> int:
         return len(self.client.nthreads())
 
-    def run(self, store_path: Path | str, query: Query, mode: str = "pinned", repeat: int = 1,
+    def run(self, store_path: Path | str, query: MissionQuery, mode: str = "pinned", repeat: int = 1,
             hold: bool = False) -> DistributedResult:
         """The query over the store's parts, `repeat` times; the median run's timings are kept.
         hold: each part always to the same worker, which keeps it open (see the module's notes)."""
@@ -346,7 +346,7 @@ class Session:
                                  self.local, self.workers, self.backend, sum(n for _, n in parts), [r[2] for r in runs],
                                  self.connect_ms)
 
-    def _run_once(self, parts, query: Query, mode: str, hold: bool):
+    def _run_once(self, parts, query: MissionQuery, mode: str, hold: bool):
         t0 = time.perf_counter()
         paths = [str(p) for p, _ in parts]
         if hold:  # part k on the k-th worker, every time: it answers from the part it holds
@@ -396,7 +396,7 @@ class Session:
         self.close()
 
 
-def run_distributed(store_path: Path | str, query: Query, scheduler: str | None = None, backend: str = "cpu",
+def run_distributed(store_path: Path | str, query: MissionQuery, scheduler: str | None = None, backend: str = "cpu",
                     workers: int | None = None, mode: str = "pinned", repeat: int = 1,
                     timeout: float = CONNECT_TIMEOUT_S) -> DistributedResult:
     """SELECT SUM(l_quantity * l_extendedprice) FROM store WHERE l_suppkey < Z, a Dask task a part.
@@ -410,7 +410,7 @@ def run_distributed(store_path: Path | str, query: Query, scheduler: str | None 
         return session.run(store_path, query, mode, repeat)
 
 
-def in_process(store_path: Path | str, query: Query, backend: str = "cpu", mode: str = "pinned") -> tuple[int, int]:
+def in_process(store_path: Path | str, query: MissionQuery, backend: str = "cpu", mode: str = "pinned") -> tuple[int, int]:
     """The same query in this process, the baseline the Dask path is measured against: (exact total,
     selected rows). cpu: the CPU reference over the store, its parts read from disk on threads. gpu
     (the hook a GPU host times): the same per-part GPU path as a task, over every part in turn on
@@ -419,13 +419,13 @@ def in_process(store_path: Path | str, query: Query, backend: str = "cpu", mode:
         partials = [_gpu_part(str(p), query.z, mode) for p, _ in store_parts(store_path)]
         return sum(t for t, _ in partials), sum(n for _, n in partials)
     from gquery.store import open_store
-    from gquery.table import select_sum_exact
+    from gquery.mission import select_sum_exact
 
     store_parts(store_path)  # the same one-line error as the Dask path for what is not a store
     return select_sum_exact(open_store(store_path, check_source=False, window=1), query)
 
 
-def _in_process_runs(store_path, query: Query, backend: str, mode: str, repeat: int, hold: bool):
+def _in_process_runs(store_path, query: MissionQuery, backend: str, mode: str, repeat: int, hold: bool):
     """(answer, times in ms of `repeat` runs after a warm-up) in this process. hold: the whole store
     opened once (pinned, for gpu) and queried as the engine queries a store it holds."""
     table = None
@@ -438,7 +438,7 @@ def _in_process_runs(store_path, query: Query, backend: str, mode: str, repeat: 
             run = lambda: _gpu_answer(table, query.z, mode)  # noqa: E731
         else:
             from gquery.store import open_store
-            from gquery.table import select_sum_exact
+            from gquery.mission import select_sum_exact
 
             table = open_store(store_path, check_source=False)
             run = lambda: select_sum_exact(table, query)  # noqa: E731
@@ -457,7 +457,7 @@ def _in_process_runs(store_path, query: Query, backend: str, mode: str, repeat: 
     return answer, times
 
 
-def overhead(store_path: Path | str, query: Query, scheduler: str | None = None, backend: str = "cpu",
+def overhead(store_path: Path | str, query: MissionQuery, scheduler: str | None = None, backend: str = "cpu",
              workers: int | None = None, mode: str = "pinned", repeat: int = 5, hold: bool = False) -> dict:
     """What Dask costs over the same query in-process (in_process): medians of `repeat` runs of each,
     after one warm-up of each (worker imports and GPU engines are not counted). A dict a report can

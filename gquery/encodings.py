@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gquery.host import host_threads, parallel_ranges
+
 FRAME_ROWS = 1024  # a multiple of 32 (whole words a frame) and of the 4-row vectors kernels load
 TOP_BITS = 8  # the sliced key's top slice: one byte a row
 PAD_WORDS = 4  # spare words after the last frame: a 3-word read past a value stays in bounds
@@ -51,22 +53,6 @@ def bit_width(x: np.ndarray) -> np.ndarray:
         w += big * shift
         rest = np.where(big, rest >> np.uint64(shift), rest)
     return w + (rest > 0)
-
-
-def parallel_ranges(n: int, work, min_items: int = 1024) -> None:
-    """work(first, end) over [0, n) split among host threads: NumPy drops the GIL in its loops."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from gquery.plan import host_threads
-
-    pieces = max(1, min(host_threads(), n // min_items))
-    bounds = [n * k // pieces for k in range(pieces + 1)]
-    if pieces == 1:
-        work(0, n)
-        return
-    with ThreadPoolExecutor(pieces) as pool:
-        for _ in pool.map(lambda k: work(bounds[k], bounds[k + 1]), range(pieces)):
-            pass
 
 
 def common_factor(values: np.ndarray) -> int:
@@ -437,8 +423,6 @@ def index_key(key: Sliced) -> Indexed:
     ids = np.empty(rows, dtype=id_dtype)
     low = None if key.low is None else np.empty(rows, dtype=key.low.dtype)
     top = key.top[:rows]
-    from gquery.plan import host_threads
-
     pieces = max(1, min(host_threads(), rows // (1 << 20)))
     bounds = [rows * k // pieces for k in range(pieces + 1)]
     counts = np.zeros((pieces, 1 << TOP_BITS), dtype=np.int64)

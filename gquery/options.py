@@ -28,6 +28,15 @@ def parse_gpus(gpus: str | int | None):
     return n
 
 
+def resolve_gpus(gpus, available: int) -> int:
+    """--gpus N or all (parsed by options.parse_gpus), against the devices the driver sees."""
+    n = parse_gpus(gpus)
+    n = available if n == "all" else n
+    if n > available:
+        raise UsageError(f"--gpus {n}: this host has {available} GPU{'s' * (available != 1)}")
+    return n
+
+
 def check_run(backend: str, *, chunk_rows: int | None, streams: int | None, staging_threads: int | None,
               plot: Path | None, explain: bool, echo, gpus="1", window: int | None = None) -> int | str:
     """`gquery run`'s options, before its data is found or generated. Returns --gpus parsed."""
@@ -43,7 +52,6 @@ def check_run(backend: str, *, chunk_rows: int | None, streams: int | None, stag
         info, reason = probe()
         if info is not None:
             from gquery.gpu.device import device_count
-            from gquery.gpu.multi import resolve_gpus
 
             return resolve_gpus(n, device_count())
         if backend == "gpu":

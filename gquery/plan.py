@@ -14,13 +14,13 @@ steps and the reasons for each choice. `plan_query` is the planner.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from gquery.encodings import FRAME_ROWS
 from gquery.errors import GqueryError, UsageError
+from gquery.host import host_threads
 
 MODES = ("resident", "pinned", "registered", "pageable")
 MAPPED_MODES = ("pinned", "registered")  # host memory the kernel can read in place
@@ -45,12 +45,6 @@ CHUNK_ALIGN_ROWS = FRAME_ROWS  # chunks start on a frame, 16-byte aligned in eve
 DEVICE_HEADROOM = 0.9  # of free memory a plan may take
 TILE_SHARED_BYTES = 48 << 10  # dynamic shared memory a block may take without opting in: its frame tiles
 FRAME_BLOCK_THREADS = 128  # the frame loop's blocks: 4 warps, so an SM's warps are bounded finely by tiles and registers
-MAX_HOST_THREADS = 16  # host copies stop scaling near here (measured on a 16-core GPU host)
-
-
-def host_threads() -> int:
-    """Threads for host copies into pinned memory: staging, pinning, the bandwidth test."""
-    return min(MAX_HOST_THREADS, os.cpu_count() or 1)
 
 
 def frame_block(tile_words: int) -> tuple[int, int]:

@@ -17,11 +17,10 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from gquery.columns import QUERY_COLUMNS, TBL_COLUMNS
-from gquery.contract import TBL_TYPES
+from gquery.contract import QUERY_COLUMNS, TBL_COLUMNS, TBL_TYPES
 from gquery.errors import GqueryError
-from gquery.query import Query
-from gquery.tpch import LineitemSource
+from gquery.mission import MissionQuery
+from gquery.sources import LineitemSource
 
 
 @dataclass
@@ -73,7 +72,7 @@ class DuckDBReference:
         except duckdb.Error as e:
             raise GqueryError(f"{source}: DuckDB cannot read it: {_first_line(e)}") from None
 
-    def run(self, query: Query, repeat: int = 5, warmup: int = 1) -> DuckDBResult:
+    def run(self, query: MissionQuery, repeat: int = 5, warmup: int = 1) -> DuckDBResult:
         """Exact result and the wall time of each timed repeat (results fully fetched)."""
         import duckdb
 

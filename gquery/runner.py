@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from decimal import Decimal
 
 from gquery import timing
@@ -13,10 +14,10 @@ from gquery.columns import load_lineitem
 from gquery.contract import check_source
 from gquery.errors import GqueryError, UsageError
 from gquery.plan import ENCODING_CHOICES, MODES, runnable
-from gquery.query import Query, numpy_select_sum
-from gquery.table import Table
+from gquery.mission import MissionQuery, numpy_select_sum
+from gquery.table import PartedTable, Table
 from gquery.reference import DuckDBReference, DuckDBResult
-from gquery.tpch import LineitemSource
+from gquery.sources import LineitemSource
 
 BACKENDS = ("auto", "gpu", "duckdb")
 
@@ -47,7 +48,7 @@ class CpuAnswer:
 
 @dataclass
 class Outcome:
-    query: Query
+    query: MissionQuery
     source: str
     rows: int | None = None
     load_ms: float | None = None  # parquet/.tbl → encoded numpy columns
@@ -115,7 +116,7 @@ def check_options(backend: str, repeat: int) -> None:
         raise UsageError(f"repeat must be at least 1, got {repeat}")
 
 
-def measure(engine, table: Table, query: Query, mode: str, encoding: str = "auto", repeat: int = 5,
+def measure(engine, table: Table, query: MissionQuery, mode: str, encoding: str = "auto", repeat: int = 5,
             expected: Decimal | None = None, validate: bool = True, warmup: bool = True,
             min_ms: float | None = None, **plan_options) -> ModeRun:
     """Untimed warm-up runs (setup, module load, first touch, clocks: gquery.timing), then `repeat`
@@ -134,7 +135,7 @@ def measure(engine, table: Table, query: Query, mode: str, encoding: str = "auto
     return ModeRun(mode, median, [r.profile.total_ms for r in results], match)
 
 
-def run_modes(engine, table: Table, query: Query, modes, repeat: int, expected: Decimal | None = None,
+def run_modes(engine, table: Table, query: MissionQuery, modes, repeat: int, expected: Decimal | None = None,
               validate: bool = True, encodings=("auto",), **plan_options) -> list[ModeRun]:
     """Every mode x encoding that can run (plan.runnable: not the indexed key in pageable memory)."""
     return [measure(engine, table, query, mode, encoding, repeat, expected, validate, **plan_options)
@@ -152,7 +153,7 @@ def make_engine(gpus=1, window: int | None = None):
     return MultiEngine(gpus)
 
 
-def run_query(source: LineitemSource, query: Query, *, backend: str = "auto", modes=("resident",),
+def run_query(source: LineitemSource, query: MissionQuery, *, backend: str = "auto", modes=("resident",),
               encodings=("auto",), repeat: int = 5, validate: bool = True, echo=print, gpus=1,
               window: int | None = None, **plan_options) -> Outcome:
     check_options(backend, repeat)
@@ -191,14 +192,56 @@ def run_query(source: LineitemSource, query: Query, *, backend: str = "auto", mo
             value = numpy_select_sum(columns, query)
             outcome.numpy = CpuAnswer(value, (time.perf_counter() - t0) * 1e3)
     if engine is not None:
-        from gquery.gpu.bandwidth import measure as bandwidth
-
-        from gquery.api import open_table
-
         expected = outcome.duckdb.value if outcome.duckdb else None
         _run_gpu(outcome, source, query, engine, modes, encodings, repeat, validate, echo, window, plan_options,
                  expected, check_with_numpy)
     return outcome
+
+
+def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False, window: int | None = None):
+    """A Table (or a PartedTable, for a parted store) from a store folder, a parquet/.tbl path or
+    LineitemSource, a pyarrow.Table, or LineitemColumns. A fresh store beside the data is used
+    instead of the data; a stale or corrupt one is rebuilt from the data, saying so. `window`: read a
+    parted store's parts from disk during queries, that many at a time, instead of holding them."""
+    import pyarrow as pa
+
+    from gquery import store
+    from gquery.columns import LineitemColumns, encode, load_lineitem
+    from gquery.sources import LineitemSource
+    from gquery.tpch import find_lineitem
+
+    if isinstance(data, Table):
+        return data
+    if isinstance(data, LineitemColumns):
+        return Table.from_columns(data)
+    if isinstance(data, pa.Table):
+        return Table.from_columns(encode(data, "<arrow table>"))
+    path = Path(data.path if isinstance(data, LineitemSource) else data)
+    if store.is_store(path):
+        return _open_store(path, memory, window)
+    source = data if isinstance(data, LineitemSource) else find_lineitem(path)
+    beside = store.store_path_for(source)
+    if store.is_store(beside):
+        try:
+            return _open_store(beside, memory, window)
+        except store.StoreError as e:
+            echo(f"{e}; rebuilding it from {source}")
+            build_store = True
+    if window is not None:
+        raise GqueryError(f"{source}: --window reads a parted store's parts from disk; build one with "
+                          "'gquery encode' (a folder of parquet parts makes one part a file)")
+    table = Table.from_columns(load_lineitem(source))
+    if build_store:
+        store.write_store(table, beside, source, echo=echo)
+    return table
+
+
+def _open_store(path: Path, memory, window: int | None):
+    from gquery import store
+
+    if window is not None and not store.is_parted(path):
+        raise GqueryError(f"{path}: --window reads a parted store's parts from disk; this store is one part")
+    return store.open_store(path, memory, window=window)
 
 
 def _run_store_only(outcome, source, query, engine, modes, encodings, repeat, validate, echo, gpus, window,
@@ -208,7 +251,7 @@ def _run_store_only(outcome, source, query, engine, modes, encodings, repeat, va
     outcome.duckdb = DuckDBResult(None, unavailable="the parquet this store was built from is gone")
     if engine is None:
         from gquery.store import open_store
-        from gquery.table import select_sum
+        from gquery.mission import select_sum
 
         echo(f"CPU: the exact reference over {source} (no GPU: {outcome.gpu_reason})")
         table = open_store(source.path, window=window)
@@ -226,9 +269,7 @@ def _run_store_only(outcome, source, query, engine, modes, encodings, repeat, va
 def _run_gpu(outcome, source, query, engine, modes, encodings, repeat, validate, echo, window, plan_options,
              expected, check_on_cpu: bool) -> None:
     from gquery.gpu.bandwidth import measure as bandwidth
-
-    from gquery.api import open_table
-    from gquery.table import PartedTable, select_sum
+    from gquery.mission import select_sum
 
     echo(f"GPU: loading columns from {source}")
     t0 = time.perf_counter()

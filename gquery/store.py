@@ -33,14 +33,13 @@ import shutil
 import threading
 import time
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from gquery.encodings import Indexed, Packed, Sliced
 from gquery.errors import GqueryError
-from gquery.plan import host_threads
+from gquery.host import parallel_map
 from gquery.table import KEY, PRICE, QUANTITY, Column, PartedTable, Table
 
 STORE_NAME = "lineitem.gq"
@@ -71,11 +70,6 @@ def _crc(a: np.ndarray) -> int:
     for start in range(0, len(view), CRC_PIECE):
         crc = zlib.crc32(view[start:start + CRC_PIECE], crc)
     return crc
-
-
-def _parallel(fn, items):
-    with ThreadPoolExecutor(max(1, min(host_threads(), len(items)))) as pool:
-        return list(pool.map(fn, items))
 
 
 def _source_info(source) -> list[dict]:
@@ -121,7 +115,7 @@ def write_store(table: Table, path: Path | str, source=None, echo=print) -> Path
             meta["crc32"] = _crc(array)
             np.ascontiguousarray(array).tofile(file)
 
-        _parallel(write, writes)
+        parallel_map(write, writes)
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
         check = open_store(tmp, check_source=False)  # read back from disk, then compare every value
         _verify(check, table)
@@ -350,7 +344,7 @@ def _open_single(path: Path, manifest: dict, memory, check_source: bool, allocat
             f.seek(offset)
             f.readinto(into)
 
-    _parallel(read_piece, pieces)
+    parallel_map(read_piece, pieces)
 
     def check(item):
         (column, name, buf, meta), array = item
@@ -358,7 +352,7 @@ def _open_single(path: Path, manifest: dict, memory, check_source: bool, allocat
             _fail(path, f"{meta['file']} is corrupt (checksum)")
         return (column, name, buf), array.reshape(meta["shape"])
 
-    arrays = dict(_parallel(check, list(zip(reads, targets))))
+    arrays = dict(parallel_map(check, list(zip(reads, targets))))
     columns = {}
     for column, names in encodings.items():
         col = columns[column] = Column(column)
@@ -534,7 +528,7 @@ def check_store(path: Path | str) -> None:
 def write_parted(source, path: Path, echo=print) -> Path:
     """A parted store of a multi-file source, one part a file, each part encoded, verified and written
     atomically before the next is read; parts already whole and fresh are kept."""
-    from gquery.tpch import LineitemSource
+    from gquery.sources import LineitemSource
 
     path = Path(path)
     if path.exists() and is_store(path) and not is_parted(path):
@@ -556,7 +550,7 @@ def as_source(path: Path | str):
     """A store folder as the LineitemSource of the files it was built from (DuckDB reads those);
     the source's path is the store, so the engine opens the store itself. Files only when every
     one is still there: DuckDB over some of the parts would answer for other rows."""
-    from gquery.tpch import LineitemSource
+    from gquery.sources import LineitemSource
 
     try:
         manifest = json.loads((Path(path) / "manifest.json").read_text())

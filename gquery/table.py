@@ -12,15 +12,14 @@ table, whose lifetime is theirs). An encoding set names one encoding per column:
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from gquery.columns import QUERY_COLUMNS, LineitemColumns
+from gquery.columns import LineitemColumns
+from gquery.contract import QUERY_COLUMNS
 from gquery.encodings import ENCODINGS, FRAME_ROWS, Indexed, Packed, Plain, Sliced, encode_column, frame_view, index_key
-from gquery.query import Query, numpy_select_sum_exact, to_decimal
 
 KEY, QUANTITY, PRICE = QUERY_COLUMNS
 LOGICAL = {KEY: ("int32 key", 4), QUANTITY: ("decimal(_,2) as int64 hundredths", 8),
@@ -147,41 +146,10 @@ def wide_products(largest: dict[str, int]) -> bool:
     return largest[QUANTITY] * largest[PRICE] >= 2**63
 
 
-def select_sum_exact(table, query: Query, threads: int | None = None) -> tuple[int, int]:
-    """The CPU reference over a Table or a PartedTable: (exact total in ten-thousandths, selected
-    rows). Parts are summed on threads (NumPy drops the GIL), each part read from disk when the
-    table holds none; the parts' exact integers are added in Python."""
-    if isinstance(table, Table):
-        return numpy_select_sum_exact(_decoded(table), query)
-    from gquery.store import open_store
-
-    def part(i: int) -> tuple[int, int]:
-        t = table.tables[i] if table.tables is not None else open_store(table.paths[i], check_source=False)
-        return numpy_select_sum_exact(_decoded(t), query)
-
-    from gquery.plan import host_threads
-
-    # each part's decode is itself threaded: a few parts at once keep every core busy
-    with ThreadPoolExecutor(max(1, min(threads or max(2, host_threads() // 4), table.parts))) as pool:
-        sums = list(pool.map(part, range(table.parts)))
-    return sum(s for s, _ in sums), sum(n for _, n in sums)
-
-
-def _decoded(table: Table) -> LineitemColumns:
-    """The plain values, decoded for the moment and not kept in the table (a parted SF 1000 would
-    otherwise keep 120 GB of them)."""
-    return LineitemColumns(*(table.columns[name].values() for name in QUERY_COLUMNS), table.source)
-
-
-def select_sum(table, query: Query):
-    """select_sum_exact as SQL gives it: a Decimal, or None (NULL) for an empty selection."""
-    return to_decimal(*select_sum_exact(table, query))
-
-
 def _largest(values: np.ndarray) -> int:
     if values.size == 0:
         return 0
     return max(abs(int(values.min())), abs(int(values.max())))
 
 
-__all__ = ["Table", "PartedTable", "select_sum", "select_sum_exact", "wide_products", "Column", "ENCODING_SETS", "KEY", "QUANTITY", "PRICE", "Indexed", "Packed", "Plain", "Sliced"]
+__all__ = ["Table", "PartedTable", "wide_products", "Column", "ENCODING_SETS", "KEY", "QUANTITY", "PRICE", "Indexed", "Packed", "Plain", "Sliced"]

@@ -25,10 +25,10 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from gquery.errors import GqueryError, UsageError
+from gquery.sources import LineitemSource
 
 SF_MIN, SF_MAX = 0.01, 1000.0
 SF_PER_PART = 10  # above this, one parquet file of SF 10 (60M rows, ~2 GB) per part
@@ -72,18 +72,6 @@ def check_parts(parts: int, sf: float) -> int:
     if not (isinstance(parts, int) and 1 <= parts <= most):
         raise UsageError(f"--parts must be from 1 to {most:,} at SF {sf:g} (one order a part at least), got {parts}")
     return parts
-
-
-@dataclass(frozen=True)
-class LineitemSource:
-    """Where lineitem lies: one or more files of one format. `path` is what errors name."""
-
-    path: Path
-    format: str  # "parquet" or "tbl"
-    files: tuple[Path, ...]
-
-    def __str__(self) -> str:
-        return str(self.path)
 
 
 def _is_tbl(p: Path) -> bool:

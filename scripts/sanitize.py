@@ -8,7 +8,7 @@ import numpy as np
 from gquery.columns import LineitemColumns
 from gquery.gpu.executor import Engine
 from gquery.plan import LIST_MODES, MODES
-from gquery.query import Query, to_decimal
+from gquery.mission import MissionQuery, to_decimal
 from gquery.table import Table
 
 engine = Engine()
@@ -32,9 +32,9 @@ for z in (0, 5, 1500, 4000):
                 continue
             for tiles in ((True, False) if encoding in ("packed", "sliced") else (True,)):  # frame loop, vector loop
                 options = ({} if mode == "resident" else {"chunk_rows": 1024}) | {"tiles": tiles}
-                plans = [engine.plan(t, Query(z), mode, encoding, **options) for _, t in tables]
-                alone = [engine.run(t, Query(z), p).value for (_, t), p in zip(tables, plans)]
-                batch = [r.value for r in engine.run_many([(t, p) for (_, t), p in zip(tables, plans)], Query(z))]
+                plans = [engine.plan(t, MissionQuery(z), mode, encoding, **options) for _, t in tables]
+                alone = [engine.run(t, MissionQuery(z), p).value for (_, t), p in zip(tables, plans)]
+                batch = [r.value for r in engine.run_many([(t, p) for (_, t), p in zip(tables, plans)], MissionQuery(z))]
                 for (cols, _), want, got, got_batch in zip(tables, wants, alone, batch):
                     if not got == got_batch == want:
                         failures += 1

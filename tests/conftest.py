@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gquery import tpch
+from gquery import sources, tpch
 
 
 def pytest_collection_modifyitems(config, items):
@@ -31,12 +31,12 @@ def data_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def sf001(data_dir) -> tpch.LineitemSource:
+def sf001(data_dir) -> sources.LineitemSource:
     return tpch.generate(0.01, data_dir, echo=lambda m: None)
 
 
 @pytest.fixture(scope="session")
-def sf001_tbl(data_dir) -> tpch.LineitemSource:
+def sf001_tbl(data_dir) -> sources.LineitemSource:
     return tpch.generate(0.01, data_dir, fmt="tbl", echo=lambda m: None)
 
 

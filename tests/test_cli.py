@@ -7,7 +7,7 @@ import pytest
 from conftest import gquery
 from gquery.columns import load_lineitem
 from gquery.gpu.device import probe
-from gquery.query import Query, numpy_select_sum
+from gquery.mission import MissionQuery, numpy_select_sum
 
 HAS_GPU = probe()[0] is not None
 
@@ -24,7 +24,7 @@ def test_duckdb_json_equals_exact_numpy(sf001, data_dir):
     r = gquery("run", "--sf", "0.01", "--z", "30", "--backend", "duckdb", "--json", "--data-dir", data_dir)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    exact = numpy_select_sum(load_lineitem(sf001), Query(30))
+    exact = numpy_select_sum(load_lineitem(sf001), MissionQuery(30))
     assert out["duckdb"]["result"] == str(exact)
     assert out["runs"] == [] and out["duckdb"]["threads"] >= 1 and len(out["duckdb"]["times_ms"]) == 5
 
@@ -93,7 +93,7 @@ def test_generate_then_reuse(tmp_path):
 def test_data_path_and_tbl(sf001_tbl, sf001):
     r = gquery("run", "--z", "30", "--backend", "duckdb", "--json", "--data", sf001_tbl.files[0])
     assert r.returncode == 0
-    assert json.loads(r.stdout)["duckdb"]["result"] == str(numpy_select_sum(load_lineitem(sf001), Query(30)))
+    assert json.loads(r.stdout)["duckdb"]["result"] == str(numpy_select_sum(load_lineitem(sf001), MissionQuery(30)))
 
 
 @pytest.mark.parametrize("args", [["--help"], []], ids=["help", "no-arguments"])

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gquery import tpch
+from gquery import sources, tpch
 from gquery.columns import LineitemColumns, encode, load_lineitem, read_lineitem_arrow
 from gquery.errors import GqueryError
 
@@ -32,7 +32,7 @@ def test_encodings(sf001):
     assert cols.suppkey[:1000].tolist() == table.column("l_suppkey")[:1000].to_pylist()
 
 
-def write(tmp_path, name, **columns) -> tpch.LineitemSource:
+def write(tmp_path, name, **columns) -> sources.LineitemSource:
     path = tmp_path / f"{name}.parquet"
     pq.write_table(pa.table(columns), path)
     return tpch.find_lineitem(path)

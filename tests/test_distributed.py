@@ -19,8 +19,9 @@ from gquery import store
 from gquery.cli import main
 from gquery.columns import LineitemColumns
 from gquery.errors import GqueryError, UsageError
-from gquery.query import Query, to_decimal
-from gquery.table import Table, select_sum
+from gquery.mission import MissionQuery, to_decimal
+from gquery.table import Table
+from gquery.mission import select_sum
 from gquery.tpch import find_lineitem
 
 pytest.importorskip("distributed", reason="the Dask path needs pip install 'gquery[dist]'")
@@ -75,9 +76,9 @@ def test_dask_equals_the_in_process_answer_exactly(cluster, stores, name):
     path, parts = stores[name]
     rng = np.random.default_rng(len(name))
     for z in Z_VALUES + [int(z) for z in rng.integers(KEYS[0], KEYS[1], 3)]:
-        r = D.run_distributed(path, Query(z), scheduler=cluster.scheduler)
+        r = D.run_distributed(path, MissionQuery(z), scheduler=cluster.scheduler)
         expected = python_sum(parts, z)
-        assert r.value == expected == select_sum(store.open_store(path), Query(z)), z
+        assert r.value == expected == select_sum(store.open_store(path), MissionQuery(z)), z
         assert (r.value is None) == (z <= KEYS[0]) and r.selected_rows == sum(int((c.suppkey < z).sum()) for c in parts)
         assert [p.rows for p in r.parts] == [c.rows for c in parts] and r.rows == sum(c.rows for c in parts)
         assert r.workers == 2 and r.backend == "cpu" and not r.local and all(p.worker.startswith("tcp://") for p in r.parts)
@@ -94,7 +95,7 @@ def test_tasks_return_exact_strings_never_floats(stores):
 
 def test_overhead_is_a_dict_a_report_can_embed(cluster, stores):
     path, parts = stores["parted"]
-    o = D.overhead(path, Query(50), scheduler=cluster.scheduler, repeat=2)
+    o = D.overhead(path, MissionQuery(50), scheduler=cluster.scheduler, repeat=2)
     assert o["result"] == str(python_sum(parts, 50)) and o["parts"] == 3 and o["workers"] == 2
     assert o["in_process_ms"] > 0 and o["dask_ms"] > 0 and o["ratio"] == o["dask_ms"] / o["in_process_ms"]
     assert len(o["dask_times_ms"]) == len(o["in_process_times_ms"]) == 2
@@ -109,7 +110,7 @@ def test_held_parts_stay_on_their_worker_and_follow_a_rebuilt_store(cluster, sto
     rng = np.random.default_rng(21)
     parts = [random_columns(n, rng) for n in PART_ROWS]
     parted_store(path, parts)
-    first = [cluster.run(path, Query(z), hold=True) for z in (37, 64, 37)]
+    first = [cluster.run(path, MissionQuery(z), hold=True) for z in (37, 64, 37)]
     assert [r.value for r in first] == [python_sum(parts, 37), python_sum(parts, 64), python_sum(parts, 37)]
     placed = [[p.worker for p in r.parts] for r in first]
     assert placed[0] == placed[1] == placed[2] and len(set(placed[0])) == 2  # round robin over both workers
@@ -117,9 +118,9 @@ def test_held_parts_stay_on_their_worker_and_follow_a_rebuilt_store(cluster, sto
     shutil.rmtree(path)
     time.sleep(0.01)  # a new manifest mtime even on coarse clocks
     parted_store(path, rebuilt)
-    assert cluster.run(path, Query(64), hold=True).value == python_sum(rebuilt, 64)
+    assert cluster.run(path, MissionQuery(64), hold=True).value == python_sum(rebuilt, 64)
     assert cluster.release() == len(PART_ROWS) and cluster.release() == 0
-    o = D.overhead(path, Query(50), scheduler=cluster.scheduler, repeat=2, hold=True)
+    o = D.overhead(path, MissionQuery(50), scheduler=cluster.scheduler, repeat=2, hold=True)
     assert o["hold"] and o["result"] == str(python_sum(rebuilt, 50))
 
 
@@ -203,7 +204,7 @@ def test_what_is_not_a_store_is_one_line_before_any_cluster(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     for path in (tmp_path / "empty", tmp_path / "missing"):
         with pytest.raises(GqueryError, match="not a gquery store|no such file") as e:
-            D.run_distributed(path, Query(5))
+            D.run_distributed(path, MissionQuery(5))
         assert "\n" not in str(e.value)
     line, seconds = one_error(capsys, 1, ["run", "--data", str(tmp_path / "empty"), "--z", "5", "--scheduler", "local"])
     assert "holds no lineitem" in line and seconds < 5
@@ -216,7 +217,7 @@ def test_a_failing_worker_is_one_line_naming_the_part(cluster, stores, tmp_path)
     data[len(data) // 2] ^= 0xFF
     buffer.write_bytes(bytes(data))
     with pytest.raises(GqueryError, match="part-00003.gq: .* is corrupt") as e:
-        D.run_distributed(path, Query(50), scheduler=cluster.scheduler)
+        D.run_distributed(path, MissionQuery(50), scheduler=cluster.scheduler)
     assert "\n" not in str(e.value)
 
 
@@ -251,10 +252,10 @@ def test_gpu_workers_equal_the_in_process_gpu_answer(stores):
     """On a GPU host: a local cluster of one worker a GPU, each part through gquery.api there."""
     path, parts = stores["parted"]
     for z in (0, 37, 2**40):
-        r = D.run_distributed(path, Query(z), backend="gpu")
-        local = D.in_process(path, Query(z), backend="gpu")
+        r = D.run_distributed(path, MissionQuery(z), backend="gpu")
+        local = D.in_process(path, MissionQuery(z), backend="gpu")
         assert r.value == python_sum(parts, z) == to_decimal(*local) and r.backend == "gpu" and r.local
-    o = D.overhead(path, Query(37), backend="gpu", repeat=2)
+    o = D.overhead(path, MissionQuery(37), backend="gpu", repeat=2)
     assert o["result"] == str(python_sum(parts, 37)) and o["workers"] == len(D.gpu_ids())
-    held = D.overhead(path, Query(37), backend="gpu", repeat=2, hold=True)
+    held = D.overhead(path, MissionQuery(37), backend="gpu", repeat=2, hold=True)
     assert held["result"] == o["result"] and held["hold"]

@@ -15,9 +15,9 @@ import pytest
 from conftest import gquery
 from gquery import store, tpch
 from gquery.errors import GqueryError, Stopped
-from gquery.query import Query
+from gquery.mission import MissionQuery
 from gquery.reference import DuckDBReference
-from gquery.table import select_sum
+from gquery.mission import select_sum
 from test_bad_inputs import alive, one_error, stopped_generation
 from test_tpch import copying_generator, shutil_usage
 
@@ -37,7 +37,7 @@ def rows_of(source) -> int:
 def duckdb(source, z):
     ref = DuckDBReference(source)
     try:
-        return ref.run(Query(z), repeat=1, warmup=0).value
+        return ref.run(MissionQuery(z), repeat=1, warmup=0).value
     finally:
         ref.close()
 
@@ -73,7 +73,7 @@ def test_parts_add_up_to_the_single_file_and_answer_as_duckdb(kept, single):
         assert store.source_files(store.part_path(path, k)) == [f.resolve()]
         assert table.part_rows[k - 1] == pq.read_metadata(f).num_rows
     for z in ZS:
-        assert select_sum(table, Query(z)) == duckdb(single, z) == duckdb(store.as_source(path), z)
+        assert select_sum(table, MissionQuery(z)) == duckdb(single, z) == duckdb(store.as_source(path), z)
     assert no_temps(data) and not (path / tpch.GENERATING).exists()
 
 
@@ -124,7 +124,7 @@ def test_stopped_then_resumed_keeps_finished_parts_and_deletes_parquet(tmp_path,
     assert (first.stat().st_ino, first.stat().st_mtime_ns, (first / "manifest.json").stat().st_mtime_ns) == before
     table = store.open_store(path)
     assert table.parts == PARTS and table.rows == rows_of(single)
-    assert select_sum(table, Query(150)) == duckdb(single, 150)
+    assert select_sum(table, MissionQuery(150)) == duckdb(single, 150)
     assert not (path.parent / "lineitem").exists() and no_temps(data) and "no parquet kept" in r.stdout
     assert tpch.existing_dataset(SF, data) == store.as_source(path) and store.as_source(path).files == ()
 

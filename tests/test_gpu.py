@@ -8,7 +8,7 @@ from gquery import tpch
 from gquery.columns import LineitemColumns, load_lineitem
 from gquery.ladder import STEPS
 from gquery.plan import LIST_MODES, MODES
-from gquery.query import Query, numpy_select_sum, to_decimal
+from gquery.mission import MissionQuery, numpy_select_sum, to_decimal
 from gquery.reference import DuckDBReference
 from gquery.table import Table
 
@@ -36,16 +36,16 @@ def ladder(engine):
 
 
 def run(engine, table, z, mode, encoding="auto", **options):
-    return engine.run(table, Query(z), engine.plan(table, Query(z), mode, encoding, **options))
+    return engine.run(table, MissionQuery(z), engine.plan(table, MissionQuery(z), mode, encoding, **options))
 
 
 def exact(cols: LineitemColumns, z: int):
     """Python's own integers, row by row where small, else NumPy's exact path."""
-    mask = cols.suppkey.astype(np.int64) < Query(z).z_int64
+    mask = cols.suppkey.astype(np.int64) < MissionQuery(z).z_int64
     if cols.rows <= 5000:
         products = [int(q) * int(p) for q, p, m in zip(cols.quantity, cols.extendedprice, mask) if m]
         return to_decimal(sum(products), len(products))
-    return numpy_select_sum(cols, Query(z))
+    return numpy_select_sum(cols, MissionQuery(z))
 
 
 def random_columns(rows: int, seed: int, big: bool = False) -> LineitemColumns:
@@ -64,7 +64,7 @@ def test_tpch_every_mode_equals_duckdb(engine, data_dir, sf):
     top = int(cols.suppkey.max())
     try:
         for z in (-3, 0, 1, 30, top // 2, top, top + 1, 2**40):
-            expected = ref.run(Query(z), repeat=1).value
+            expected = ref.run(MissionQuery(z), repeat=1).value
             for mode, encoding in COMBOS:
                 got = run(engine, table, z, mode, encoding).value
                 assert got == expected, f"SF {sf}, Z {z}, {mode}, {encoding}"
@@ -134,16 +134,16 @@ def test_sparse_selection_reads_in_place_and_dense_ships(engine):
     cols = LineitemColumns.from_values(rng.integers(1, 100_001, 2_000_000), rng.integers(1, 51, 2_000_000) * 100,
                                        rng.integers(90_000, 10_000_000, 2_000_000))
     table = Table.from_columns(cols)
-    sparse = engine.plan(table, Query(30), "pinned")
+    sparse = engine.plan(table, MissionQuery(30), "pinned")
     assert sparse.placement("l_suppkey", "low") == "zero_copy"
     assert sparse.placement("l_quantity", "words") == "zero_copy"
-    result = engine.run(table, Query(30), sparse)
+    result = engine.run(table, MissionQuery(30), sparse)
     assert result.value == exact(cols, 30)
     assert result.profile.pcie_bytes_per_row < 1.5 and result.profile.zero_copy_bytes > 0
-    dense = engine.plan(table, Query(50_000), "pinned")
+    dense = engine.plan(table, MissionQuery(50_000), "pinned")
     assert dense.placement("l_quantity", "words") == "stream"
-    assert engine.run(table, Query(50_000), dense).value == exact(cols, 50_000)
-    assert engine.run(table, Query(50_000), dense).profile.pcie_bytes_per_row < 6
+    assert engine.run(table, MissionQuery(50_000), dense).value == exact(cols, 50_000)
+    assert engine.run(table, MissionQuery(50_000), dense).profile.pcie_bytes_per_row < 6
     engine.memory.release_table(table)
 
 
@@ -180,7 +180,7 @@ def test_every_ladder_step(ladder, rows):
         want = exact(cols, z)
         scaled = 0 if want is None else int(want.scaleb(4))
         for step in STEPS:
-            assert ladder.run(step, cols, Query(z))["value"] == scaled, f"{step.name}, {rows} rows, Z {z}"
+            assert ladder.run(step, cols, MissionQuery(z))["value"] == scaled, f"{step.name}, {rows} rows, Z {z}"
 
 
 def test_ladder_refuses_what_int64_partials_cannot_hold(ladder):
@@ -198,7 +198,7 @@ def test_cupy_one_liner_matches(engine):
         pytest.skip("CuPy is not installed")
     cols = random_columns(1_000_003, 11)
     dev, _ = engine.memory.resident(cols)
-    ms, value = cupy_baseline.one_liner(dev, cols.rows, Query(300), repeat=2)
+    ms, value = cupy_baseline.one_liner(dev, cols.rows, MissionQuery(300), repeat=2)
     assert ms > 0 and value == int(exact(cols, 300).scaleb(4))
     engine.memory.evict(cols)
 
@@ -207,8 +207,8 @@ def test_profile_accounts_for_every_chunk(engine):
     cols = random_columns(10_000_000, 5)
     table = Table.from_columns(cols)
     for mode in ("pinned", "registered", "pageable"):
-        plan = engine.plan(table, Query(500), mode, "plain", chunk_rows=1 << 20)
-        p = engine.run(table, Query(500), plan).profile
+        plan = engine.plan(table, MissionQuery(500), mode, "plain", chunk_rows=1 << 20)
+        p = engine.run(table, MissionQuery(500), plan).profile
         assert len(p.stage("h2d")) == len(p.stage("kernel")) == plan.geometry.n_chunks
         assert (len(p.stage("staging")) == plan.geometry.n_chunks) == (mode == "pageable")
         assert p.h2d_bytes == cols.nbytes and 0 < p.stage_ms("h2d") <= p.total_ms
@@ -314,9 +314,9 @@ def test_bucket_lists_at_every_bucket_edge(engine, mode, id_bytes):
             table.columns["l_suppkey"].encodings["indexed"] = key
         edges = [key.reference + b * key.bucket + d for b in (0, 1, 17, 255, 256) for d in (-1, 0, 1)]
         for z in edges + [int(x) for x in rng.integers(lo - 5, hi + 5, 4)] + [-(2**31), 2**31]:
-            plan = engine.plan(table, Query(z), mode, "indexed")
+            plan = engine.plan(table, MissionQuery(z), mode, "indexed")
             assert plan.kernel.key == "indexed" and plan.kernel.id_bytes == id_bytes
-            result = engine.run(table, Query(z), plan)
+            result = engine.run(table, MissionQuery(z), plan)
             assert result.value == exact(cols, z), (lo, hi, z, mode, id_bytes)
             assert result.selected_rows == int(np.count_nonzero(keys < z))
         engine.memory.release_table(table)

@@ -8,8 +8,9 @@ from conftest import gquery  # noqa: F401  (puts the checkout first on the path)
 from gquery import store
 from gquery.columns import LineitemColumns
 from gquery.encodings import FRAME_ROWS, PAD_WORDS, Packed, Sliced
-from gquery.query import Query, numpy_select_sum, to_decimal
-from gquery.table import KEY, PRICE, QUANTITY, Column, PartedTable, Table, select_sum
+from gquery.mission import MissionQuery, numpy_select_sum, to_decimal
+from gquery.table import KEY, PRICE, QUANTITY, Column, PartedTable, Table
+from gquery.mission import select_sum
 
 pytestmark = pytest.mark.gpu
 HOST_MODES = ("pinned", "registered", "pageable")
@@ -44,7 +45,7 @@ def parted(tmp_path, sizes, seed=7):
 
 
 def run(engine, table, z, mode, encoding="auto"):
-    q = Query(z)
+    q = MissionQuery(z)
     return engine.run(table, q, engine.plan(table, q, mode, encoding))
 
 
@@ -59,7 +60,7 @@ def test_parted_store_every_mode_and_share(multi, tmp_path, gpus):
     pinned = store.open_store(path, engine.memory)
     plain = store.open_store(path)
     for z in (-10, 0, 1, 1500, 2999, 10**6):
-        want = numpy_select_sum(whole, Query(z))
+        want = numpy_select_sum(whole, MissionQuery(z))
         for mode in ("resident", "pinned"):
             for encoding in ("plain", "packed", "sliced", "indexed"):  # shares of parts: the lists' ranges
                 r = run(engine, pinned, z, mode, encoding)
@@ -87,7 +88,7 @@ def test_unlike_tables_queued_as_one_batch(multi):
     tables = [Table.from_columns(c) for c in cols]
     w = multi.workers[0]
     for z in (-2**31, 0, 150, 10**6 + 35_000, 2**31 - 1):
-        q = Query(z)
+        q = MissionQuery(z)
         for mode in HOST_MODES:
             for encoding in ("auto", "plain", "sliced") + (("indexed",) if mode != "pageable" else ()):
                 plans = [w.submit(w.engine.plan, t, q, mode, encoding).result() for t in tables]
@@ -106,9 +107,9 @@ def test_one_table_divided_among_the_gpus(multi):
     table = Table.from_columns(cols)
     for z in (0, 700, 3000):
         for mode in ("resident", "pinned", "pageable"):
-            assert run(multi, table, z, mode, "sliced").value == numpy_select_sum(cols, Query(z))
+            assert run(multi, table, z, mode, "sliced").value == numpy_select_sum(cols, MissionQuery(z))
         for mode in ("resident", "pinned"):  # each GPU's share of the key's bucket lists
-            assert run(multi, table, z, mode, "indexed").value == numpy_select_sum(cols, Query(z))
+            assert run(multi, table, z, mode, "indexed").value == numpy_select_sum(cols, MissionQuery(z))
     multi.memory.release_table(table)
 
 
@@ -119,10 +120,10 @@ def test_window_reads_parts_from_disk(multi, tmp_path, window):
     assert table.tables is None
     for z in (0, 1234, 5000):
         for mode in HOST_MODES:
-            assert run(multi, table, z, mode).value == numpy_select_sum(whole, Query(z)), (z, mode)
+            assert run(multi, table, z, mode).value == numpy_select_sum(whole, MissionQuery(z)), (z, mode)
         for mode in ("pinned", "registered"):  # the lists read from disk only when asked for
-            assert run(multi, table, z, mode, "indexed").value == numpy_select_sum(whole, Query(z)), (z, mode)
-    assert select_sum(table, Query(1234)) == numpy_select_sum(whole, Query(1234))
+            assert run(multi, table, z, mode, "indexed").value == numpy_select_sum(whole, MissionQuery(z)), (z, mode)
+    assert select_sum(table, MissionQuery(1234)) == numpy_select_sum(whole, MissionQuery(1234))
 
 
 def test_api_queries_a_parted_store(tmp_path):
@@ -132,7 +133,7 @@ def test_api_queries_a_parted_store(tmp_path):
     t = gquery.open(path)
     assert isinstance(t, PartedTable)
     r = t.query(1000, mode="pinned")
-    assert r.check and r.value == numpy_select_sum(whole, Query(1000))
+    assert r.check and r.value == numpy_select_sum(whole, MissionQuery(1000))
     once = t.query(1000, mode="registered", warmup=False)  # a one-shot query: its setup inside its one run
     assert once.check and once.value == r.value and len(once.times_ms) == 1
     t.close()

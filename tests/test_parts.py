@@ -10,8 +10,9 @@ from conftest import gquery  # noqa: F401
 from gquery import store
 from gquery.columns import LineitemColumns
 from gquery.encodings import FRAME_ROWS, frames_of, split_frames
-from gquery.query import Query, numpy_select_sum
-from gquery.table import PartedTable, Table, select_sum
+from gquery.mission import MissionQuery, numpy_select_sum
+from gquery.table import PartedTable, Table
+from gquery.mission import select_sum
 
 quiet = lambda m: None
 
@@ -42,7 +43,7 @@ def test_parted_store_opens_whole_and_answers_exactly(tmp_path):
     t = store.open_store(path)
     assert isinstance(t, PartedTable) and t.rows == whole.rows and t.part_rows == SIZES
     for z in (-10, -5, 0, 1, 1777, 2999, 3000, 10**9):
-        assert select_sum(t, Query(z)) == numpy_select_sum(whole, Query(z))
+        assert select_sum(t, MissionQuery(z)) == numpy_select_sum(whole, MissionQuery(z))
 
 
 @pytest.mark.parametrize("window", [1, 2, 3])
@@ -59,7 +60,7 @@ def test_window_holds_at_most_its_slots(tmp_path, window):
     reader.close()
     assert seen == list(enumerate(SIZES))
     assert len(reader.slots) == window and len(addresses) <= window  # no part beyond the window's slots
-    assert select_sum(t, Query(1500)) == numpy_select_sum(whole, Query(1500))
+    assert select_sum(t, MissionQuery(1500)) == numpy_select_sum(whole, MissionQuery(1500))
 
 
 def test_missing_part_is_refused_and_an_unfinished_store_is_not_a_store(tmp_path):

@@ -6,8 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gquery.columns import LineitemColumns, load_lineitem
-from gquery import query as Q
-from gquery.query import Query, exact_product_sum, exact_sum_int64, numpy_select_sum, to_decimal
+from gquery import exact as Q
+from gquery.exact import exact_product_sum, exact_sum_int64
+from gquery.mission import MissionQuery, numpy_select_sum, to_decimal
 from gquery.reference import DuckDBReference
 
 
@@ -30,8 +31,8 @@ def z_grid(cols: LineitemColumns) -> list[int]:
 
 def test_numpy_columns_agree_with_duckdb(loaded, duck):
     for z in z_grid(loaded):
-        result = duck.run(Query(z), repeat=1)
-        assert numpy_select_sum(loaded, Query(z)) == result.value, f"Z = {z}"
+        result = duck.run(MissionQuery(z), repeat=1)
+        assert numpy_select_sum(loaded, MissionQuery(z)) == result.value, f"Z = {z}"
         assert result.value is None or result.value.as_tuple().exponent == -4
 
 
@@ -39,30 +40,30 @@ def test_tbl_through_duckdb_agrees(sf001_tbl, loaded):
     ref = DuckDBReference(sf001_tbl)
     try:
         for z in (30, int(loaded.suppkey.max())):
-            assert ref.run(Query(z), repeat=1).value == numpy_select_sum(loaded, Query(z))
+            assert ref.run(MissionQuery(z), repeat=1).value == numpy_select_sum(loaded, MissionQuery(z))
     finally:
         ref.close()
 
 
 def test_duckdb_timing_fields(duck):
-    r = duck.run(Query(30), repeat=3)
+    r = duck.run(MissionQuery(30), repeat=3)
     assert len(r.times_ms) == 3 and r.median_ms > 0 and r.threads >= 1 and r.version
     with pytest.raises(ValueError):
-        duck.run(Query(30), repeat=0)
+        duck.run(MissionQuery(30), repeat=0)
 
 
 def test_empty_selection_is_null(loaded, duck):
-    assert duck.run(Query(-5), repeat=1).value is None
-    assert numpy_select_sum(loaded, Query(-5)) is None
+    assert duck.run(MissionQuery(-5), repeat=1).value is None
+    assert numpy_select_sum(loaded, MissionQuery(-5)) is None
 
 
 def test_query_sql_and_clamp():
-    assert Query(30).sql() == "SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < 30"
-    assert Query(2**70).z_int64 == 2**63 - 1 and Query(-(2**70)).z_int64 == -(2**63)
+    assert MissionQuery(30).sql() == "SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < 30"
+    assert MissionQuery(2**70).z_int64 == 2**63 - 1 and MissionQuery(-(2**70)).z_int64 == -(2**63)
     with pytest.raises(TypeError):
-        Query(1.5)
+        MissionQuery(1.5)
     with pytest.raises(TypeError):
-        Query(True)
+        MissionQuery(True)
 
 
 def test_to_decimal():
@@ -114,12 +115,12 @@ def test_numpy_select_sum_beyond_int64_products():
     q = [3_000_000_000, 2**63 - 1, -(2**63), 5]  # hundredths: 30,000,000.00 and the int64 extremes
     p = [3_000_000_000, 2**63 - 1, 2**63 - 1, 7]
     cols = LineitemColumns.from_values([1, 2, 3, 40], q, p)
-    assert numpy_select_sum(cols, Query(40)) == Decimal(sum(x * y for x, y in zip(q[:3], p[:3]))).scaleb(-4)
-    assert numpy_select_sum(cols, Query(1)) is None
+    assert numpy_select_sum(cols, MissionQuery(40)) == Decimal(sum(x * y for x, y in zip(q[:3], p[:3]))).scaleb(-4)
+    assert numpy_select_sum(cols, MissionQuery(1)) is None
 
 
 def test_scaled_int_is_exact_at_any_length():
-    from gquery.query import scaled_int
+    from gquery.mission import scaled_int
 
     for v in (0, 1, -1, 10**40 + 7, -(10**45) - 3, 2**127):
         assert scaled_int(to_decimal(v, 1)) == v

@@ -90,7 +90,7 @@ def _edit(path, **fields):
 
 
 def test_stale_store_is_refused_and_rebuilt_from_its_source(sf001, tmp_path):
-    from gquery.api import open_table
+    from gquery.runner import open_table
     from gquery.tpch import find_lineitem
 
     data = tmp_path / "data"

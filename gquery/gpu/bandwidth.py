@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from gquery.gpu.memory import GpuMemory
-from gquery.plan import host_threads
+from gquery.host import host_threads
 
 DEFAULT_BYTES = 256 << 20
 

@@ -13,7 +13,7 @@ from gquery.gpu.executor import Engine
 from gquery.gpu.memory import DeviceColumns
 from gquery.gpu.multi import MultiEngine
 from gquery.plan import LIST_MODES, MODES
-from gquery.query import Query, scaled_int
+from gquery.mission import MissionQuery, scaled_int
 from gquery.reference import DuckDBReference
 from gquery.runner import run_modes
 from gquery.table import KEY, PRICE, QUANTITY, PartedTable
@@ -81,7 +81,7 @@ def run_bench(sfs, repeat: int, data_dir=None, echo=print) -> dict:
         eng = parts_engine if parted else engine
         ref = DuckDBReference(source)
         for z in (30, half_of_suppliers(table)):
-            query = Query(z)
+            query = MissionQuery(z)
             echo(f"SF {sf:g}, Z {z}: DuckDB, {', '.join(MODES)} x {', '.join(BENCH_ENCODINGS)}, CuPy")
             duck = ref.run(query, repeat=repeat)
             mode_runs = [run for encoding in BENCH_ENCODINGS for mode in MODES

@@ -10,7 +10,7 @@ import numpy as np
 
 from gquery import timing
 from gquery.gpu.memory import COLUMN_DTYPES, DeviceColumns
-from gquery.query import Query
+from gquery.mission import MissionQuery
 
 
 def available() -> bool:
@@ -21,7 +21,7 @@ def available() -> bool:
     return True
 
 
-def one_liner(dev: DeviceColumns, rows: int, query: Query, repeat: int) -> tuple[float, int]:
+def one_liner(dev: DeviceColumns, rows: int, query: MissionQuery, repeat: int) -> tuple[float, int]:
     """(median ms by CUDA events, the int64 sum in ten-thousandths) of the one-liner."""
     import cupy as cp
 

@@ -14,10 +14,11 @@ from gquery.errors import GqueryError
 from gquery.gpu import kernels
 from gquery.gpu.device import current_info, require
 from gquery.gpu.memory import ACC_WORDS, GpuMemory
+from gquery.host import host_threads
 from gquery.plan import (BLOCK_THREADS, BLOCKS_PER_SM, ENCODING_CHOICES, FRAME_BLOCK_THREADS, MODES, ROWS_PER_VECTOR, VECTORS_PER_THREAD,
-                         ZERO_COPY_SECTOR, Kernel, QueryPlan, host_threads, plan_query, frame_block)
+                         ZERO_COPY_SECTOR, Kernel, QueryPlan, plan_query, frame_block)
 from gquery.profile import Interval, Profile
-from gquery.query import Query, to_decimal
+from gquery.mission import MissionQuery, to_decimal
 from gquery.table import KEY, PRICE, QUANTITY, Table
 
 SELECT_SUM = kernels.build("select_sum.cu", BLOCK_THREADS=BLOCK_THREADS, VECTORS_PER_THREAD=VECTORS_PER_THREAD,
@@ -208,7 +209,7 @@ class Engine:
             self._frame_blocks[k] = kernels.blocks_per_sm(self.scan(kernel), *frame_block(tile_words))
         return self._frame_blocks[k]
 
-    def plan(self, table: Table, query: Query, mode: str, encoding: str = "auto", **options) -> QueryPlan:
+    def plan(self, table: Table, query: MissionQuery, mode: str, encoding: str = "auto", **options) -> QueryPlan:
         free = self._cuda.mem_get_info()[0]
         if mode == "resident":
             free += sum(v[1] for k, v in table.cache.items() if k[:2] == ("device", self.memory.tag))  # held: no new room
@@ -266,10 +267,10 @@ class Engine:
         return out, (time.perf_counter() - t0) * 1e3
 
     # --- queries ----------------------------------------------------------------------------------
-    def run(self, table: Table, query: Query, qplan: QueryPlan) -> GpuResult:
+    def run(self, table: Table, query: MissionQuery, qplan: QueryPlan) -> GpuResult:
         return self.run_many([(table, qplan)], query)[0]
 
-    def run_many(self, items: list[tuple[Table, QueryPlan]], query: Query) -> list[GpuResult]:
+    def run_many(self, items: list[tuple[Table, QueryPlan]], query: MissionQuery) -> list[GpuResult]:
         """The query over several tables (a parted table's parts, one GPU's share), queued back to
         back on the same streams, each table into an accumulator of its own, and one wait at the
         end: the link and the SMs do not idle between tables while the host plans or waits."""
@@ -303,7 +304,7 @@ class Engine:
             self._events.extend(tl.recorded)
         return results
 
-    def _job(self, index: int, table: Table, qplan: QueryPlan, query: Query) -> _Job:
+    def _job(self, index: int, table: Table, qplan: QueryPlan, query: MissionQuery) -> _Job:
         """A table's part of a batch. What follows from the plan alone (where each buffer is, each
         chunk's ranges, pointers) is kept in table.cache, keyed by the plan's value, for the next
         query with an equal plan: ~0.3 ms a table of host work the GPU would otherwise wait for

@@ -14,9 +14,11 @@ from gquery.gpu import kernels
 from gquery.gpu.executor import Engine, Timeline, exact_total
 from gquery.gpu.memory import ROW_BYTES
 from gquery.ladder import STEPS, LadderRow, Step
-from gquery.plan import BLOCK_THREADS, BLOCKS_PER_SM, blocks_for, host_threads, make_plan
+from gquery.host import host_threads
+from gquery.plan import BLOCK_THREADS, BLOCKS_PER_SM, blocks_for, make_plan
 from gquery.profile import busy_ms
-from gquery.query import Query, exact_sum_int64, scaled_int
+from gquery.exact import exact_sum_int64
+from gquery.mission import MissionQuery, scaled_int
 from gquery.table import Table
 
 INT64_LIMIT = 2**63
@@ -46,7 +48,7 @@ class LadderRunner:
             self._tables[id(columns)] = (columns, Table.from_columns(columns))
         return self._tables[id(columns)][1]
 
-    def scan_plan(self, step: Step, columns: LineitemColumns, query: Query):
+    def scan_plan(self, step: Step, columns: LineitemColumns, query: MissionQuery):
         return self.engine.plan(self.table(columns), query, step.host, step.encoding, streams=step.streams,
                                 gather=step.gather)
 
@@ -117,7 +119,7 @@ class LadderRunner:
             return f"an int64 partial of {per_partial:,} rows could overflow (largest product {largest:,})"
         return None
 
-    def run(self, step: Step, columns: LineitemColumns, query: Query) -> dict:
+    def run(self, step: Step, columns: LineitemColumns, query: MissionQuery) -> dict:
         """One timed run of a step: its exact sum and where the time went."""
         if step.kernel == "scan":
             return self._run_scan(step, columns, query)
@@ -182,7 +184,7 @@ class LadderRunner:
                 "copy_ms": busy_ms(pick("h2d") + pick("d2h")),
                 "intervals": intervals}
 
-    def _run_scan(self, step: Step, columns: LineitemColumns, query: Query) -> dict:
+    def _run_scan(self, step: Step, columns: LineitemColumns, query: MissionQuery) -> dict:
         """The engine's own pipeline on the step's encoding: the same chunks, streams and events."""
         result = self.engine.run(self.table(columns), query, self.scan_plan(step, columns, query))
         p = result.profile
@@ -191,7 +193,7 @@ class LadderRunner:
                 "copy_ms": busy_ms(p.stage("h2d") + p.stage("d2h")), "intervals": p.intervals,
                 "pcie_bytes_per_row": p.pcie_bytes_per_row}
 
-    def measure(self, step: Step, columns: LineitemColumns, query: Query, expected: int | None,
+    def measure(self, step: Step, columns: LineitemColumns, query: MissionQuery, expected: int | None,
                 repeat: int) -> LadderRow:
         """Warm-up runs, then `repeat` runs or more (gquery.timing); the median run by total time
         is reported."""

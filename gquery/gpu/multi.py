@@ -23,22 +23,12 @@ from dataclasses import dataclass, field
 
 from gquery.encodings import frames_of, split_frames
 from gquery.errors import GqueryError, UsageError
+from gquery.options import resolve_gpus
 from gquery.gpu.executor import Engine, GpuResult, close_last
 from gquery.plan import QueryPlan
 from gquery.profile import Interval, Profile
-from gquery.query import Query, scaled_int, to_decimal
+from gquery.mission import MissionQuery, scaled_int, to_decimal
 from gquery.table import PartedTable, Table
-
-
-def resolve_gpus(gpus, available: int) -> int:
-    """--gpus N or all (parsed by options.parse_gpus), against the devices the driver sees."""
-    from gquery.options import parse_gpus
-
-    n = parse_gpus(gpus)
-    n = available if n == "all" else n
-    if n > available:
-        raise UsageError(f"--gpus {n}: this host has {available} GPU{'s' * (available != 1)}")
-    return n
 
 
 class _JobThread:
@@ -240,7 +230,7 @@ class MultiEngine:
             table.cache[key] = _frame_shares(tables, n)
         return table.cache[key]
 
-    def plan(self, table, query: Query, mode: str, encoding: str = "auto", window: int | None = None,
+    def plan(self, table, query: MissionQuery, mode: str, encoding: str = "auto", window: int | None = None,
              **options) -> MultiPlan:
         if not isinstance(table, (Table, PartedTable)):
             raise GqueryError(f"cannot plan a query over {type(table).__name__}")
@@ -259,7 +249,7 @@ class MultiEngine:
                          (window or table.window) if windowed else 0, options)
 
     # --- one query ----------------------------------------------------------------------------
-    def run(self, table, query: Query, mplan: MultiPlan) -> GpuResult:
+    def run(self, table, query: MissionQuery, mplan: MultiPlan) -> GpuResult:
         if mplan.rows != table.rows or mplan.z != query.z:
             raise GqueryError("this plan was made for another table or Z")
         t0 = time.perf_counter()
@@ -269,7 +259,7 @@ class MultiEngine:
         wall_ms = (time.perf_counter() - t0) * 1e3
         return self._combine(table, mplan, done, t0, wall_ms)
 
-    def _run_share(self, table, query: Query, mplan: MultiPlan, i: int) -> tuple[list[GpuResult], int]:
+    def _run_share(self, table, query: MissionQuery, mplan: MultiPlan, i: int) -> tuple[list[GpuResult], int]:
         """One device's tables in order; returns their results and the device's memory high-water."""
         import pycuda.driver as cuda
 
@@ -389,4 +379,4 @@ def _frame_shares(tables: list[Table], n: int) -> list[Share]:
     return [s for s in shares if s.tables]
 
 
-__all__ = ["MultiEngine", "MultiPlan", "Share", "DeviceWorker", "resolve_gpus"]
+__all__ = ["MultiEngine", "MultiPlan", "Share", "DeviceWorker"]

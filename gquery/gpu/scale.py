@@ -13,10 +13,10 @@ from gquery import reports, store
 from gquery.gpu.bandwidth import measure
 from gquery.gpu.bench import half_of_suppliers
 from gquery.gpu.multi import MultiEngine
-from gquery.query import Query
+from gquery.mission import MissionQuery
 from gquery.reference import DuckDBReference
 from gquery.runner import measure as measure_run
-from gquery.table import select_sum
+from gquery.mission import select_sum
 
 SCALE_MODES = ("pinned", "registered", "pageable")  # the host-memory modes
 FLOORS = {"sf_ratio": 10.5, "gpus_2": 1.8, "gpus_4": 2.6}
@@ -45,7 +45,7 @@ def store_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in Path(path).rglob("*.bin"))
 
 
-def _reference(path: Path, table, query: Query, echo):
+def _reference(path: Path, table, query: MissionQuery, echo):
     """(value, how, ms): DuckDB over the source files where they are all still there, else the CPU's
     exact reference over the store itself."""
     source = store.as_source(path)  # its files only where every part's are still there
@@ -85,9 +85,9 @@ def run_scale(stores: dict, gpu_counts, gpu_sf: float | None, repeat: int, windo
         open_s = time.perf_counter() - t0
         echo(f"SF {sf:g}: opened {table.rows:,} rows ({size / 1e9:.1f} GB of store) into pinned memory in {open_s:.1f} s")
         zs = (30, half_of_suppliers(table))
-        refs = {z: _reference(path, table, Query(z), echo) for z in zs}
+        refs = {z: _reference(path, table, MissionQuery(z), echo) for z in zs}
         for z in zs:
-            run = measure_run(engine, table, Query(z), "pinned", "auto", repeat, refs[z][0])
+            run = measure_run(engine, table, MissionQuery(z), "pinned", "auto", repeat, refs[z][0])
             runs.append(_row(sf, z, "pinned", run, table.rows, *refs[z][1:]))
             echo(f"  Z {z} pinned: {run.result.profile.total_ms:.2f} ms, {'exact' if run.match else 'MISMATCH'}")
         held = rss_bytes()
@@ -97,7 +97,7 @@ def run_scale(stores: dict, gpu_counts, gpu_sf: float | None, repeat: int, windo
         table = store.open_store(path)  # the user's own arrays: registered in place, or staged
         for z in zs:
             for mode in ("registered", "pageable"):
-                run = measure_run(engine, table, Query(z), mode, "auto", repeat, refs[z][0])
+                run = measure_run(engine, table, MissionQuery(z), mode, "auto", repeat, refs[z][0])
                 runs.append(_row(sf, z, mode, run, table.rows, *refs[z][1:]))
                 echo(f"  Z {z} {mode}: {run.result.profile.total_ms:.2f} ms, {'exact' if run.match else 'MISMATCH'}")
         engine.memory.release_table(table)
@@ -110,7 +110,7 @@ def run_scale(stores: dict, gpu_counts, gpu_sf: float | None, repeat: int, windo
             base = rss_bytes("VmRSS")
             table = store.open_store(path, engine.memory, window=window)
             for z in zs:
-                run = measure_run(engine, table, Query(z), "pinned", "auto", repeat, refs[z][0])
+                run = measure_run(engine, table, MissionQuery(z), "pinned", "auto", repeat, refs[z][0])
                 runs.append(_row(sf, z, "pinned", run, table.rows, *refs[z][1:], {"window": window}))
                 echo(f"  Z {z} pinned, parts from disk {window} at a time: {run.result.profile.total_ms:.2f} ms")
             largest_part = max(p["bytes"] for p in store._manifest(path)["parts"])
@@ -131,8 +131,8 @@ def run_scale(stores: dict, gpu_counts, gpu_sf: float | None, repeat: int, windo
             zs = (30, half_of_suppliers(table))
             for z in zs:
                 if z not in expected:
-                    expected[z] = _reference(path, table, Query(z), echo)
-                run = measure_run(eng, table, Query(z), "pinned", "auto", repeat, expected[z][0])
+                    expected[z] = _reference(path, table, MissionQuery(z), echo)
+                run = measure_run(eng, table, MissionQuery(z), "pinned", "auto", repeat, expected[z][0])
                 row = _row(gpu_sf, z, "pinned", run, table.rows, *expected[z][1:],
                            {"h2d_all_gpus_gbps": copies[n]})
                 multi.append(row)
@@ -163,7 +163,7 @@ def _dask_overhead(path, gpu_counts, repeat: int, echo) -> list[dict] | dict:
     for hold in (False, True):
         for workers in sorted({1, max(gpu_counts)}):
             try:
-                o = distributed.overhead(path, Query(30), backend="gpu", workers=workers, repeat=repeat, hold=hold)
+                o = distributed.overhead(path, MissionQuery(30), backend="gpu", workers=workers, repeat=repeat, hold=hold)
             except Exception as e:  # the report keeps what ran; the failure is shown, not hidden
                 return {"unavailable": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
             echo(f"Dask, {workers} GPU worker(s){', parts held' if hold else ''}: {o['dask_ms']:.1f} ms against "
