@@ -1,0 +1,465 @@
+"""The query as data: a selection+aggregate over one table, typed as DuckDB types it.
+
+    SELECT <group columns and aggregates> FROM lineitem [WHERE <predicate>] [GROUP BY <columns>]
+           [ORDER BY <outputs>] [LIMIT n]
+
+Every value an engine computes is an exact integer: a DECIMAL(w, s) value is its unscaled integer
+(1.50 at scale 2 is 150), a DATE is its days since 1970-01-01, a TIMESTAMP (only ever a folded
+constant, such as DATE '1998-12-01' - INTERVAL '90' DAY) its microseconds, a VARCHAR column's value
+its code in the column's sorted dictionary. Each node carries the SQL type DuckDB gives it, so an
+engine knows the scale of every intermediate and the type of every output, and never rounds.
+
+sql.py builds a Query from SQL text (sqlglot stays there); the planner, the kernels' code generator
+and the CPU reference read only these nodes. `bounds` gives each expression's exact range from its
+columns' ranges: what decides whether 64-bit arithmetic is exact for it.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+MAX_DECIMAL_WIDTH = 38  # DuckDB's DECIMAL(38): a 128-bit integer
+INT64_DECIMAL_WIDTH = 18  # the widest DECIMAL that DuckDB keeps in 64 bits
+EPOCH = datetime.date(1970, 1, 1)
+DAY_MICROS = 86_400_000_000
+
+
+# --- types ----------------------------------------------------------------------------------------
+INTEGER_TYPES = {"TINYINT": 8, "SMALLINT": 16, "INTEGER": 32, "BIGINT": 64, "HUGEINT": 128}
+INTEGER_DECIMAL_WIDTH = {"TINYINT": 3, "SMALLINT": 5, "INTEGER": 10, "BIGINT": 19, "HUGEINT": 38}
+
+
+@dataclass(frozen=True)
+class SqlType:
+    """A SQL type as DuckDB names it: an integer type, DECIMAL(width, scale), DATE, TIMESTAMP,
+    VARCHAR, BOOLEAN or DOUBLE (what AVG returns)."""
+
+    name: str
+    width: int = 0  # DECIMAL only
+    scale: int = 0  # DECIMAL only
+
+    def __post_init__(self):
+        known = {*INTEGER_TYPES, "DECIMAL", "DATE", "TIMESTAMP", "VARCHAR", "BOOLEAN", "DOUBLE"}
+        if self.name not in known:
+            raise ValueError(f"unknown SQL type {self.name}")
+        if self.name == "DECIMAL" and not (1 <= self.width <= MAX_DECIMAL_WIDTH and 0 <= self.scale <= self.width):
+            raise ValueError(f"DECIMAL({self.width},{self.scale}) is not a DECIMAL DuckDB has")
+
+    @property
+    def is_integer(self) -> bool:
+        return self.name in INTEGER_TYPES
+
+    @property
+    def is_decimal(self) -> bool:
+        return self.name == "DECIMAL"
+
+    @property
+    def is_numeric(self) -> bool:
+        return self.is_integer or self.is_decimal
+
+    @property
+    def is_temporal(self) -> bool:
+        return self.name in ("DATE", "TIMESTAMP")
+
+    def as_decimal(self) -> "SqlType":
+        """The DECIMAL an integer type widens to when it meets a DECIMAL (DuckDB's rule)."""
+        if self.is_decimal:
+            return self
+        return SqlType("DECIMAL", INTEGER_DECIMAL_WIDTH[self.name], 0)
+
+    def __str__(self) -> str:
+        return f"DECIMAL({self.width},{self.scale})" if self.is_decimal else self.name
+
+
+def decimal(width: int, scale: int) -> SqlType:
+    return SqlType("DECIMAL", min(width, MAX_DECIMAL_WIDTH), scale)
+
+
+INTEGER, BIGINT, HUGEINT = SqlType("INTEGER"), SqlType("BIGINT"), SqlType("HUGEINT")
+DATE, TIMESTAMP, VARCHAR, BOOLEAN, DOUBLE = (SqlType(n) for n in ("DATE", "TIMESTAMP", "VARCHAR", "BOOLEAN", "DOUBLE"))
+
+
+def integer_literal_type(value: int) -> SqlType:
+    """INTEGER, BIGINT or HUGEINT: the narrowest that holds an integer literal."""
+    if -(2**31) <= value < 2**31:
+        return INTEGER
+    if -(2**63) <= value < 2**63:
+        return BIGINT
+    if -(2**127) <= value < 2**127:
+        return HUGEINT
+    raise ValueError(f"integer literal {value} is wider than 128 bits")
+
+
+def arithmetic_type(op: str, left: SqlType, right: SqlType) -> SqlType:
+    """The type DuckDB gives `left op right` for op in + - * over numeric types (its binder's rules:
+    integers keep the wider integer type; with a DECIMAL, integers widen to DECIMAL(3/5/10/19/38, 0);
+    + and - take the larger scale and one more digit; * adds widths and scales, capped at 18 digits
+    where both sides fit 64 bits and the scale allows it, and at 38)."""
+    if left.name == "DATE" and right.is_integer and op in ("+", "-") or right.name == "DATE" and left.is_integer and op == "+":
+        return DATE  # days
+    if left.name == right.name == "DATE" and op == "-":
+        return BIGINT  # days between
+    if not (left.is_numeric and right.is_numeric):
+        raise TypeError(f"{left} {op} {right} is not arithmetic on numbers")
+    if left.is_integer and right.is_integer:
+        return left if INTEGER_TYPES[left.name] >= INTEGER_TYPES[right.name] else right
+    a, b = left.as_decimal(), right.as_decimal()
+    if op in ("+", "-"):
+        scale = max(a.scale, b.scale)
+        return decimal(max(a.width - a.scale, b.width - b.scale) + scale + 1, scale)
+    if op != "*":
+        raise ValueError(f"unknown arithmetic operator {op}")
+    width, scale = a.width + b.width, a.scale + b.scale
+    if scale > MAX_DECIMAL_WIDTH:
+        raise TypeError(f"{left} * {right} needs a scale of {scale}, more than DECIMAL(38) holds")
+    if width > INT64_DECIMAL_WIDTH and max(a.width, b.width) <= INT64_DECIMAL_WIDTH and scale < INT64_DECIMAL_WIDTH:
+        width = INT64_DECIMAL_WIDTH
+    return decimal(width, scale)
+
+
+def aggregate_type(func: str, arg: SqlType | None) -> SqlType:
+    """SUM of a DECIMAL is DECIMAL(38, its scale), of an integer HUGEINT; COUNT is BIGINT; AVG is
+    DOUBLE; MIN and MAX keep their argument's type."""
+    if func == "count":
+        return BIGINT
+    if arg is None:
+        raise TypeError(f"{func.upper()}(*) is not an aggregate")
+    if func == "sum":
+        if arg.is_decimal:
+            return decimal(MAX_DECIMAL_WIDTH, arg.scale)
+        if arg.is_integer:
+            return HUGEINT
+        raise TypeError(f"SUM of {arg}")
+    if func == "avg":
+        if not arg.is_numeric:
+            raise TypeError(f"AVG of {arg}")
+        return DOUBLE
+    if func in ("min", "max"):
+        return arg
+    raise ValueError(f"unknown aggregate {func}")
+
+
+# --- expressions -------------------------------------------------------------------------------------
+class Expr:
+    """A typed expression node. Frozen dataclasses: equal trees compare and hash equal."""
+
+    type: SqlType
+
+    def children(self) -> tuple["Expr", ...]:
+        return ()
+
+    def walk(self):
+        yield self
+        for c in self.children():
+            yield from c.walk()
+
+    def columns(self) -> tuple[str, ...]:
+        """The columns read, each once, in the order first met."""
+        seen: dict[str, None] = {}
+        for node in self.walk():
+            if isinstance(node, Column):
+                seen.setdefault(node.name)
+        return tuple(seen)
+
+
+@dataclass(frozen=True)
+class Column(Expr):
+    name: str
+    type: SqlType
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Literal(Expr):
+    """A constant: an unscaled integer (numeric types), days (DATE), microseconds (TIMESTAMP), a
+    string (VARCHAR) or a bool (BOOLEAN)."""
+
+    value: int | str | bool
+    type: SqlType
+
+    def __str__(self) -> str:
+        return render(self.value, self.type)
+
+
+@dataclass(frozen=True)
+class Arith(Expr):
+    """left op right, op in + - *, at this node's type: + and - align both sides to its scale."""
+
+    op: str
+    left: Expr
+    right: Expr
+    type: SqlType
+
+    def children(self):
+        return self.left, self.right
+
+    def __str__(self) -> str:
+        return f"({self.left} {self.op} {self.right})"
+
+
+@dataclass(frozen=True)
+class Negate(Expr):
+    arg: Expr
+    type: SqlType
+
+    def children(self):
+        return (self.arg,)
+
+    def __str__(self) -> str:
+        return f"-{self.arg}"
+
+
+@dataclass(frozen=True)
+class Cast(Expr):
+    """A cast that changes no value: to a DECIMAL of at least the argument's scale (the value is
+    multiplied by the power of ten between them), or between integer types."""
+
+    arg: Expr
+    type: SqlType
+
+    def children(self):
+        return (self.arg,)
+
+    def __str__(self) -> str:
+        return f"CAST({self.arg} AS {self.type})"
+
+
+COMPARISONS = ("<", "<=", ">", ">=", "=", "<>")
+FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
+
+
+@dataclass(frozen=True)
+class Compare(Expr):
+    """left op right over numbers (compared at the larger scale), dates, or a VARCHAR column and a
+    string constant (compared by the column's sorted dictionary)."""
+
+    op: str
+    left: Expr
+    right: Expr
+    type: SqlType = BOOLEAN
+
+    def children(self):
+        return self.left, self.right
+
+    def __str__(self) -> str:
+        return f"{self.left} {self.op} {self.right}"
+
+
+@dataclass(frozen=True)
+class InList(Expr):
+    arg: Expr
+    values: tuple[Literal, ...]
+    negated: bool = False
+    type: SqlType = BOOLEAN
+
+    def children(self):
+        return (self.arg, *self.values)
+
+    def __str__(self) -> str:
+        return f"{self.arg} {'NOT ' * self.negated}IN ({', '.join(map(str, self.values))})"
+
+
+@dataclass(frozen=True)
+class And(Expr):
+    args: tuple[Expr, ...]
+    type: SqlType = BOOLEAN
+
+    def children(self):
+        return self.args
+
+    def __str__(self) -> str:
+        return "(" + " AND ".join(map(str, self.args)) + ")"
+
+
+@dataclass(frozen=True)
+class Or(Expr):
+    args: tuple[Expr, ...]
+    type: SqlType = BOOLEAN
+
+    def children(self):
+        return self.args
+
+    def __str__(self) -> str:
+        return "(" + " OR ".join(map(str, self.args)) + ")"
+
+
+@dataclass(frozen=True)
+class Not(Expr):
+    arg: Expr
+    type: SqlType = BOOLEAN
+
+    def children(self):
+        return (self.arg,)
+
+    def __str__(self) -> str:
+        return f"NOT {self.arg}"
+
+
+AGGREGATES = ("sum", "count", "avg", "min", "max")
+
+
+@dataclass(frozen=True)
+class Aggregate(Expr):
+    """func(arg); COUNT(*) has no argument. Its type is its output's (aggregate_type)."""
+
+    func: str
+    arg: Expr | None
+    type: SqlType
+
+    def children(self):
+        return () if self.arg is None else (self.arg,)
+
+    def __str__(self) -> str:
+        return f"{self.func.upper()}({'*' if self.arg is None else self.arg})"
+
+
+# --- the query -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Output:
+    """One column of the result: a group column or an aggregate, and the name it goes by."""
+
+    name: str
+    expr: Column | Aggregate
+
+
+@dataclass(frozen=True)
+class Query:
+    sql: str  # the text it came from: what DuckDB is asked too
+    outputs: tuple[Output, ...]
+    where: Expr | None = None
+    group_by: tuple[Column, ...] = ()
+    order_by: tuple[tuple[int, bool], ...] = ()  # (index into outputs, descending)
+    limit: int | None = None
+    table: str = "lineitem"
+    notes: tuple[str, ...] = field(default=(), compare=False)  # what the binder folded or rewrote
+
+    @property
+    def aggregates(self) -> tuple[Aggregate, ...]:
+        """The distinct aggregates the outputs name, in order: what an engine accumulates."""
+        seen: dict[Aggregate, None] = {}
+        for o in self.outputs:
+            if isinstance(o.expr, Aggregate):
+                seen.setdefault(o.expr)
+        return tuple(seen)
+
+    def columns(self) -> tuple[str, ...]:
+        """Every column the query reads, each once."""
+        seen: dict[str, None] = {}
+        for e in self._exprs():
+            for c in e.columns():
+                seen.setdefault(c)
+        return tuple(seen)
+
+    def predicate_columns(self) -> tuple[str, ...]:
+        return () if self.where is None else self.where.columns()
+
+    def value_columns(self) -> tuple[str, ...]:
+        """Columns the aggregates and groups read (what a selected row needs beyond the predicate)."""
+        seen: dict[str, None] = {}
+        for c in self.group_by:
+            seen.setdefault(c.name)
+        for a in self.aggregates:
+            for c in a.columns():
+                seen.setdefault(c)
+        return tuple(seen)
+
+    def _exprs(self):
+        if self.where is not None:
+            yield self.where
+        yield from self.group_by
+        for o in self.outputs:
+            yield o.expr
+
+    def describe(self) -> str:
+        parts = [f"SELECT {', '.join(f'{o.expr} AS {o.name}' for o in self.outputs)} FROM {self.table}"]
+        if self.where is not None:
+            parts.append(f"WHERE {self.where}")
+        if self.group_by:
+            parts.append(f"GROUP BY {', '.join(map(str, self.group_by))}")
+        if self.order_by:
+            parts.append("ORDER BY " + ", ".join(f"{self.outputs[i].name}{' DESC' * d}" for i, d in self.order_by))
+        if self.limit is not None:
+            parts.append(f"LIMIT {self.limit}")
+        return " ".join(parts)
+
+
+# --- exact values ---------------------------------------------------------------------------------------
+def render(value, t: SqlType) -> str:
+    """A constant as SQL would write it."""
+    if t.is_decimal:
+        return str(to_python(value, t))
+    if t.name == "DATE":
+        return f"DATE '{to_python(value, t)}'"
+    if t.name == "TIMESTAMP":
+        return f"TIMESTAMP '{to_python(value, t)}'"
+    if t.name == "VARCHAR":
+        return "'" + str(value).replace("'", "''") + "'"
+    return str(value)
+
+
+def to_python(value, t: SqlType):
+    """An engine's exact value as DuckDB's Python client gives it: Decimal with the type's scale,
+    int, datetime.date, datetime.datetime, str, bool, float; None for NULL."""
+    if value is None:
+        return None
+    if t.is_decimal:
+        return Decimal(f"{int(value)}E-{t.scale}") if t.scale else Decimal(int(value))
+    if t.is_integer:
+        return int(value)
+    if t.name == "DATE":
+        return EPOCH + datetime.timedelta(days=int(value))
+    if t.name == "TIMESTAMP":
+        return datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=int(value))
+    if t.name == "DOUBLE":
+        return float(value)
+    return value
+
+
+def rescale(value: int, from_scale: int, to_scale: int) -> int:
+    """An unscaled value at another scale, exactly (to_scale >= from_scale)."""
+    if to_scale < from_scale:
+        raise ValueError("rescaling down would round")
+    return value * 10 ** (to_scale - from_scale)
+
+
+def scale_of(t: SqlType) -> int:
+    return t.scale if t.is_decimal else 0
+
+
+# --- exact ranges ------------------------------------------------------------------------------------------
+def bounds(e: Expr, ranges: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    """The exact range [lo, hi] of e's unscaled values when each column c lies in ranges[c]:
+    interval arithmetic on Python integers, so a product's range is never rounded."""
+    if isinstance(e, Column):
+        return ranges[e.name]
+    if isinstance(e, Literal):
+        v = int(e.value)
+        return v, v
+    if isinstance(e, Negate):
+        lo, hi = bounds(e.arg, ranges)
+        return -hi, -lo
+    if isinstance(e, Cast):
+        lo, hi = bounds(e.arg, ranges)
+        k = 10 ** (scale_of(e.type) - scale_of(e.arg.type))
+        return lo * k, hi * k
+    if isinstance(e, Arith):
+        (a, b), (c, d) = bounds(e.left, ranges), bounds(e.right, ranges)
+        if e.op == "*":
+            products = (a * c, a * d, b * c, b * d)
+            return min(products), max(products)
+        s = scale_of(e.type)
+        kl, kr = 10 ** (s - scale_of(e.left.type)), 10 ** (s - scale_of(e.right.type))
+        if e.op == "+":
+            return a * kl + c * kr, b * kl + d * kr
+        return a * kl - d * kr, b * kl - c * kr
+    raise TypeError(f"no numeric range for {type(e).__name__}")
+
+
+def magnitude(e: Expr, ranges: dict[str, tuple[int, int]]) -> int:
+    """The largest |value| e can take: the bits its arithmetic needs."""
+    lo, hi = bounds(e, ranges)
+    return max(abs(lo), abs(hi))

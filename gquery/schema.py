@@ -1,0 +1,152 @@
+"""The schema, read from the data: each column's SQL type (as DuckDB reads the same parquet), and
+its values as the engines hold them.
+
+    integers        TINYINT .. BIGINT (Arrow int8 .. int64, uint8 .. uint32)   int64 values
+    decimal(p, s)   DECIMAL(p, s), p <= 38, every unscaled value within int64   int64 unscaled values
+    date32          DATE                                                        int64 days since 1970-01-01
+    strings         VARCHAR with at most MAX_DICTIONARY distinct values         int64 codes into the sorted
+                                                                                distinct values (per part)
+
+A column the engines cannot hold exactly is left out with its reason (floating point, nulls, a
+string of too many distinct values such as l_comment, a decimal past int64): a query that names it
+is refused in one line saying why, and `--backend auto` has DuckDB answer it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gquery.query import DATE, SqlType, VARCHAR
+
+MAX_DICTIONARY = 1 << 16  # distinct strings a VARCHAR column may have to be held as codes
+ARROW_INTEGERS = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
+                  pa.uint8(): "SMALLINT", pa.uint16(): "INTEGER", pa.uint32(): "BIGINT"}
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Column name → SQL type for the columns the engines hold, and name → reason for those they do
+    not. Stated once: read from the data, kept in the store's manifest."""
+
+    types: dict[str, SqlType]
+    left_out: dict[str, str]
+
+    def type_of(self, name: str) -> SqlType:
+        if name in self.types:
+            return self.types[name]
+        if name in self.left_out:
+            raise KeyError(f"column {name} is not held by the engines: {self.left_out[name]}")
+        raise KeyError(f"no column {name}")
+
+    def to_json(self) -> dict:
+        return {"types": {n: [t.name, t.width, t.scale] for n, t in self.types.items()}, "left_out": self.left_out}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Schema":
+        return cls({n: SqlType(*v) for n, v in d["types"].items()}, dict(d.get("left_out", {})))
+
+
+def _string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or getattr(pa.types, "is_string_view", lambda _: False)(t)
+
+
+def column_type(t: pa.DataType) -> tuple[SqlType | None, str | None]:
+    """(the SQL type, None), or (None, why the engines cannot hold the column) from its Arrow type
+    alone (nulls, ranges and distinct counts are checked on the values)."""
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if t in ARROW_INTEGERS:
+        return SqlType(ARROW_INTEGERS[t]), None
+    if pa.types.is_decimal(t):
+        if t.precision > 38:
+            return None, f"decimal({t.precision}, {t.scale}) is wider than DECIMAL(38)"
+        return SqlType("DECIMAL", t.precision, t.scale), None
+    if pa.types.is_date32(t) or pa.types.is_date64(t):
+        return DATE, None
+    if _string(t):
+        return VARCHAR, None
+    return None, f"type {t} is not one the engines hold exactly (integers, decimals, dates, low-cardinality strings)"
+
+
+def read_schema(arrow_schema: pa.Schema) -> Schema:
+    """Types from an Arrow schema (values are checked when read: engine_values)."""
+    types, left_out = {}, {}
+    for f in arrow_schema:
+        t, why = column_type(f.type)
+        if t is None:
+            left_out[f.name] = why
+        else:
+            types[f.name] = t
+    return Schema(types, left_out)
+
+
+class NotHeld(ValueError):
+    """A column whose values the engines cannot hold exactly (the message says why)."""
+
+
+def engine_values(column: pa.ChunkedArray | pa.Array, t: SqlType) -> tuple[np.ndarray, tuple[str, ...] | None]:
+    """(int64 values, the sorted dictionary for VARCHAR else None), exactly; NotHeld where a value
+    cannot be (a null, a decimal past int64, too many distinct strings)."""
+    if isinstance(column, pa.Array):
+        column = pa.chunked_array([column], type=column.type)
+    if column.null_count:
+        raise NotHeld(f"it has {column.null_count:,} nulls")
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    if t.name == "VARCHAR":
+        return _codes(column)
+    out = np.empty(len(column), dtype=np.int64)
+    pos = 0
+    for chunk in column.chunks:
+        n = len(chunk)
+        if t.is_decimal:
+            values = _unscaled(chunk)
+        elif t.name == "DATE":
+            values = _days(chunk)
+        else:
+            values = chunk.to_numpy(zero_copy_only=False)
+        out[pos:pos + n] = values
+        pos += n
+    return out, None
+
+
+def _unscaled(chunk: pa.Array) -> np.ndarray:
+    """decimal128 / decimal256 → int64 unscaled, exactly: the low word, after checking that every
+    higher word is only its sign."""
+    n = len(chunk)
+    words_per_value = chunk.type.byte_width // 8
+    words = np.frombuffer(chunk.buffers()[1], dtype=np.int64, count=words_per_value * (chunk.offset + n))
+    words = words[words_per_value * chunk.offset:].reshape(n, words_per_value)
+    low = words[:, 0]
+    sign = low >> 63
+    for k in range(1, words_per_value):
+        if not np.array_equal(words[:, k], sign):
+            raise NotHeld("a value is outside int64 once unscaled")
+    return low
+
+
+def _days(chunk: pa.Array) -> np.ndarray:
+    if pa.types.is_date64(chunk.type):
+        ms = chunk.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        if np.any(ms % 86_400_000):
+            raise NotHeld("a date64 value is not a whole day")
+        return ms // 86_400_000
+    return chunk.cast(pa.int32()).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Codes into the sorted distinct strings: order of codes is the strings' order (by code point,
+    which is UTF-8's byte order and DuckDB's), so < and > on codes are < and > on strings."""
+    column = column.cast(pa.large_string())
+    distinct: set[str] = set()
+    for chunk in column.chunks:  # a chunk at a time: a column of many strings is refused at its first
+        distinct.update(pc.unique(chunk).to_pylist())
+        if len(distinct) > MAX_DICTIONARY:
+            raise NotHeld(f"it has more than {MAX_DICTIONARY:,} distinct strings")
+    dictionary = tuple(sorted(distinct))
+    codes = pc.index_in(column, value_set=pa.array(dictionary, type=pa.large_string()))
+    return codes.to_numpy().astype(np.int64), dictionary
