@@ -78,19 +78,23 @@ def generate(sf: float = typer.Option(..., "--sf", help="Scale factor, 0.01 to 1
 @app.command()
 def encode(data: Path = typer.Option(..., "--data", help="A parquet/.tbl file or folder to encode."),
            to: Optional[Path] = typer.Option(None, "--out", help="The store folder [default: lineitem.gq beside the data]."),
-           force: bool = typer.Option(False, "--force", help="Rebuild even when a whole, fresh store is there.")):
-    """Build the encoded store (sliced, indexed and packed key; packed factors) from parquet or .tbl, verified before it appears."""
+           force: bool = typer.Option(False, "--force", help="Rebuild even when a whole, fresh store is there."),
+           sort_by: Optional[str] = typer.Option(None, "--sort-by", help="Cluster the rows by this column (each part by itself): zone maps then skip the frames a range on it rules out."),
+           columns: Optional[str] = typer.Option(None, "--columns", help="Store only these columns (comma-separated) [default: every column the engines can hold].")):
+    """Build the encoded store (every column packed per frame with zone maps; the key's slices and bucket lists) from parquet or .tbl, verified before it appears."""
     from gquery import store
-    from gquery.columns import load_lineitem
-    from gquery.table import Table
     from gquery.tpch import find_lineitem
 
     source = find_lineitem(data)
-    path = to or store.store_path_for(source)
-    if to is None and not force:
-        path = store.ensure_store(source, echo=note)
+    names = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    if to is None and not force and names is None:
+        path = store.ensure_store(source, echo=note, sort_by=sort_by)
     else:
-        store.write_store(Table.from_columns(load_lineitem(source)), path, source, echo=note)
+        path = to or store.store_path_for(source)
+        if len(source.files) > 1:
+            store.write_parted(source, path, echo=note, sort_by=sort_by, columns=names)
+        else:
+            store.write_store(source, path, source, echo=note, sort_by=sort_by, columns=names)
     out.print(f"{path} ({store.summary(path)})")
 
 

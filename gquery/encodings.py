@@ -137,6 +137,7 @@ class Packed:
     factor: int  # every value is factor x (reference + offset)
     meta: np.ndarray  # (frames, 2) int64: reference, (word offset << 8) | width
     words: np.ndarray  # uint32, every frame's words then PAD_WORDS spare
+    zmax: np.ndarray | None = None  # each frame's largest value (the zone map's top; its bottom is the reference)
 
     name = "packed"
 
@@ -169,6 +170,17 @@ class Packed:
         factor = f", common factor {self.factor}" if self.factor != 1 else ""
         return (f"packed: {self.frames:,} frames of {FRAME_ROWS}, widths {int(w.min()) if len(w) else 0}"
                 f"–{self.max_width} bits (mean {mean:.1f}){factor}")
+
+    def zone_min(self) -> np.ndarray:
+        """Each frame's smallest value (factor x reference: a value of the frame, so no overflow)."""
+        return self.meta[:, 0] * np.int64(self.factor)
+
+    def zone_max(self) -> np.ndarray:
+        """Each frame's largest value: stored, or else the most its width allows (clipped to int64)."""
+        if self.zmax is not None:
+            return self.zmax
+        top = [min((int(r) + (1 << int(w)) - 1) * self.factor, 2**63 - 1) for r, w in zip(self.meta[:, 0], self.widths)]
+        return np.array(top, dtype=np.int64)
 
     def frame_words(self, first_frame: int, end_frame: int) -> tuple[int, int]:
         """[start, stop) of the words of frames first_frame .. end_frame - 1."""
@@ -250,7 +262,8 @@ def pack(values: np.ndarray, factor: int | None = None) -> Packed:
     meta = np.empty((frames, 2), dtype=np.int64)
     meta[:, 0] = refs
     meta[:, 1] = (word_offsets[:-1] << 8) | widths
-    return Packed(rows, dtype, factor, meta, words)
+    zmax = f.max(axis=1) * np.int64(factor)  # padding repeats a value of the frame: no wider
+    return Packed(rows, dtype, factor, meta, words, zmax)
 
 
 # --- sliced -----------------------------------------------------------------------------------
@@ -469,7 +482,8 @@ def frame_view(enc, first_frame: int, end_frame: int):
         meta = enc.meta[first_frame:end_frame].copy()
         meta[:, 1] -= np.int64(w0) << 8
         # the spare words after the share are the next frame's or the column's padding: in bounds
-        return Packed(b - a, enc.dtype, enc.factor, meta, enc.words[w0:w1 + PAD_WORDS])
+        zmax = None if enc.zmax is None else enc.zmax[first_frame:end_frame]
+        return Packed(b - a, enc.dtype, enc.factor, meta, enc.words[w0:w1 + PAD_WORDS], zmax)
     if isinstance(enc, Indexed):  # each bucket's rows of the share, rebased: a copy (not mapped)
         starts = enc.starts
         keep = [(int(starts[t]) + int(np.searchsorted(enc.ids[starts[t]:starts[t + 1]], a)),

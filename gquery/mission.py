@@ -97,7 +97,7 @@ def select_sum_exact(table, query: MissionQuery, threads: int | None = None) -> 
 def _decoded(table: Table) -> LineitemColumns:
     """The plain values, decoded for the moment and not kept in the table (a parted SF 1000 would
     otherwise keep 120 GB of them)."""
-    return LineitemColumns(*(table.columns[name].values() for name in QUERY_COLUMNS), table.source)
+    return LineitemColumns.from_values(*(table.columns[name].values() for name in QUERY_COLUMNS), source=table.source)
 
 
 def select_sum(table, query: MissionQuery):

@@ -230,10 +230,9 @@ def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False
     if window is not None:
         raise GqueryError(f"{source}: --window reads a parted store's parts from disk; build one with "
                           "'gquery encode' (a folder of parquet parts makes one part a file)")
-    table = Table.from_columns(load_lineitem(source))
     if build_store:
-        store.write_store(table, beside, source, echo=echo)
-    return table
+        return _open_store(store.ensure_store(source, echo=echo), memory, None)
+    return Table.from_columns(load_lineitem(source))
 
 
 def _open_store(path: Path, memory, window: int | None):

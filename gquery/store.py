@@ -1,27 +1,34 @@
 """The encoded store on disk: lineitem.gq/, a manifest and one file per buffer.
 
-    lineitem.gq/manifest.json     rows, columns, encodings (with their statistics), buffer files
-                                  with sizes and CRC-32s, the source files it was built from
-    lineitem.gq/<column>.<encoding>.<buffer>.bin
+    lineitem.gq/manifest.json         rows, the schema (each column's SQL type, and the columns left
+                                      out with why), each column's encoding and buffers (size and a
+                                      CRC-32 for every piece of PIECE_BYTES), the sort column, the
+                                      source files it was built from, and a checksum of itself
+    lineitem.gq/<column>.<buffer>.bin packed per frame of 1024 rows (frame of reference + bit-packing):
+                                      `meta` (reference and word offset | width), `words`, `zmax`
+                                      (each frame's largest value: with the reference, the zone map)
+    lineitem.gq/<key>.<top|low|ids|ids_low>.bin   the mission key's slices and bucket lists
+
+Every column the data has and the engines can hold exactly is stored (gquery.schema); `--sort-by`
+orders the rows by one column first (a clustered store, whose zone maps let a range predicate skip
+most frames). The key column (l_suppkey, unless it is the sort column) also keeps its top byte a
+row and its bucket lists: the mission scan's sliced and indexed encodings.
 
 A parted store (the store of a multi-file source, and of every SF above 10) is a folder of such
-stores, one a part, with a manifest of its own listing them:
+stores, one a part, with a manifest of its own listing them; each part is written atomically as it
+is made and the parted manifest last, so a parted store whose manifest exists has every part.
 
-    lineitem.gq/manifest.json     rows, largest factors, sources, and "parts": [{name, rows, bytes}]
-    lineitem.gq/part-00001.gq/    a store as above, for the first part's rows, and so on
+A store proves itself when it opens. The manifest's checksum covers every number in it; a buffer
+is checked against its pieces' CRCs when it is read; and what the planner or a kernel trusts is
+checked against the buffers or derived from them: frame counts and word offsets against the
+buffers' sizes, each frame's width against its zone map's span, the key's bucket histogram counted
+from its top bytes, its reference and bucket size from the key's own zone maps, its bucket lists'
+row ids against the rows, dictionary codes against the dictionary. A store that disagrees with
+itself is refused in one line; `gquery run` rebuilds it from its source where that is still there.
 
-Each part is written atomically as it is made; the parted manifest is written last (a temporary
-file renamed), so a parted store whose manifest exists has every part, and a folder without one is
-a build in progress that a rerun resumes, keeping the parts already there.
-
-It holds the key sliced (top byte, low bits, a histogram of top bytes), indexed (each bucket's row
-ids and low bits, listed together) and packed, and both factors packed (per-frame reference and
-width: the frame statistics). A store is written into a temporary
-folder, verified against the columns it came from (every stored encoding decoded and compared),
-and renamed into place only then, so a store that exists is complete. Opening checks the version,
-every file's size and checksum, and whether its source files changed since (stale); each failure is
-one line naming the store. Buffers are read straight into page-locked, mapped host memory when a
-GPU memory layer is given, so a query ships them without a second copy.
+Opening reads only the manifest. A column's buffers are read when a query first needs them, in
+pieces on every host thread, each piece's CRC checked as it lands; with a GPU they are then
+page-locked in place (registered), not copied.
 """
 
 from __future__ import annotations
@@ -37,21 +44,22 @@ from pathlib import Path
 
 import numpy as np
 
-from gquery.encodings import Indexed, Packed, Sliced
+from gquery.encodings import FRAME_ROWS, PAD_WORDS, TOP_BITS, Indexed, Packed, Sliced, bit_width, index_key, pack, slice_key
 from gquery.errors import GqueryError
 from gquery.host import parallel_map
-from gquery.table import KEY, PRICE, QUANTITY, Column, PartedTable, Table
+from gquery.query import SqlType
+from gquery.schema import Schema
+from gquery.table import KEY, PRICE, QUANTITY, Column, ColumnBounds, PartedTable, Table
 
 STORE_NAME = "lineitem.gq"
 PART_NAME = "part-{:05d}.gq"
-FORMAT, VERSION = "gquery-store", 3  # 3: the key's bucket lists (indexed); 2: sliced keys in equal buckets
-STORED = {KEY: ("sliced", "indexed", "packed"), QUANTITY: ("packed",), PRICE: ("packed",)}
-CRC_PIECE = 64 << 20
-READ_PIECE = 32 << 20  # a buffer is read in pieces on every host thread: one reader reaches ~2 GB/s
+FORMAT, VERSION = "gquery-store", 4  # 4: every column, zone maps, checksummed manifest; 3: the mission's three columns
+PIECE_BYTES = 16 << 20  # a buffer is read and checked in pieces of this size, on every host thread
+KEY_BUFFERS = {"sliced": ("top", "low"), "indexed": ("ids", "ids_low")}
 
 
 class StoreError(GqueryError):
-    """A store that is missing pieces, corrupt or stale."""
+    """A store that is missing pieces, corrupt, inconsistent or stale."""
 
 
 def is_store(path: Path | str) -> bool:
@@ -63,95 +71,33 @@ def store_path_for(source) -> Path:
     return Path(source.path).parent / STORE_NAME
 
 
-def _crc(a: np.ndarray) -> int:
-    """CRC-32 of an array's bytes, in pieces (zlib drops the GIL on large buffers)."""
-    view = memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
-    crc = 0
-    for start in range(0, len(view), CRC_PIECE):
-        crc = zlib.crc32(view[start:start + CRC_PIECE], crc)
-    return crc
-
-
-def _source_info(source) -> list[dict]:
-    if source is None:
-        return []
-    return [{"path": str(Path(f).resolve()), "bytes": Path(f).stat().st_size,
-             "mtime_ns": Path(f).stat().st_mtime_ns} for f in source.files]
-
-
-def _params(enc) -> dict:
-    if isinstance(enc, Packed):
-        return {"rows": enc.rows, "dtype": np.dtype(enc.dtype).str, "factor": enc.factor}
-    return {"rows": enc.rows, "dtype": np.dtype(enc.dtype).str, "reference": enc.reference,
-            "bucket": enc.bucket, "histogram": [int(x) for x in enc.histogram]}
-
-
-def write_store(table: Table, path: Path | str, source=None, echo=print) -> Path:
-    """Encode the table's columns as STORED, write them atomically, verify, rename into place."""
-    path = Path(path)
-    if path.exists() and not is_store(path):
-        raise StoreError(f"{path}: exists and is not a gquery store; not overwriting it")
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        tmp.mkdir(parents=True)
-        manifest = {"format": FORMAT, "version": VERSION, "rows": table.rows, "source": _source_info(source),
-                    "largest": {k: str(v) for k, v in table.largest.items()}, "columns": {}}
-        writes = []
-        for column, encodings in STORED.items():
-            entry = manifest["columns"][column] = {}
-            for name in encodings:
-                enc = table.columns[column].get(name)
-                buffers = {}
-                for buf, array in enc.buffers().items():
-                    file = f"{column}.{name}.{buf}.bin"
-                    buffers[buf] = {"file": file, "dtype": array.dtype.str, "shape": list(array.shape),
-                                    "bytes": array.nbytes}
-                    writes.append((buffers[buf], tmp / file, array))
-                entry[name] = {"params": _params(enc), "buffers": buffers}
-
-        def write(item):
-            meta, file, array = item
-            meta["crc32"] = _crc(array)
-            np.ascontiguousarray(array).tofile(file)
-
-        parallel_map(write, writes)
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        check = open_store(tmp, check_source=False)  # read back from disk, then compare every value
-        _verify(check, table)
-        if path.exists():
-            old = path.parent / f".{path.name}.old-{os.getpid()}"
-            os.replace(path, old)
-            shutil.rmtree(old, ignore_errors=True)
-        os.replace(tmp, path)  # the one step that makes the store visible
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    echo(f"wrote {path} ({sum(m['bytes'] for m, _, _ in writes) / 1e6:,.1f} MB, verified)")
-    return path
-
-
-def _verify(stored: Table, original: Table) -> None:
-    plain = original.plain_columns()
-    expected = {KEY: plain.suppkey, QUANTITY: plain.quantity, PRICE: plain.extendedprice}
-    for column, encodings in STORED.items():
-        for name in encodings:
-            try:
-                same = np.array_equal(stored.columns[column].encodings[name].decode(), expected[column])
-            except ValueError as e:  # lists that are not every row once
-                raise StoreError(f"{column} {name} does not decode: {e}") from None
-            if not same:
-                raise StoreError(f"{column} {name} does not decode to the values it was written from")
-
-
-def stored_encodings(skip_lists: bool = False) -> dict:
-    """STORED, less the key's bucket lists when a reader will not use them (a windowed query that
-    did not ask for them reads 5 or 9 bytes a row less from disk)."""
-    return {c: tuple(e for e in names if not (skip_lists and e == "indexed")) for c, names in STORED.items()}
+def size_text(nbytes: float) -> str:
+    return f"{nbytes / 1e9:,.1f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:,.1f} MB"
 
 
 def _fail(path: Path, why: str):
     raise StoreError(f"{path}: {why}; rebuild it with 'gquery encode --data <parquet or .tbl>'")
+
+
+# --- checksums ------------------------------------------------------------------------------------------
+def _piece_crcs(a: np.ndarray) -> list[int]:
+    """CRC-32 of each PIECE_BYTES piece of an array's bytes, the pieces on host threads (zlib drops the GIL)."""
+    view = memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
+    starts = range(0, max(len(view), 1), PIECE_BYTES)
+    return parallel_map(lambda s: zlib.crc32(view[s:s + PIECE_BYTES]), starts)
+
+
+def _manifest_checksum(manifest: dict) -> str:
+    """CRC-32 of the manifest's canonical text, its own checksum left out: any edit to any number shows."""
+    body = {k: v for k, v in manifest.items() if k != "checksum"}
+    return f"{zlib.crc32(json.dumps(body, sort_keys=True, separators=(',', ':')).encode()):08x}"
+
+
+def _write_manifest(folder: Path, manifest: dict, name: str = "manifest.json") -> None:
+    manifest["checksum"] = _manifest_checksum(manifest)
+    tmp = folder / f".{name}.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+    os.replace(tmp, folder / name)
 
 
 def _manifest(path: Path) -> dict:
@@ -163,7 +109,334 @@ def _manifest(path: Path) -> dict:
         _fail(path, "not a gquery store manifest")
     if manifest.get("version") != VERSION:
         _fail(path, f"store version {manifest.get('version')!r}, this gquery reads {VERSION}")
+    if manifest.get("checksum") != _manifest_checksum(manifest):
+        _fail(path, "its manifest does not match its checksum (edited or damaged)")
     return manifest
+
+
+def _int(path: Path, value, what: str, low: int = 0) -> int:
+    """A manifest's integer, checked: a manifest that passes its checksum was still written by someone."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        _fail(path, f"manifest lacks a valid {what}")
+    return value
+
+
+# --- writing ------------------------------------------------------------------------------------------------
+def _source_info(source) -> list[dict]:
+    if source is None:
+        return []
+    return [{"path": str(Path(f).resolve()), "bytes": Path(f).stat().st_size,
+             "mtime_ns": Path(f).stat().st_mtime_ns} for f in source.files]
+
+
+class _Writer:
+    """One store's buffers into a temporary folder: each written with its pieces' CRCs, then read back
+    from disk and compared with what it was written from before the next."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.bytes = 0
+
+    def buffer(self, name: str, array: np.ndarray) -> dict:
+        array = np.ascontiguousarray(array)
+        meta = {"file": f"{name}.bin", "dtype": array.dtype.str, "shape": list(array.shape), "bytes": array.nbytes,
+                "crc32": _piece_crcs(array)}
+        array.tofile(self.folder / meta["file"])
+        self.bytes += array.nbytes
+        return meta
+
+
+def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | None = None, key: str | None = KEY,
+                columns=None) -> Path:
+    """Encode a table's columns (a Table, or a parquet/.tbl source read a column at a time), write them
+    atomically, verify every buffer from disk, rename into place. `sort_by`: order the rows by this
+    column first. `key`: the column that also keeps its slices and bucket lists (None: none).
+    `columns`: store only these (default: every column the engines can hold)."""
+    from gquery.arrow import ColumnReader
+
+    path = Path(path)
+    if path.exists() and not is_store(path):
+        raise StoreError(f"{path}: exists and is not a gquery store; not overwriting it")
+    reader = data if isinstance(data, Table) else ColumnReader(data)
+    schema = reader.schema
+    names = [n for n in (columns or schema.types) if n in schema.types]
+    missing = [n for n in (columns or ()) if n not in schema.types]
+    if missing:
+        raise GqueryError(f"{reader.source}: cannot store {', '.join(missing)}: "
+                          + "; ".join(schema.left_out.get(n, "no such column") for n in missing))
+    if sort_by is not None and sort_by not in names:
+        raise GqueryError(f"--sort-by {sort_by}: {schema.left_out.get(sort_by, 'no such column')}"
+                          if sort_by not in schema.types else f"--sort-by {sort_by}: not among the stored columns")
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir(parents=True)
+        writer = _Writer(tmp)
+        order = None
+        if sort_by is not None:  # a stable sort: rows of equal keys keep their order
+            order = np.argsort(reader.values(sort_by)[0], kind="stable")
+        manifest = {"format": FORMAT, "version": VERSION, "rows": reader.rows, "frame_rows": FRAME_ROWS,
+                    "schema": Schema({n: schema.types[n] for n in names},
+                                     {**schema.left_out, **{n: "not stored (gquery encode --columns)"
+                                                            for n in schema.types if n not in names}}).to_json(),
+                    "sorted_by": sort_by, "columns": {}, "key": None, "source": _source_info(source)}
+        left_out = manifest["schema"]["left_out"]
+        for name in names:
+            try:
+                values, dictionary = reader.values(name)
+            except ValueError as e:  # a value the engines cannot hold (gquery.schema.NotHeld)
+                left_out[name] = str(e)
+                del manifest["schema"]["types"][name]
+                continue
+            if order is not None:
+                values = values[order]
+            t = schema.types[name]
+            packed = pack(values, None if t.is_decimal else 1)
+            entry = {"factor": packed.factor, "dictionary": None if dictionary is None else list(dictionary),
+                     "buffers": {b: writer.buffer(f"{name}.{b}", a) for b, a in
+                                 (("meta", packed.meta), ("words", packed.words), ("zmax", packed.zmax))}}
+            manifest["columns"][name] = entry
+            if name == key and key != sort_by:
+                sliced = slice_key(values)
+                indexed = index_key(sliced)
+                buffers = {"top": writer.buffer(f"{name}.top", sliced.top), "ids": writer.buffer(f"{name}.ids", indexed.ids)}
+                if sliced.low is not None:
+                    buffers["low"] = writer.buffer(f"{name}.low", sliced.low)
+                    buffers["ids_low"] = writer.buffer(f"{name}.ids_low", indexed.low)
+                manifest["key"] = {"column": name, "buffers": buffers}
+                _verify_key(tmp, manifest, name, values)
+                del sliced, indexed
+            _verify_column(tmp, manifest, name, values)
+            del values, packed
+        _write_manifest(tmp, manifest)
+        if path.exists():
+            old = path.parent / f".{path.name}.old-{os.getpid()}"
+            os.replace(path, old)
+            shutil.rmtree(old, ignore_errors=True)
+        os.replace(tmp, path)  # the one step that makes the store visible
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    clustered = f", clustered by {sort_by}" if sort_by else ""
+    echo(f"wrote {path} ({size_text(writer.bytes)}{clustered}, verified)")
+    return path
+
+
+def _verify_column(folder: Path, manifest: dict, name: str, values: np.ndarray) -> None:
+    """The column read back from disk, checked as a reader checks it, decodes to what it was written from."""
+    files = StoreFiles(folder, manifest)
+    try:
+        same = np.array_equal(files.packed(name).decode(), values)
+    except StoreError as e:
+        raise StoreError(f"{name} packed does not read back: {e}") from None
+    if not same:
+        raise StoreError(f"{name} packed does not decode to the values it was written from")
+
+
+def _verify_key(folder: Path, manifest: dict, name: str, values: np.ndarray) -> None:
+    files = StoreFiles(folder, {**manifest, "columns": {**manifest["columns"]}})
+    for encoding in ("sliced", "indexed"):
+        try:
+            same = np.array_equal(files.key_encoding(encoding).decode(), values)
+        except (StoreError, ValueError) as e:  # lists that are not every row once
+            raise StoreError(f"{name} {encoding} does not decode: {e}") from None
+        if not same:
+            raise StoreError(f"{name} {encoding} does not decode to the values it was written from")
+
+
+# --- reading -------------------------------------------------------------------------------------------------
+class StoreFiles:
+    """A single store's buffers, read when asked for: into new host memory, in pieces on every host
+    thread, each piece's CRC checked as it lands; `pin` (the GPU's memory layer) then page-locks
+    them in place. Everything a kernel trusts is checked here against the buffers it describes."""
+
+    def __init__(self, path: Path, manifest: dict, pin=None, verify: bool = True):
+        self.path, self.manifest, self.pin, self.verify = path, manifest, pin, verify
+        self.rows = _int(path, manifest.get("rows"), "row count")
+        self.frames = -(-self.rows // FRAME_ROWS)
+        self.lock = threading.Lock()
+
+    def read(self, buffers: list[dict], into: list[np.ndarray] | None = None) -> list[np.ndarray]:
+        """Each buffer (its manifest entry) as an array, sizes and checksums checked. `into`: arrays to
+        read into (a window's slots) instead of new memory."""
+        arrays = []
+        for k, meta in enumerate(buffers):
+            try:
+                dtype, shape, nbytes = np.dtype(meta["dtype"]), [int(s) for s in meta["shape"]], int(meta["bytes"])
+                crcs = list(meta["crc32"])
+                file = self.path / meta["file"]
+            except (KeyError, TypeError, ValueError) as e:
+                _fail(self.path, f"manifest lacks {e}")
+            if dtype.kind not in "iu" or int(np.prod(shape)) * dtype.itemsize != nbytes:
+                _fail(self.path, f"{meta['file']}: its manifest entry disagrees with itself")
+            if not file.is_file():
+                _fail(self.path, f"missing {meta['file']}")
+            if file.stat().st_size != nbytes:
+                _fail(self.path, f"{meta['file']} is truncated ({file.stat().st_size:,} of {nbytes:,} bytes)")
+            if len(crcs) != max(1, -(-nbytes // PIECE_BYTES)):
+                _fail(self.path, f"{meta['file']}: its manifest entry disagrees with itself")
+            array = np.empty(nbytes // dtype.itemsize, dtype) if into is None else into[k][:nbytes // dtype.itemsize]
+            arrays.append((file, crcs, array.reshape(shape) if into is None else array, array))
+        pieces = [(file, crcs[i], start, flat) for file, crcs, _, flat in arrays
+                  for i, start in enumerate(range(0, max(flat.nbytes, 1), PIECE_BYTES))]
+
+        def read_piece(item) -> str | None:
+            file, crc, start, flat = item
+            view = memoryview(flat.view(np.uint8))[start:start + PIECE_BYTES]
+            with open(file, "rb") as f:
+                f.seek(start)
+                got = f.readinto(view)
+            if got != len(view):
+                return f"{file.name} is truncated"
+            if self.verify and zlib.crc32(view) != crc:
+                return f"{file.name} is corrupt (checksum)"
+            return None
+
+        problems = [p for p in parallel_map(read_piece, pieces) if p]
+        if problems:
+            _fail(self.path, problems[0])
+        out = [shaped for _, _, shaped, _ in arrays]
+        if self.pin is not None and into is None:
+            self.pin([flat for _, _, _, flat in arrays])
+        return out
+
+    # --- columns ---------------------------------------------------------------------------------------
+    def column_entry(self, name: str) -> dict:
+        try:
+            return self.manifest["columns"][name]
+        except (KeyError, TypeError):
+            _fail(self.path, f"manifest lacks column {name}")
+
+    def zones(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(meta, zmax) of a packed column, checked: a frame a row of each, every width within 64
+        bits and equal to the bit width of its frame's span (zmax - reference), so that pruning by
+        the zone maps can trust them."""
+        entry = self.column_entry(name)
+        factor = _int(self.path, entry.get("factor"), f"{name} factor", low=1)
+        try:
+            meta, zmax = self.read([entry["buffers"]["meta"], entry["buffers"]["zmax"]])
+        except (KeyError, TypeError) as e:
+            _fail(self.path, f"manifest lacks {e}")
+        if meta.shape != (self.frames, 2) or zmax.shape != (self.frames,) or meta.dtype != np.int64 or zmax.dtype != np.int64:
+            _fail(self.path, f"{name}: {len(meta):,} frames of metadata and {len(zmax):,} zone maps for {self.rows:,} rows")
+        widths = meta[:, 1] & 0xFF
+        if self.frames and (widths.max() > 64 or np.any(zmax % factor)):
+            _fail(self.path, f"{name}: its frame metadata disagrees with its zone maps")
+        span = (zmax // factor).view(np.uint64) - meta[:, 0].view(np.uint64)  # uint64: wraps as encoded
+        if not np.array_equal(bit_width(span) if self.frames else widths, widths):
+            _fail(self.path, f"{name}: its frame metadata disagrees with its zone maps")
+        return meta, zmax
+
+    def packed(self, name: str, zones=None) -> Packed:
+        """A packed column: its words read and checked against its frames' offsets and widths."""
+        entry = self.column_entry(name)
+        meta, zmax = zones if zones is not None else self.zones(name)
+        (words,) = self.read([entry["buffers"]["words"]])
+        widths, offsets = meta[:, 1] & 0xFF, meta[:, 1] >> 8
+        expected = np.concatenate([[0], np.cumsum(32 * widths)]) if self.frames else np.zeros(1, np.int64)
+        if words.dtype != np.uint32 or not np.array_equal(offsets, expected[:-1]) or len(words) != int(expected[-1]) + PAD_WORDS:
+            _fail(self.path, f"{name}: its words disagree with its frames' offsets and widths")
+        return Packed(self.rows, np.dtype(np.int64), int(entry["factor"]), meta, words, zmax)
+
+    def dictionary(self, name: str) -> tuple[str, ...] | None:
+        d = self.column_entry(name).get("dictionary")
+        if d is not None and not (isinstance(d, list) and all(isinstance(s, str) for s in d) and d == sorted(set(d))):
+            _fail(self.path, f"{name}: its dictionary is not sorted distinct strings")
+        return None if d is None else tuple(d)
+
+    # --- the key's slices and bucket lists --------------------------------------------------------------
+    def key_encoding(self, encoding: str, zones=None):
+        """The key sliced or indexed. Its reference and bucket size come from the key's own zone maps
+        (its smallest and largest value), its histogram is counted from its top bytes: none of them
+        is taken on trust from the manifest."""
+        key = self.manifest.get("key")
+        if not isinstance(key, dict) or "column" not in key or "buffers" not in key:
+            _fail(self.path, "manifest lacks the key's slices")
+        name, buffers = key["column"], key["buffers"]
+        meta, zmax = zones if zones is not None else self.zones(name)
+        factor = _int(self.path, self.column_entry(name).get("factor"), "key factor", low=1)
+        reference = int(meta[:, 0].min()) * factor if self.rows else 0
+        span = int(zmax.max()) - reference if self.rows else 0
+        bucket = span // (1 << TOP_BITS) + 1
+        low_bits = (bucket - 1).bit_length()
+        wanted = ["top"] + (["low"] if encoding == "sliced" else ["ids"])
+        if bucket > 1:
+            wanted += [] if encoding == "sliced" else ["ids_low"]
+        elif "low" in buffers or "ids_low" in buffers:
+            _fail(self.path, "the key's slices disagree with its zone maps")
+        try:
+            arrays = dict(zip(wanted, self.read([buffers[b] for b in wanted if not (b == "low" and bucket == 1)])))
+        except (KeyError, TypeError) as e:
+            _fail(self.path, f"manifest lacks the key's {e}")
+        top = arrays["top"]
+        if top.dtype != np.uint8 or len(top) != max(1, self.frames) * FRAME_ROWS:
+            _fail(self.path, "the key's top bytes do not cover its frames")
+        for b in ("low", "ids_low"):
+            if b in arrays and (arrays[b].dtype.itemsize * 8 < low_bits or len(arrays[b]) != self.rows):
+                _fail(self.path, f"the key's {b.replace('_', ' ')} bits disagree with its zone maps")
+        histogram = np.bincount(top[:self.rows], minlength=1 << TOP_BITS).astype(np.int64)
+        if len(histogram) != 1 << TOP_BITS:
+            _fail(self.path, "a key's top byte is past its last bucket")
+        if encoding == "sliced":
+            return Sliced(self.rows, np.dtype(np.int64), reference, bucket, top, arrays.get("low"), histogram)
+        ids = arrays["ids"]
+        if ids.dtype not in (np.uint32, np.uint64) or len(ids) != self.rows:
+            _fail(self.path, f"the key's bucket lists hold {len(ids):,} entries for {self.rows:,} rows")
+        if self.rows and int(ids.max()) >= self.rows:
+            _fail(self.path, "the key's bucket lists name a row past the last")
+        return Indexed(self.rows, np.dtype(np.int64), reference, bucket, ids, arrays.get("ids_low"), histogram)
+
+
+def _check_source_files(path: Path, manifest: dict) -> None:
+    for src in manifest.get("source", []):
+        if Path(src["path"]).exists() and _changed(src):
+            _fail(path, f"stale: {src['path']} changed after the store was written")
+
+
+def _open_single(path: Path, manifest: dict, memory=None, check_source: bool = True) -> Table:
+    """A Table whose columns read their buffers from disk when first asked for (page-locked in place
+    by `memory` as they land, where given)."""
+    if check_source:
+        _check_source_files(path, manifest)
+    files = StoreFiles(path, manifest)
+    try:
+        schema = Schema.from_json(manifest["schema"])
+        stored = list(manifest["columns"])
+    except (KeyError, TypeError, ValueError) as e:
+        _fail(path, f"manifest lacks {e}")
+    if set(stored) != set(schema.types):
+        _fail(path, "its schema and its columns disagree")
+    key = (manifest.get("key") or {}).get("column")
+    columns = {}
+    for name in stored:
+        col = Column(name, {}, schema.types[name], files.dictionary(name))
+        col.load = _loader(files, col, name == key)
+        col.stored = ("packed",) + (("sliced", "indexed") if name == key else ())
+        columns[name] = col
+    table = Table(files.rows, columns, str(path), {}, pinned=memory is not None, sorted_by=manifest.get("sorted_by"),
+                  left_out=dict(schema.left_out))
+    table.largest = ColumnBounds(columns)
+    if memory is not None:  # what the table reads is page-locked for it, and let go with it (release_table)
+        files.pin = lambda arrays: memory.pin_in_place(table, arrays)
+    return table
+
+
+def _loader(files: StoreFiles, col: Column, is_key: bool):
+    def load(encoding: str):
+        with files.lock:  # one read of a buffer, whichever thread asks first
+            if encoding == "zones":
+                meta, zmax = files.zones(col.name)
+                if col.dictionary is not None and files.rows and not (0 <= meta[:, 0].min() and zmax.max() < len(col.dictionary)):
+                    _fail(files.path, f"{col.name}: a code is past its dictionary")
+                return meta, zmax, int(files.column_entry(col.name)["factor"])
+        zones = col.zone_buffers()[:2]
+        with files.lock:
+            if encoding == "packed":
+                return files.packed(col.name, zones)
+            if is_key and encoding in KEY_BUFFERS:
+                return files.key_encoding(encoding, zones)
+        raise KeyError(encoding)
+    return load
 
 
 def is_parted(path: Path | str) -> bool:
@@ -180,21 +453,20 @@ def part_path(path: Path | str, part: int) -> Path:
 
 def _buffer_bytes(manifest: dict) -> int:
     """The bytes of a single store's buffers, from its manifest."""
-    return sum(b["bytes"] for c in manifest["columns"].values() for e in c.values() for b in e["buffers"].values())
-
-
-def size_text(nbytes: float) -> str:
-    return f"{nbytes / 1e9:,.1f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:,.1f} MB"
+    cols = [b["bytes"] for c in manifest["columns"].values() for b in c["buffers"].values()]
+    key = [b["bytes"] for b in (manifest.get("key") or {}).get("buffers", {}).values()]
+    return sum(cols) + sum(key)
 
 
 def part_rows(path: Path | str, part: int, source_file: Path | None = None, echo=print) -> int | None:
-    """The rows of part `part` when it is whole (it opens: sizes, checksums, staleness) and, given
-    `source_file`, was built from exactly that file; None when it must be written (again)."""
+    """The rows of part `part` when it is whole (its manifest checks out and its buffers pass their
+    checksums) and, given `source_file`, was built from exactly that file; None when it must be
+    written (again)."""
     p = part_path(path, part)
     if not is_store(p):
         return None
     try:
-        rows = open_store(p).rows
+        rows = check_store(p)
     except StoreError as e:
         echo(f"{e}; writing it again")
         return None
@@ -205,17 +477,13 @@ def part_rows(path: Path | str, part: int, source_file: Path | None = None, echo
 
 
 def write_part(path: Path | str, part: int, parts: int, source, *, record_source: bool = True, rows_before: int = 0,
-               started: float | None = None, echo=print) -> int:
-    """Part `part` of a parted store from a one-file source: contract-checked, loaded, encoded,
-    verified and written atomically; one line of progress. Returns its rows. Without
-    `record_source` the store names no source (its file is about to be deleted)."""
-    from gquery.columns import load_lineitem
-    from gquery.contract import check_source
-
+               started: float | None = None, echo=print, sort_by: str | None = None, columns=None) -> int:
+    """Part `part` of a parted store from a one-file source: encoded, verified and written
+    atomically; one line of progress. Returns its rows. Without `record_source` the store names no
+    source (its file is about to be deleted)."""
     started = time.perf_counter() if started is None else started
-    check_source(source)
-    written = write_store(Table.from_columns(load_lineitem(source)), part_path(path, part),
-                          source if record_source else None, echo=lambda m: None)
+    written = write_store(source, part_path(path, part), source if record_source else None, echo=lambda m: None,
+                          sort_by=sort_by, columns=columns)
     m = _manifest(written)
     rows = int(m["rows"])
     echo(f"part {part}/{parts}: {rows:,} rows encoded ({size_text(_buffer_bytes(m))} store) in "
@@ -225,24 +493,25 @@ def write_part(path: Path | str, part: int, parts: int, source, *, record_source
 
 def finish_parted(path: Path | str, parts: int, echo=print) -> Path:
     """Write the manifest of a parted store whose parts 1..parts are all written: the one step that
-    makes it a store. Each part's manifest gives its rows, factor bounds and sources."""
+    makes it a store. Each part's manifest gives its rows, schema and sources; parts must agree on
+    the schema and the sort column."""
     path = Path(path)
-    entries, largest, sources, rows = [], {}, [], 0
+    entries, sources, rows, schema, sorted_by = [], [], 0, None, None
     for k in range(1, parts + 1):
         part = part_path(path, k)
         if not is_store(part):
             _fail(path, f"part {k} of {parts} ({part.name}) is missing")
         m = _manifest(part)
+        if schema is None:
+            schema, sorted_by = m["schema"], m.get("sorted_by")
+        elif m["schema"]["types"] != schema["types"] or m.get("sorted_by") != sorted_by:
+            _fail(path, f"part {part.name} has another schema or sort column than part 1")
         entries.append({"name": part.name, "rows": int(m["rows"]), "bytes": _buffer_bytes(m)})
         rows += int(m["rows"])
-        for column, bound in m["largest"].items():
-            largest[column] = str(max(int(largest.get(column, 0)), int(bound)))
         sources += m.get("source", [])
-    manifest = {"format": FORMAT, "version": VERSION, "rows": rows, "source": sources, "largest": largest,
-                "parts": entries}
-    tmp = path / f".manifest.json.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
-    os.replace(tmp, path / "manifest.json")
+    manifest = {"format": FORMAT, "version": VERSION, "rows": rows, "schema": schema, "sorted_by": sorted_by,
+                "source": sources, "parts": entries}
+    _write_manifest(path, manifest)
     echo(f"wrote {path} ({summary(path)})")
     return path
 
@@ -255,16 +524,18 @@ def part_count(path: Path | str) -> int:
 def summary(path: Path | str) -> str:
     """'3 parts, 179,838 rows, 1.3 MB': what a store holds, from its manifest."""
     m = _manifest(Path(path))
+    clustered = f", clustered by {m['sorted_by']}" if m.get("sorted_by") else ""
     if "parts" in m:
         return (f"{len(m['parts'])} part{'s' * (len(m['parts']) > 1)}, {int(m['rows']):,} rows, "
-                f"{size_text(sum(p['bytes'] for p in m['parts']))}")
-    return f"{int(m['rows']):,} rows, {size_text(_buffer_bytes(m))}"
+                f"{size_text(sum(p['bytes'] for p in m['parts']))}{clustered}")
+    return f"{int(m['rows']):,} rows, {size_text(_buffer_bytes(m))}{clustered}"
 
 
 def open_store(path: Path | str, memory=None, check_source: bool = True, window: int | None = None):
-    """A Table from a store, or a PartedTable from a parted one. With `memory` (gpu.memory.GpuMemory),
-    buffers land in mapped pinned memory and the table says so; without, in ordinary NumPy arrays.
-    `window` (parted stores only): hold no part now; queries read parts from disk, `window` at a time."""
+    """A Table from a store, or a PartedTable from a parted one; only manifests are read. With
+    `memory` (gpu.memory.GpuMemory: pin_in_place(table, arrays)), buffers are page-locked
+    in place as they are read, and the table says so. `window` (parted stores only): hold no part
+    now; queries read parts from disk, `window` at a time."""
     path = Path(path)
     manifest = _manifest(path)
     if "parts" in manifest:
@@ -275,123 +546,67 @@ def open_store(path: Path | str, memory=None, check_source: bool = True, window:
 def _open_parted(path: Path, manifest: dict, memory, check_source: bool, window: int | None) -> PartedTable:
     try:
         names = [p["name"] for p in manifest["parts"]]
-        part_rows = [int(p["rows"]) for p in manifest["parts"]]
-        largest = {k: int(v) for k, v in manifest["largest"].items()}
-        rows = int(manifest["rows"])
+        part_rows = [_int(path, p["rows"], "part's row count") for p in manifest["parts"]]
+        rows = _int(path, manifest["rows"], "row count")
     except (KeyError, TypeError, ValueError) as e:
         _fail(path, f"manifest lacks {e}")
     if sum(part_rows) != rows or not names:
         _fail(path, f"its parts hold {sum(part_rows):,} rows, the manifest {rows:,}")
     paths = [path / n for n in names]
-    for p, n in zip(paths, part_rows):
+    for p in paths:
         if not is_store(p):
             _fail(path, f"part {p.name} is missing")
     if window is not None:
         if window < 1:
             raise GqueryError(f"window must be at least 1 part, got {window}")
-        return PartedTable(rows, paths, part_rows, str(path), largest, None, window, pinned=memory is not None)
+        table = PartedTable(rows, paths, part_rows, str(path), {}, None, window, pinned=memory is not None)
+        table.largest = _PartedBounds(table)
+        return table
     tables = []
     for p, n in zip(paths, part_rows):
-        t = _open_single(p, _manifest(p), memory, check_source)
+        part_manifest = _manifest(p)
+        if part_manifest.get("schema") != manifest.get("schema"):
+            _fail(path, f"part {p.name} has another schema than the store")
+        t = _open_single(p, part_manifest, memory, check_source)
         if t.rows != n:
             _fail(path, f"part {p.name} holds {t.rows:,} rows, the manifest {n:,}")
         tables.append(t)
-    return PartedTable(rows, paths, part_rows, str(path), largest, tables, 0, pinned=memory is not None)
+    table = PartedTable(rows, paths, part_rows, str(path), {}, tables, 0, pinned=memory is not None)
+    table.largest = _PartedBounds(table)
+    return table
 
 
-def _open_single(path: Path, manifest: dict, memory, check_source: bool, allocate=None, verify: bool = True,
-                 encodings: dict | None = None) -> Table:
-    """`allocate(key, n, dtype)`: where each buffer is read (a window's slot), else new memory.
-    `verify`: compare checksums (a window reading a part again checks sizes only).
-    `encodings`: which of STORED to read (all of them by default)."""
-    encodings = STORED if encodings is None else encodings
-    if check_source:
-        for src in manifest.get("source", []):
-            if Path(src["path"]).exists() and _changed(src):
-                _fail(path, f"stale: {src['path']} changed after the store was written")
-    try:
-        rows = int(manifest["rows"])
-        reads = []
-        for column, names in encodings.items():
-            for name in names:
-                for buf, meta in manifest["columns"][column][name]["buffers"].items():
-                    reads.append((column, name, buf, meta))
-    except (KeyError, TypeError, ValueError) as e:
-        _fail(path, f"manifest lacks {e}")
+class _PartedBounds(dict):
+    """The largest |value| of a column over every part, from each part's zone maps when asked for."""
 
-    targets = []
-    for column, name, buf, meta in reads:  # sizes checked and memory taken here: the CUDA context
-        file = path / meta["file"]  # is current on this thread only
-        if not file.is_file():
-            _fail(path, f"missing {meta['file']}")
-        if file.stat().st_size != meta["bytes"]:
-            _fail(path, f"{meta['file']} is truncated ({file.stat().st_size:,} of {meta['bytes']:,} bytes)")
-        dtype = np.dtype(meta["dtype"])
-        n = meta["bytes"] // dtype.itemsize
-        if allocate is not None:
-            targets.append(allocate((column, name, buf), n, dtype))
-        else:
-            targets.append(memory.mapped_empty(n, dtype) if memory is not None else np.empty(n, dtype))
+    def __init__(self, table: PartedTable):
+        super().__init__()
+        self._table = table
 
-    pieces = []  # (file, offset, destination): every buffer in pieces, read on all threads at once
-    for (column, name, buf, meta), array in zip(reads, targets):
-        view = memoryview(array.view(np.uint8).reshape(-1))
-        pieces += [(path / meta["file"], a, view[a:a + READ_PIECE]) for a in range(0, len(view), READ_PIECE)]
-
-    def read_piece(item):
-        file, offset, into = item
-        with open(file, "rb") as f:
-            f.seek(offset)
-            f.readinto(into)
-
-    parallel_map(read_piece, pieces)
-
-    def check(item):
-        (column, name, buf, meta), array = item
-        if verify and _crc(array) != meta["crc32"]:
-            _fail(path, f"{meta['file']} is corrupt (checksum)")
-        return (column, name, buf), array.reshape(meta["shape"])
-
-    arrays = dict(parallel_map(check, list(zip(reads, targets))))
-    columns = {}
-    for column, names in encodings.items():
-        col = columns[column] = Column(column)
-        for name in names:
-            p = manifest["columns"][column][name]["params"]
-            get = lambda buf: arrays[(column, name, buf)]
-            if name == "packed":
-                col.encodings[name] = Packed(p["rows"], np.dtype(p["dtype"]), int(p["factor"]), get("meta"), get("words"))
-            else:
-                low = arrays.get((column, name, "low"))
-                rows_by = get("ids") if name == "indexed" else get("top")
-                col.encodings[name] = (Indexed if name == "indexed" else Sliced)(
-                    p["rows"], np.dtype(p["dtype"]), int(p["reference"]), int(p["bucket"]), rows_by, low,
-                    np.array(p["histogram"], dtype=np.int64))
-            if col.encodings[name].rows != rows:
-                _fail(path, f"{column} {name} holds {col.encodings[name].rows:,} rows, the manifest {rows:,}")
-            if name == "indexed" and verify:
-                _check_lists(path, col.encodings[name])
-    largest = {k: int(v) for k, v in manifest["largest"].items()}
-    return Table(rows, columns, str(path), largest, pinned=memory is not None)
-
-
-def _check_lists(path: Path, key: Indexed) -> None:
-    """The bounds a GPU relies on when it gathers by row id: as many entries as rows, as the
-    histogram says, and no id past the last row (whether they are every row once, the write's
-    verification proved; the checksums say the files are still what was written)."""
-    if len(key.ids) != key.rows or int(key.histogram.sum()) != key.rows or (key.histogram < 0).any():
-        _fail(path, f"the key's bucket lists hold {len(key.ids):,} entries and a histogram of "
-                    f"{int(key.histogram.sum()):,} for {key.rows:,} rows")
-    if key.low is not None and len(key.low) != key.rows:
-        _fail(path, f"the key's bucket lists hold {len(key.low):,} low parts for {key.rows:,} rows")
-    if key.rows and int(key.ids.max()) >= key.rows:
-        _fail(path, "the key's bucket lists name a row past the last")
+    def __missing__(self, name: str) -> int:
+        parts = self._table.tables if self._table.tables is not None else \
+            [_open_single(p, _manifest(p), None, False) for p in self._table.paths]
+        self[name] = max((t.largest[name] for t in parts), default=0)
+        return self[name]
 
 
 def _changed(src: dict) -> bool:
     """Whether a source file differs in size or time from when the store was written."""
     st = Path(src["path"]).stat()
     return st.st_size != src["bytes"] or st.st_mtime_ns != src["mtime_ns"]
+
+
+def check_store(path: Path | str) -> int:
+    """Read a store whole (every part of a parted one), checking every buffer against its checksums and
+    everything derived from them; keeps nothing. Returns its rows."""
+    path = Path(path)
+    table = open_store(path, window=1) if is_parted(path) else None
+    for p in (table.paths if table is not None else [path]):
+        t = open_store(p)
+        for col in t.columns.values():
+            for encoding in col.stored:
+                col.get(encoding)
+    return table.rows if table is not None else open_store(path).rows
 
 
 def store_parts(path: Path | str) -> list[tuple[Path, int]]:
@@ -402,10 +617,7 @@ def store_parts(path: Path | str) -> list[tuple[Path, int]]:
     if "parts" in manifest:
         table = _open_parted(path, manifest, None, False, window=1)
         return list(zip(table.paths, table.part_rows))
-    try:
-        return [(path, int(manifest["rows"]))]
-    except (KeyError, TypeError, ValueError) as e:
-        _fail(path, f"manifest lacks {e}")
+    return [(path, _int(path, manifest.get("rows"), "row count"))]
 
 
 def unchanged_sources(path: Path | str) -> tuple[Path, ...]:
@@ -415,6 +627,33 @@ def unchanged_sources(path: Path | str) -> tuple[Path, ...]:
     if not sources or any(not Path(s["path"]).is_file() or _changed(s) for s in sources):
         return ()
     return tuple(Path(s["path"]) for s in sources)
+
+
+# --- a window of parts -----------------------------------------------------------------------------------------
+MISSION_ENCODINGS = {KEY: ("sliced", "indexed", "packed"), QUANTITY: ("packed",), PRICE: ("packed",)}
+
+
+def stored_encodings(skip_lists: bool = False) -> dict:
+    """The mission scan's encodings of its three columns, less the key's bucket lists when a reader
+    will not use them (a windowed query that did not ask for them reads 6 bytes a row less from disk)."""
+    return {c: tuple(e for e in names if not (skip_lists and e == "indexed")) for c, names in MISSION_ENCODINGS.items()}
+
+
+def _slot_buffers(manifest: dict, encodings: dict) -> dict[tuple[str, str], dict]:
+    """(column, buffer) → manifest entry of what a window reads of a part."""
+    out = {}
+    for column, names in encodings.items():
+        for name in names:
+            if name == "packed":
+                for b in ("meta", "zmax", "words"):
+                    out[(column, b)] = manifest["columns"][column]["buffers"][b]
+            else:
+                for b in ("top",) + KEY_BUFFERS[name][:1 if name == "sliced" else 2]:
+                    if b in manifest["key"]["buffers"]:
+                        out[(column, b)] = manifest["key"]["buffers"][b]
+                if name == "sliced" and "low" in manifest["key"]["buffers"]:
+                    out[(column, "low")] = manifest["key"]["buffers"]["low"]
+    return out
 
 
 class PartReader:
@@ -436,12 +675,9 @@ class PartReader:
         self.manifests = {i: _manifest(table.paths[i]) for i in self.indices}
         sizes: dict = {}
         for m in self.manifests.values():
-            for column, names in self.encodings.items():
-                for name in names:
-                    for buf, meta in m["columns"][column][name]["buffers"].items():
-                        key = (column, name, buf)
-                        dtype = np.dtype(meta["dtype"])
-                        sizes[key] = (max(sizes.get(key, (0,))[0], meta["bytes"] // dtype.itemsize), dtype)
+            for key, meta in _slot_buffers(m, self.encodings).items():
+                dtype = np.dtype(meta["dtype"])
+                sizes[key] = (max(sizes.get(key, (0,))[0], meta["bytes"] // dtype.itemsize), dtype)
         alloc = (lambda n, d: memory.mapped_empty(n, d)) if memory is not None else (lambda n, d: np.empty(n, d))
         self.slots = slots or [{k: alloc(n, d) for k, (n, d) in sizes.items()} for _ in range(self.window)]
         self.slot_bytes = sum(a.nbytes for a in self.slots[0].values()) if self.slots else 0
@@ -453,17 +689,37 @@ class PartReader:
         self._thread = threading.Thread(target=self._read_all, name="gquery-parts", daemon=True)
         self._thread.start()
 
+    def _read_part(self, i: int, into: dict) -> Table:
+        path, manifest = self.table.paths[i], self.manifests[i]
+        files = StoreFiles(path, manifest, verify=False)
+        wanted = _slot_buffers(manifest, self.encodings)
+        arrays = dict(zip(wanted, files.read(list(wanted.values()), [into[k] for k in wanted])))
+
+        def shaped(k):
+            meta = wanted[k]
+            return arrays[k].reshape(meta["shape"])
+
+        columns = {}
+        for column, names in self.encodings.items():
+            entry = manifest["columns"][column]
+            meta, zmax = shaped((column, "meta")), shaped((column, "zmax"))
+            col = columns[column] = Column(column, {}, SqlType(*manifest["schema"]["types"][column]))
+            col.encodings["packed"] = Packed(files.rows, np.dtype(np.int64), int(entry["factor"]), meta,
+                                             shaped((column, "words")), zmax)
+            for name in names:
+                if name in KEY_BUFFERS:
+                    col.encodings[name] = _window_key(files, name, shaped, (meta, zmax), int(entry["factor"]), column)
+        t = Table(files.rows, columns, str(path), {}, pinned=self.table.pinned)
+        t.largest = ColumnBounds(columns)
+        return t
+
     def _read_all(self) -> None:
         for i in self.indices:
             slot = self._free.get()
             if self._stop:
                 return
             try:
-                into = self.slots[slot]
-                t = _open_single(self.table.paths[i], self.manifests[i], None, False,
-                                 allocate=lambda key, n, dtype: into[key][:n], verify=False, encodings=self.encodings)
-                t.pinned = self.table.pinned
-                self._ready.put((slot, i, t))
+                self._ready.put((slot, i, self._read_part(i, self.slots[slot])))
             except BaseException as e:  # handed to the consumer, raised there
                 self._ready.put(e)
                 return
@@ -487,6 +743,21 @@ class PartReader:
         self._thread.join()
 
 
+def _window_key(files: StoreFiles, name: str, shaped, zones, factor: int, column: str):
+    """The key's slices or lists of a part in a window's slots (as StoreFiles.key_encoding derives them)."""
+    meta, zmax = zones
+    reference = int(meta[:, 0].min()) * factor if files.rows else 0
+    bucket = (int(zmax.max()) - reference if files.rows else 0) // (1 << TOP_BITS) + 1
+    top = shaped((column, "top"))
+    histogram = np.bincount(top[:files.rows], minlength=1 << TOP_BITS).astype(np.int64)
+    if name == "sliced":
+        low = shaped((column, "low")) if bucket > 1 else None
+        return Sliced(files.rows, np.dtype(np.int64), reference, bucket, top, low, histogram)
+    low = shaped((column, "ids_low")) if bucket > 1 else None
+    return Indexed(files.rows, np.dtype(np.int64), reference, bucket, shaped((column, "ids")), low, histogram)
+
+
+# --- sources -------------------------------------------------------------------------------------------------
 def source_files(path: Path | str) -> list[Path]:
     """The files a store was built from that still exist."""
     try:
@@ -496,38 +767,29 @@ def source_files(path: Path | str) -> list[Path]:
     return [Path(s["path"]) for s in manifest.get("source", []) if Path(s["path"]).exists()]
 
 
-def ensure_store(source, echo=print) -> Path:
-    """The store beside a parquet/.tbl source: kept when whole and fresh, else (re)built from it.
-    A source of several files becomes a parted store, a part a file, so no step holds more than
-    one file's rows; parts already written (an interrupted build) are kept."""
+def ensure_store(source, echo=print, sort_by: str | None = None) -> Path:
+    """The store beside a parquet/.tbl source: kept when whole, fresh and of the asked order, else
+    (re)built from it. A source of several files becomes a parted store, a part a file, so no step
+    holds more than one file's rows; parts already written (an interrupted build) are kept."""
     path = store_path_for(source)
     if is_store(path):
         try:
             check_store(path)
-            return path
+            if _manifest(path).get("sorted_by") == sort_by:
+                return path
+            echo(f"{path}: ordered by {_manifest(path).get('sorted_by') or 'its source'}; rebuilding it ordered by "
+                 f"{sort_by or 'its source'}")
         except StoreError as e:
             echo(f"{e}; rebuilding it from {source}")
     if len(source.files) > 1:
-        return write_parted(source, path, echo=echo)
-    from gquery.columns import load_lineitem
-
-    return write_store(Table.from_columns(load_lineitem(source)), path, source, echo=echo)
+        return write_parted(source, path, echo=echo, sort_by=sort_by)
+    return write_store(source, path, source, echo=echo, sort_by=sort_by)
 
 
-def check_store(path: Path | str) -> None:
-    """Open a store (every part of a parted one), checking sizes, checksums and staleness; keeps nothing."""
-    path = Path(path)
-    if is_parted(path):
-        table = open_store(path, window=1)
-        for p in table.paths:
-            open_store(p)
-    else:
-        open_store(path)
-
-
-def write_parted(source, path: Path, echo=print) -> Path:
+def write_parted(source, path: Path, echo=print, sort_by: str | None = None, columns=None) -> Path:
     """A parted store of a multi-file source, one part a file, each part encoded, verified and written
-    atomically before the next is read; parts already whole and fresh are kept."""
+    atomically before the next is read; parts already whole and fresh are kept (each part is
+    ordered by `sort_by` within itself: zone maps prune as well in every part)."""
     from gquery.sources import LineitemSource
 
     path = Path(path)
@@ -540,8 +802,11 @@ def write_parted(source, path: Path, echo=print) -> Path:
     rows, parts = 0, len(source.files)
     for k, f in enumerate(source.files, start=1):
         done = part_rows(path, k, f, echo=echo)
+        if done is not None and _manifest(part_path(path, k)).get("sorted_by") != sort_by:
+            done = None
         if done is None:
-            done = write_part(path, k, parts, LineitemSource(f, source.format, (f,)), rows_before=rows, echo=echo)
+            done = write_part(path, k, parts, LineitemSource(f, source.format, (f,)), rows_before=rows, echo=echo,
+                              sort_by=sort_by, columns=columns)
         rows += done
     return finish_parted(path, parts, echo=echo)
 

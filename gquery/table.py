@@ -1,8 +1,12 @@
-"""A table of named columns, each carrying its encodings: what the planner and the engine read.
+"""A table of named columns, each carrying its encodings: what the planner and the engines read.
 
-A Table holds lineitem's three query columns. Each column keeps every encoding made of it so far
-(a store opens with its stored encodings; others are derived on first use and kept with the
-table, whose lifetime is theirs). An encoding set names one encoding per column:
+A Table holds columns of exact integer values (gquery.schema: unscaled decimals, days, dictionary
+codes), each with its SQL type. Each column keeps every encoding made of it so far (a store opens
+with its stored encodings, read from disk only when a query first needs them; others are derived on
+first use and kept with the table, whose lifetime is theirs). Every column's packed encoding carries
+its zone maps: each frame's smallest and largest value, what the planner prunes frames by.
+
+The mission's three columns also have encoding sets, one encoding a column, for its own scan:
 
     plain    key plain,  factors plain   (20 bytes a row: today's engine)
     packed   key packed, factors packed  (frame of reference + bit-packing, decoded in the scan)
@@ -12,6 +16,7 @@ table, whose lifetime is theirs). An encoding set names one encoding per column:
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +25,8 @@ import numpy as np
 from gquery.columns import LineitemColumns
 from gquery.contract import QUERY_COLUMNS
 from gquery.encodings import ENCODINGS, FRAME_ROWS, Indexed, Packed, Plain, Sliced, encode_column, frame_view, index_key
+from gquery.query import BIGINT, SqlType, decimal
+from gquery.schema import Schema
 
 KEY, QUANTITY, PRICE = QUERY_COLUMNS
 LOGICAL = {KEY: ("int32 key", 4), QUANTITY: ("decimal(_,2) as int64 hundredths", 8),
@@ -33,30 +40,105 @@ ENCODING_SETS = {
 assert set(ENCODING_SETS) == set(ENCODINGS)
 
 
+MISSION_TYPES = {KEY: BIGINT, QUANTITY: decimal(15, 2), PRICE: decimal(15, 2)}  # TPC-H's own, as DuckDB reads them
+INTEGER_BYTES = {"TINYINT": 1, "SMALLINT": 2, "INTEGER": 4, "BIGINT": 8, "HUGEINT": 16, "DATE": 4, "VARCHAR": 4}
+
+
 @dataclass
 class Column:
+    """One column: its encodings, its SQL type, its dictionary (VARCHAR: the strings its codes
+    stand for), and, for a stored column, `load(encoding)` that reads an encoding from disk."""
+
     name: str
     encodings: dict = field(default_factory=dict)  # encoding name → Plain | Packed | Sliced | Indexed
+    type: SqlType | None = None
+    dictionary: tuple[str, ...] | None = None
+    load: object = field(default=None, repr=False, compare=False)  # callable(encoding) -> encoding, or None
+    stored: tuple[str, ...] = ()  # encodings `load` can read ("zones": the packed encoding's metadata alone)
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+    _zones: tuple | None = field(default=None, repr=False, compare=False)
 
     def get(self, encoding: str):
-        if encoding == "indexed" and encoding not in self.encodings:  # the sliced key's buckets, listed
-            self.encodings[encoding] = index_key(self.get("sliced"))
-        if encoding not in self.encodings:
-            # keys are compared, not multiplied: the scan decodes them without a common factor
-            factor = 1 if self.name == KEY else None
-            self.encodings[encoding] = encode_column(self.values(), encoding, factor)
-        return self.encodings[encoding]
+        with self.lock:  # queries from several threads derive or read an encoding once
+            if encoding not in self.encodings and encoding in self.stored:
+                self.encodings[encoding] = self.load(encoding)
+            if encoding == "indexed" and encoding not in self.encodings:  # the sliced key's buckets, listed
+                self.encodings[encoding] = index_key(self.get("sliced"))
+            if encoding not in self.encodings:
+                values = self.values()
+                if encoding == "plain" and self.name == KEY:
+                    values = _mission_key(values)
+                self.encodings[encoding] = encode_column(values, encoding, self.packing_factor())
+            return self.encodings[encoding]
+
+    def packing_factor(self) -> int | None:
+        """Decimals divide out the factor their values share (quantities are whole units); keys,
+        dates and codes are compared, not multiplied, and keep factor 1."""
+        return None if self.type is not None and self.type.is_decimal else 1
 
     def values(self) -> np.ndarray:
-        """The logical values, decoded from whichever encoding is at hand (plain first)."""
-        for name in ENCODINGS:
-            if name in self.encodings:
-                return self.encodings[name].decode()
+        """The logical values, decoded from whichever encoding is at hand (plain first), or read."""
+        with self.lock:
+            for name in ENCODINGS:
+                if name in self.encodings:
+                    return self.encodings[name].decode()
+            if self.stored:
+                return self.get(self.stored[0]).decode()
         raise ValueError(f"column {self.name} has no encoding")
+
+    def zone_buffers(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """(frame metadata, each frame's largest value, common factor) of the packed encoding, read
+        alone where the column is stored (the planner prunes by them before any words are read)."""
+        with self.lock:
+            if self._zones is None:
+                if "packed" not in self.encodings and self.load is not None and "packed" in self.stored:
+                    self._zones = self.load("zones")
+                else:
+                    packed = self.get("packed")
+                    self._zones = (packed.meta, packed.zone_max(), packed.factor)
+            return self._zones
+
+    def zones(self) -> tuple[np.ndarray, np.ndarray]:
+        """(each frame's smallest value, its largest): the zone map."""
+        meta, zmax, factor = self.zone_buffers()
+        return meta[:, 0] * np.int64(factor), zmax
+
+    def range(self) -> tuple[int, int] | None:
+        """(smallest, largest) value of the column, exact; None when it has no rows."""
+        lo, hi = self.zones()
+        return (int(lo.min()), int(hi.max())) if len(lo) else None
 
     @property
     def logical_bytes_per_row(self) -> int:
-        return LOGICAL[self.name][1]
+        if self.name in LOGICAL:
+            return LOGICAL[self.name][1]
+        t = self.type
+        return 8 if t is None or t.is_decimal else INTEGER_BYTES.get(t.name, 8)
+
+
+def _mission_key(values: np.ndarray) -> np.ndarray:
+    """The mission scan reads its key as int32 (the contract: keys within int32)."""
+    if values.dtype == np.int32:
+        return values
+    if values.size and (int(values.min()) < -(2**31) or int(values.max()) >= 2**31):
+        from gquery.errors import GqueryError
+
+        raise GqueryError(f"column {KEY} has values outside int32, which the mission scan needs")
+    return values.astype(np.int32)
+
+
+class ColumnBounds(dict):
+    """|value| bounds of columns, computed from their zone maps when first asked for (a store's
+    table reads no column to open)."""
+
+    def __init__(self, columns: dict[str, "Column"], given: dict | None = None):
+        super().__init__(given or {})
+        self._columns = columns
+
+    def __missing__(self, name: str) -> int:
+        r = self._columns[name].range()
+        self[name] = 0 if r is None else max(abs(r[0]), abs(r[1]))
+        return self[name]
 
 
 @dataclass
@@ -67,13 +149,46 @@ class Table:
     largest: dict[str, int]  # |value| bound of each factor column: decides 64- or 128-bit products
     pinned: bool = False  # host buffers are already page-locked and mapped (a store opened so)
     cache: dict = field(default_factory=dict, repr=False, compare=False)  # GPU-side copies: gpu/memory.py
+    sorted_by: str | None = None  # the column its rows are ordered by (a clustered store)
+    left_out: dict = field(default_factory=dict)  # columns the data has that the table does not hold, and why
 
     @classmethod
     def from_columns(cls, cols: LineitemColumns) -> "Table":
-        columns = {KEY: Column(KEY, {"plain": Plain(cols.suppkey)}),
-                   QUANTITY: Column(QUANTITY, {"plain": Plain(cols.quantity)}),
-                   PRICE: Column(PRICE, {"plain": Plain(cols.extendedprice)})}
+        columns = {KEY: Column(KEY, {"plain": Plain(cols.suppkey)}, MISSION_TYPES[KEY]),
+                   QUANTITY: Column(QUANTITY, {"plain": Plain(cols.quantity)}, MISSION_TYPES[QUANTITY]),
+                   PRICE: Column(PRICE, {"plain": Plain(cols.extendedprice)}, MISSION_TYPES[PRICE])}
         return cls(cols.rows, columns, cols.source, {QUANTITY: _largest(cols.quantity), PRICE: _largest(cols.extendedprice)})
+
+    @classmethod
+    def from_values(cls, values: dict, schema: Schema, dictionaries: dict | None = None, source: str = "<arrays>",
+                    sorted_by: str | None = None) -> "Table":
+        """A table of engine values (gquery.schema.engine_values: int64 a column) and their types."""
+        dictionaries = dictionaries or {}
+        lengths = {len(v) for v in values.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"{source}: columns differ in length")
+        columns = {name: Column(name, {"plain": Plain(np.ascontiguousarray(v, dtype=np.int64))}, schema.types[name],
+                                dictionaries.get(name)) for name, v in values.items()}
+        table = cls(lengths.pop() if lengths else 0, columns, source, {}, sorted_by=sorted_by,
+                    left_out=dict(schema.left_out))
+        table.largest = ColumnBounds(columns)
+        return table
+
+    def values(self, name: str) -> tuple[np.ndarray, tuple[str, ...] | None]:
+        """A column's engine values and dictionary (what a store is written from)."""
+        return np.asarray(self.columns[name].values(), dtype=np.int64), self.columns[name].dictionary
+
+    @property
+    def schema(self) -> Schema:
+        return Schema({n: c.type for n, c in self.columns.items() if c.type is not None}, dict(self.left_out))
+
+    @property
+    def frames(self) -> int:
+        return -(-self.rows // FRAME_ROWS)
+
+    def ranges(self, names) -> dict[str, tuple[int, int]]:
+        """Each column's exact (smallest, largest) value, from its zone maps ((0, 0) with no rows)."""
+        return {n: self.columns[n].range() or (0, 0) for n in names}
 
     def encoded(self, encoding: str) -> dict:
         """{column: its encoding} for an encoding set, derived where the table lacks it."""
@@ -83,8 +198,9 @@ class Table:
         e = self.encoded("plain")
         return LineitemColumns(e[KEY].values, e[QUANTITY].values, e[PRICE].values, self.source)
 
-    def logical_bytes(self) -> int:
-        return self.rows * sum(c.logical_bytes_per_row for c in self.columns.values())
+    def logical_bytes(self, names=QUERY_COLUMNS) -> int:
+        """Bytes a row of these columns takes as loaded (the mission's three by default)."""
+        return self.rows * sum(self.columns[n].logical_bytes_per_row for n in names if n in self.columns)
 
     def physical_bytes(self, encoding: str) -> int:
         return sum(e.nbytes for e in self.encoded(encoding).values())
@@ -95,11 +211,16 @@ class Table:
     def view(self, first_frame: int, end_frame: int) -> "Table":
         """Frames first_frame .. end_frame - 1 as a table of their own (one GPU's share), sharing
         the row buffers. Its factor bounds stay the whole table's: every share multiplies alike."""
-        columns = {name: Column(name, {e: frame_view(enc, first_frame, end_frame) for e, enc in col.encodings.items()})
-                   for name, col in self.columns.items()}
+        def share(col: Column) -> Column:  # what the parent has not read yet is read, then viewed, when asked for
+            return Column(col.name, {e: frame_view(enc, first_frame, end_frame) for e, enc in col.encodings.items()},
+                          col.type, col.dictionary, lambda e: frame_view(col.get(e), first_frame, end_frame),
+                          tuple(dict.fromkeys((*col.encodings, *col.stored))))
+
+        columns = {name: share(col) for name, col in self.columns.items()}
         first = first_frame * FRAME_ROWS
         rows = min(end_frame * FRAME_ROWS, self.rows) - first
-        return Table(rows, columns, f"{self.source} rows {first:,}..{first + rows:,}", self.largest, self.pinned)
+        return Table(rows, columns, f"{self.source} rows {first:,}..{first + rows:,}", self.largest, self.pinned,
+                     sorted_by=self.sorted_by, left_out=self.left_out)
 
     def describe(self, encoding: str) -> list[str]:
         e = self.encoded(encoding)
@@ -132,8 +253,9 @@ class PartedTable:
     def wide_products(self) -> bool:
         return wide_products(self.largest)
 
-    def logical_bytes(self) -> int:
-        return self.rows * sum(LOGICAL[name][1] for name in QUERY_COLUMNS)
+    def logical_bytes(self, names=QUERY_COLUMNS) -> int:
+        return self.rows * sum(LOGICAL[name][1] for name in names if name in LOGICAL) if self.tables is None else \
+            sum(t.logical_bytes(names) for t in self.tables)
 
     def describe(self, encoding: str) -> list[str]:
         held = "held in host memory" if self.tables is not None else f"read from disk {self.window} at a time"
@@ -152,4 +274,4 @@ def _largest(values: np.ndarray) -> int:
     return max(abs(int(values.min())), abs(int(values.max())))
 
 
-__all__ = ["Table", "PartedTable", "wide_products", "Column", "ENCODING_SETS", "KEY", "QUANTITY", "PRICE", "Indexed", "Packed", "Plain", "Sliced"]
+__all__ = ["Table", "PartedTable", "wide_products", "Column", "ColumnBounds", "ENCODING_SETS", "KEY", "QUANTITY", "PRICE", "Indexed", "Packed", "Plain", "Sliced"]

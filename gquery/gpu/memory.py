@@ -179,6 +179,16 @@ class GpuMemory:
             self._record_mapped(a, handle.device_pointer)
             return handle
 
+    def pin_in_place(self, table, arrays) -> None:
+        """Page-lock a table's host arrays where they lie (a store's buffers as they are read), mapped
+        for zero-copy reads; they stay so until release_table(table) or release()."""
+        self.hold(table)
+        for a in arrays:
+            owner = self.owner(a)
+            k = ("registered", owner.ctypes.data)
+            if owner.nbytes and k not in table.cache:
+                table.cache[k] = (self.register(owner), owner)
+
     def unregister(self, handle, a: np.ndarray) -> None:
         with _REGISTER_LOCK:
             held = _REGISTERED.get(a.ctypes.data)

@@ -1,0 +1,111 @@
+"""lineitem's files read a column at a time, as the engines hold columns (gquery.schema): what the
+store is encoded from, and what a query over files with no store reads.
+
+A column is read from every file of the source, checked and turned into int64 engine values, and
+let go before the next is read, so encoding a part of SF 10 holds one column (480 MB), not
+sixteen. A string column of too many distinct values (l_comment) is found out from its first row
+group and left out without reading the rest.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from gquery.errors import GqueryError
+from gquery.schema import MAX_DICTIONARY, NotHeld, Schema, engine_values, read_schema
+from gquery.sources import LineitemSource
+
+# dbgen's .tbl columns and the types DuckDB and tpchgen-cli give them
+TBL_SCHEMA = pa.schema([
+    ("l_orderkey", pa.int64()), ("l_partkey", pa.int64()), ("l_suppkey", pa.int64()), ("l_linenumber", pa.int32()),
+    ("l_quantity", pa.decimal128(15, 2)), ("l_extendedprice", pa.decimal128(15, 2)),
+    ("l_discount", pa.decimal128(15, 2)), ("l_tax", pa.decimal128(15, 2)), ("l_returnflag", pa.string()),
+    ("l_linestatus", pa.string()), ("l_shipdate", pa.date32()), ("l_commitdate", pa.date32()),
+    ("l_receiptdate", pa.date32()), ("l_shipinstruct", pa.string()), ("l_shipmode", pa.string()),
+    ("l_comment", pa.string())])
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+class ColumnReader:
+    """A source's schema (from the first file's metadata) and its columns one at a time."""
+
+    def __init__(self, source: LineitemSource):
+        self.source = source
+        if not source.files:
+            raise GqueryError(f"{source}: no files to read")
+        if source.format == "parquet":
+            import pyarrow.parquet as pq
+
+            try:
+                self._files = [pq.ParquetFile(f) for f in source.files]
+                arrow = self._files[0].schema_arrow
+            except (pa.ArrowException, OSError) as e:
+                raise GqueryError(f"{source.files[0]}: cannot read parquet: {_first_line(e)}") from None
+            for f, pf in zip(source.files[1:], self._files[1:]):
+                if pf.schema_arrow.names != arrow.names:
+                    raise GqueryError(f"{f}: its columns differ from {source.files[0]}'s")
+            self.rows = sum(pf.metadata.num_rows for pf in self._files)
+        else:
+            arrow, self._tbl = TBL_SCHEMA, self._read_tbl()
+            self.rows = self._tbl.num_rows
+        self.schema: Schema = read_schema(arrow)
+
+    def _read_tbl(self) -> pa.Table:
+        from pyarrow import csv
+
+        tables = []
+        for f in self.source.files:
+            try:
+                tables.append(csv.read_csv(f, read_options=csv.ReadOptions(column_names=[*TBL_SCHEMA.names, "_end"]),
+                                           parse_options=csv.ParseOptions(delimiter="|", quote_char=False),
+                                           convert_options=csv.ConvertOptions(
+                                               column_types=TBL_SCHEMA, include_columns=TBL_SCHEMA.names,
+                                               strings_can_be_null=False, null_values=[""])))
+            except (pa.ArrowException, OSError) as e:
+                raise GqueryError(f"{f}: cannot read .tbl: {_first_line(e)}") from None
+        return pa.concat_tables(tables)
+
+    def column(self, name: str) -> pa.ChunkedArray:
+        if self.source.format != "parquet":
+            return self._tbl.column(name)
+        t = self.schema.types.get(name)
+        chunks = []
+        for f, pf in zip(self.source.files, self._files):
+            try:
+                if t is not None and t.name == "VARCHAR" and not chunks and pf.metadata.num_row_groups > 1:
+                    first = pf.read_row_group(0, columns=[name]).column(0)
+                    if len(first.cast(pa.large_string()).unique()) > MAX_DICTIONARY:  # l_comment: no need to read the rest to know
+                        raise NotHeld(f"it has more than {MAX_DICTIONARY:,} distinct strings")
+                chunks += pf.read(columns=[name]).column(0).chunks
+            except (pa.ArrowException, OSError) as e:
+                raise GqueryError(f"{f}: cannot read parquet column {name}: {_first_line(e)}") from None
+        try:
+            return pa.chunked_array(chunks, type=self._files[0].schema_arrow.field(name).type) if chunks else \
+                pa.chunked_array([], type=self._files[0].schema_arrow.field(name).type)
+        except pa.ArrowInvalid as e:  # parts of one source typed differently
+            raise GqueryError(f"{self.source}: column {name} differs in type between files: {_first_line(e)}") from None
+
+    def values(self, name: str):
+        """(int64 engine values, dictionary or None); NotHeld (a ValueError) saying why it cannot be."""
+        return engine_values(self.column(name), self.schema.types[name])
+
+
+def read_table(source: LineitemSource, columns=None):
+    """A Table of a source's columns (every column the engines can hold by default), read now."""
+    from gquery.table import Table
+
+    reader = ColumnReader(source)
+    names = [n for n in (columns or reader.schema.types)]
+    values, dictionaries, left_out = {}, {}, dict(reader.schema.left_out)
+    for name in names:
+        if name not in reader.schema.types:
+            raise GqueryError(f"{source}: column {name}: {reader.schema.left_out.get(name, 'no such column')}")
+        try:
+            values[name], dictionaries[name] = reader.values(name)
+        except NotHeld as e:
+            left_out[name] = str(e)
+    schema = Schema({n: reader.schema.types[n] for n in values}, left_out)
+    return Table.from_values(values, schema, dictionaries, str(source))
