@@ -16,19 +16,20 @@ class Build:
     """One compilation of one source: what the engine and the ladder launch, and what the CPU test
     compiles with nvcc for spills."""
 
-    source: str
+    source: str  # a file of cuda/, or a name for generated `code`
     defines: tuple[tuple[str, int], ...] = ()
     options: tuple[str, ...] = field(default=())
+    code: str = ""  # generated source (gpu/codegen.py): compiled as it is, cached by its text
 
     def nvcc_options(self) -> list[str]:
         return [*BASE_OPTIONS, *self.options, *(f"-D{k}={v}" for k, v in self.defines)]
 
     def text(self) -> str:
-        return (CUDA_DIR / self.source).read_text()
+        return self.code or (CUDA_DIR / self.source).read_text()
 
 
-def build(source: str, options: tuple[str, ...] = (), **defines: int) -> Build:
-    return Build(source, tuple(sorted(defines.items())), tuple(options))
+def build(source: str, options: tuple[str, ...] = (), code: str = "", **defines: int) -> Build:
+    return Build(source, tuple(sorted(defines.items())), tuple(options), code)
 
 
 _modules: dict = {}

@@ -135,6 +135,7 @@ class GpuMemory:
         self._scratch: dict[str, object] = {}
         self._copiers: dict[int, HostCopier] = {}
         self._tables = weakref.WeakValueDictionary()  # tables this layer cached memory into (hold)
+        self.on_own_thread = lambda fn, *args: fn(*args)  # set by gpu.device: runs fn where the context is current
 
     def hold(self, table) -> None:
         """Note a table this layer put memory into (table.cache): release() frees it there too, on
@@ -181,7 +182,11 @@ class GpuMemory:
 
     def pin_in_place(self, table, arrays) -> None:
         """Page-lock a table's host arrays where they lie (a store's buffers as they are read), mapped
-        for zero-copy reads; they stay so until release_table(table) or release()."""
+        for zero-copy reads; they stay so until release_table(table) or release(). On this layer's own
+        thread, whichever thread read them."""
+        self.on_own_thread(self._pin_in_place, table, arrays)
+
+    def _pin_in_place(self, table, arrays) -> None:
         self.hold(table)
         for a in arrays:
             owner = self.owner(a)
@@ -339,6 +344,14 @@ class GpuMemory:
                 buf[0].free()
             buf = self._scratch[name] = (self.device_empty(nbytes), nbytes)
         return buf[0]
+
+    def scratch_mapped(self, name: str, n: int, dtype) -> np.ndarray:
+        """A named page-locked host array of n elements that kernels read in place, kept across calls."""
+        key = f"{name}:mapped:{np.dtype(dtype).str}"
+        arr = self._scratch.get(key)
+        if arr is None or len(arr) < n:
+            arr = self._scratch[key] = self.mapped_empty(max(n, 1), dtype)
+        return arr[:n]
 
     def scratch_host(self, name: str, n: int, dtype, pinned: bool) -> np.ndarray:
         """A named host array of n elements, page-locked or not, kept across calls."""

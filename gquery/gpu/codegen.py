@@ -1,0 +1,356 @@
+"""A query's shape → the source of one fused kernel, composed from the tile primitives of
+cuda/fused.cuh, so the kernel body reads like the plan: decide a frame's rows by its predicate
+columns, then decode the value columns of the rows that passed and accumulate.
+
+The source depends only on the shape: which columns, the predicate's and aggregates' expression
+trees, their types and scales, the number of groups. Every constant (Z, dates, bounds, a string's
+code in a part's dictionary, the 1 of 1 - l_discount) is a kernel argument, so a new constant never
+recompiles; the compile cache is keyed by the source text (gpu/kernels.py).
+
+Arithmetic is exact by construction: each node is computed in 64 bits where its range (from the
+columns' zone maps and the constants, query.bounds) proves every value fits, else in 128 bits; a
+value that could pass 2^127 is refused here (the CPU answers). A sum whose rows could together pass
+2^127 is kept as two 128-bit sums, of its values' low 64 bits and of their high bits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gquery.errors import GqueryError
+from gquery.query import (And, Arith, Cast, Column, Compare, Expr, InList, Literal, Negate, Not, Or, Query, bounds,
+                          scale_of)
+
+I64_LIMIT = 2**63
+I128_LIMIT = 2**127
+MAX_GROUPS = 1024  # groups a block accumulates in shared memory
+SHARED_ACC_BYTES = 40 << 10  # what the groups' accumulators may take of a block's shared memory
+
+
+class NotOnGpu(GqueryError):
+    """A query of the class that the fused kernel does not run (the message says why): the CPU answers."""
+
+
+@dataclass(frozen=True)
+class Accumulator:
+    """One running aggregate of a group: 'sum' (a 128-bit sum: 2 words), 'wide' (two: 4 words),
+    'min' or 'max' (one signed 64-bit word). `code` is its argument, in the kernel's terms."""
+
+    kind: str
+    code: str
+    ctype: str
+
+    @property
+    def words(self) -> int:
+        return {"sum": 2, "wide": 4, "min": 1, "max": 1}[self.kind]
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """The shape of a fused kernel: everything its source depends on."""
+
+    columns: tuple[str, ...]  # kernel column slots, predicate columns first
+    predicate_slots: tuple[int, ...]
+    value_slots: tuple[int, ...]
+    predicate: str  # C boolean expression of v<slot> and k<constant>; "" for no predicate
+    constants: int
+    accumulators: tuple[Accumulator, ...]
+    group_slots: tuple[int, ...]  # group columns' slots (0 to 2)
+    group_cards: tuple[int, ...]  # values a group column may take in a part: the groups are their product
+    comment: str = ""
+
+    @property
+    def groups(self) -> int:
+        g = 1
+        for c in self.group_cards:
+            g *= c
+        return g
+
+    @property
+    def words(self) -> int:
+        """Accumulator words a group: its row count, then each accumulator's."""
+        return 1 + sum(a.words for a in self.accumulators)
+
+
+class _Emitter:
+    """Walks expression trees into C, numbering constants as it meets them: the same walk over a
+    part's lowered tree gives that part's constants in the same order."""
+
+    def __init__(self, slots: dict[str, int], ranges: dict[str, tuple[int, int]]):
+        self.slots, self.ranges = slots, ranges
+        self.values: list[int] = []
+
+    def const(self, v: int) -> str:
+        if not -I64_LIMIT <= v < I64_LIMIT:
+            raise NotOnGpu(f"the constant {v} does not fit 64 bits")
+        self.values.append(v)
+        return f"k{len(self.values) - 1}"
+
+    def wide(self, e: Expr) -> bool:
+        lo, hi = bounds(e, self.ranges)
+        if max(-lo, hi) >= I128_LIMIT:
+            raise NotOnGpu(f"{e} may pass 128 bits")
+        return max(-lo, hi) >= I64_LIMIT
+
+    def number(self, e: Expr) -> tuple[str, str]:
+        """(C expression, C type) of a numeric node's unscaled value."""
+        if isinstance(e, Column):
+            return f"v{self.slots[e.name]}", "long long"
+        if isinstance(e, Literal):
+            return self.const(int(e.value)), "long long"
+        ctype = "i128" if self.wide(e) else "long long"
+        if isinstance(e, Negate):
+            code, _ = self.number(e.arg)
+            return f"(-({ctype}){code})", ctype
+        if isinstance(e, Cast):
+            code, _ = self.number(e.arg)
+            k = scale_of(e.type) - scale_of(e.arg.type)
+            return (f"(({ctype}){code} * {10**k}LL)" if k else f"(({ctype}){code})"), ctype
+        if isinstance(e, Arith):
+            left, _ = self.number(e.left)
+            right, _ = self.number(e.right)
+            if e.op != "*":
+                s = scale_of(e.type)
+                left, right = _scaled(left, s - scale_of(e.left.type), ctype), _scaled(right, s - scale_of(e.right.type), ctype)
+            return f"(({ctype}){left} {e.op} ({ctype}){right})", ctype
+        raise NotOnGpu(f"{type(e).__name__} is not arithmetic the fused kernel computes")
+
+    def boolean(self, e: Expr) -> str:
+        if isinstance(e, Literal):
+            return "true" if e.value else "false"
+        if isinstance(e, And):
+            return "(" + " && ".join(self.boolean(a) for a in e.args) + ")"
+        if isinstance(e, Or):
+            return "(" + " || ".join(self.boolean(a) for a in e.args) + ")"
+        if isinstance(e, Not):
+            return f"(!{self.boolean(e.arg)})"
+        if isinstance(e, InList):
+            x, _ = self.number(e.arg)
+            test = "(" + " || ".join(f"{x} == {self.const(int(v.value))}" for v in e.values) + ")"
+            return f"(!{test})" if e.negated else test
+        if isinstance(e, Compare):
+            op = "!=" if e.op == "<>" else "==" if e.op == "=" else e.op
+            s = max(scale_of(e.left.type), scale_of(e.right.type))
+            lb, rb = bounds(e.left, self.ranges), bounds(e.right, self.ranges)
+            kl, kr = 10 ** (s - scale_of(e.left.type)), 10 ** (s - scale_of(e.right.type))
+            reach = max(abs(lb[0]) * kl, abs(lb[1]) * kl, abs(rb[0]) * kr, abs(rb[1]) * kr)
+            if reach >= I128_LIMIT:
+                raise NotOnGpu(f"{e} compares values that may pass 128 bits")
+            ctype = "i128" if reach >= I64_LIMIT else "long long"
+            left, _ = self.number(e.left)
+            right, _ = self.number(e.right)
+            return f"({_scaled(left, s - scale_of(e.left.type), ctype)} {op} {_scaled(right, s - scale_of(e.right.type), ctype)})"
+        raise NotOnGpu(f"{type(e).__name__} is not a predicate the fused kernel tests")
+
+
+def _scaled(code: str, k: int, ctype: str) -> str:
+    return f"(({ctype}){code} * {10**k}LL)" if k else f"(({ctype}){code})"
+
+
+def kernel_spec(query: Query, lowered: Expr | None, ranges: dict[str, tuple[int, int]], rows: int,
+                group_cards: tuple[int, ...]) -> tuple[KernelSpec, list[int]]:
+    """The kernel's shape for a query, and one part's constants. `lowered`: the part's predicate
+    (prune.lower); `ranges`: every column's range over all parts (so every part gets the same
+    shape); `rows`: the most rows a part has (what a sum may add up to); `group_cards`: values each
+    group column may take within a part."""
+    predicate_columns = [] if lowered is None else list(lowered.columns())
+    value_columns = [c for c in query.value_columns() if c not in predicate_columns]
+    columns = tuple(predicate_columns + value_columns)
+    slots = {c: i for i, c in enumerate(columns)}
+    em = _Emitter(slots, ranges)
+    predicate = "" if lowered is None else em.boolean(lowered)
+    accumulators, seen = [], {}
+    for a in query.aggregates:
+        if a.func == "count" or a.arg is None:
+            continue
+        kind = "sum" if a.func in ("sum", "avg") else a.func
+        key = (kind, a.arg)
+        if key in seen:
+            continue
+        code, ctype = em.number(a.arg)
+        lo, hi = bounds(a.arg, ranges)
+        if kind in ("min", "max") and ctype != "long long":
+            raise NotOnGpu(f"{a} takes values past 64 bits")
+        if kind == "sum" and max(-lo, hi) * max(rows, 1) >= I128_LIMIT:
+            kind = "wide"
+        seen[key] = len(accumulators)
+        accumulators.append(Accumulator(kind, code, ctype))
+    group_slots = tuple(slots[c.name] for c in query.group_by)
+    spec = KernelSpec(columns, tuple(range(len(predicate_columns))),
+                      tuple(slots[c] for c in query.value_columns()), predicate, len(em.values), tuple(accumulators),
+                      group_slots, tuple(group_cards), comment=_shape(query))
+    if spec.groups > MAX_GROUPS or spec.groups * spec.words * 8 > SHARED_ACC_BYTES:
+        raise NotOnGpu(f"{spec.groups:,} groups of {spec.words} accumulator words do not fit a block's shared memory")
+    return spec, em.values
+
+
+def _shape(query: Query) -> str:
+    """What the kernel computes, without the constants its source must not depend on."""
+    aggs = ", ".join(f"{a.func.upper()}({'*' if a.arg is None else ','.join(a.arg.columns()) or 'constant'})"
+                     for a in query.aggregates)
+    group = f" GROUP BY {', '.join(c.name for c in query.group_by)}" if query.group_by else ""
+    where = f" WHERE <predicate on {', '.join(query.predicate_columns())}>" if query.where is not None else ""
+    return f"{aggs}{where}{group}"
+
+
+def accumulator_index(query: Query, spec: KernelSpec) -> list[int | None]:
+    """For each of query.aggregates, the index of its accumulator in spec (None: COUNT, the rows)."""
+    out, k, seen = [], 0, {}
+    for a in query.aggregates:
+        if a.func == "count" or a.arg is None:
+            out.append(None)
+            continue
+        kind = "sum" if a.func in ("sum", "avg") else a.func
+        if (kind, a.arg) not in seen:
+            seen[(kind, a.arg)] = k
+            k += 1
+        out.append(seen[(kind, a.arg)])
+    return out
+
+
+def source(spec: KernelSpec, block_threads: int) -> str:
+    """The kernel's CUDA source."""
+    n = len(spec.columns)
+    params = [f"const unsigned* __restrict__ w{i}, const longlong2* __restrict__ m{i}, long long b{i}, long long f{i}"
+              for i in range(n)]
+    params += [f"long long k{j}" for j in range(spec.constants)]
+    params += [f"long long g{j}" for j in range(len(spec.group_slots))]
+    params += ["const signed char* __restrict__ classes", "long long frames", "long long rows", "u64* __restrict__ acc",
+               "long long in_place", "u64* __restrict__ counters"]
+    init = ", ".join(f"{w}ull" for w in initial_words(spec)[:spec.words])
+    lines = [f"// {spec.comment}", f"// columns: {', '.join(f'v{i} = {c}' for i, c in enumerate(spec.columns))}",
+             '#include "fused.cuh"', "",
+             f"#define GROUPS {spec.groups}", f"#define WORDS {spec.words}",
+             f"__constant__ u64 INITIAL[WORDS] = {{{init}}};  // a group's words before any row", "",
+             f'extern "C" __global__ void __launch_bounds__({block_threads})',
+             "fused(" + ",\n      ".join(params) + ") {"]
+    body = ["    FUSED_BEGIN(GROUPS, WORDS, INITIAL);"]
+    body += [f"    {_register(a, k)}" for k, a in enumerate(spec.accumulators)] if spec.groups == 1 else []
+    body += ["    for (long long f = first_frame(); f < frames; f += frame_stride()) {",
+             "        const int cls = classes ? classes[f] : ALWAYS;",
+             "        if (cls == NEVER) continue;",
+             "        const unsigned valid = frame_rows(f, rows);",
+             "        unsigned mask = cls == ALWAYS ? lanes_below(valid) : 0u;"]
+    if spec.predicate:
+        body += ["        if (cls == CHECK) {"]
+        body += [f"            const Frame p{i} = frame_of(w{i}, m{i}, b{i}, f);" for i in spec.predicate_slots]
+        body += ["#pragma unroll 4",
+                 "            for (int j = 0; j < 32; ++j) {",
+                 "                const unsigned s = 32 * j + lane_id();"]
+        body += [f"                const long long v{i} = value_at(p{i}, s, f{i});" for i in spec.predicate_slots]
+        body += [f"                mask |= (unsigned)(s < valid && {spec.predicate}) << j;",
+                 "            }",
+                 "        }"]
+    body += ["        if (!__any_sync(FULL_MASK, mask)) continue;  // late materialization: no value byte for a frame that selects nothing",
+             "        frames_read += 1;"]
+    body += [f"        const Frame q{i} = frame_of(w{i}, m{i}, b{i}, f);" for i in spec.value_slots]
+    body += ["        for (unsigned left = mask; left; left &= left - 1) {",
+             "            const unsigned s = 32 * (__ffs(left) - 1) + lane_id();"]
+    body += [f"            const long long v{i} = value_at(q{i}, s, f{i});" for i in spec.value_slots]
+    body += ["            rows_selected += 1;"]
+    if spec.groups == 1:
+        body += [f"            {_accumulate(a, k)}" for k, a in enumerate(spec.accumulators)]
+    else:
+        group = _group_index(spec)
+        body += [f"            u64* const g = group_acc + (long long)({group}) * WORDS;", "            atomicAdd(g, 1ull);"]
+        offset = 1
+        for a in spec.accumulators:
+            body += [f"            {_shared_accumulate(a, offset)}"]
+            offset += a.words
+    body += ["        }", "    }"]
+    if spec.groups == 1:
+        body += ["    atomicAdd(group_acc, rows_selected);"]
+        offset = 1
+        for k, a in enumerate(spec.accumulators):
+            body += [f"    {_flush_register(a, k, offset)}"]
+            offset += a.words
+    body += ["    count_in_place(in_place, rows_selected, frames_read);",
+             "    __syncthreads();  // every warp's rows are in the block's words: add them to the table's",
+             "    for (int group = threadIdx.x; group < GROUPS; group += blockDim.x) {",
+             "        const u64* const from = group_acc + group * WORDS;",
+             "        u64* const to = acc + (long long)group * WORDS;",
+             "        if (from[0] == 0) continue;",
+             "        atomicAdd(to, from[0]);"]
+    offset = 1
+    for a in spec.accumulators:
+        if a.kind in ("sum", "wide"):
+            body += [f"        atomic_add_128(to + {o}, from_words(from[{o}], from[{o + 1}]));" for o in range(offset, offset + a.words, 2)]
+        else:
+            body += [f"        atomic{'Min' if a.kind == 'min' else 'Max'}((long long*)(to + {offset}), (long long)from[{offset}]);"]
+        offset += a.words
+    body += ["    }", "    flush_in_place(counters);", "}"]
+    return "\n".join(lines + body) + "\n"
+
+
+def _register(a: Accumulator, k: int) -> str:
+    if a.kind == "sum":
+        return f"i128 a{k} = 0;"
+    if a.kind == "wide":
+        return f"i128 a{k} = 0, h{k} = 0;  // the values' low 64 bits, and their high bits"
+    return f"long long a{k} = {'LLONG_MAX' if a.kind == 'min' else 'LLONG_MIN'};"
+
+
+def _accumulate(a: Accumulator, k: int) -> str:
+    if a.kind == "sum":
+        return f"a{k} += (i128){a.code};"
+    if a.kind == "wide":
+        return f"{{ const i128 x = (i128){a.code}; a{k} += (i128)(u64)x; h{k} += (i128)(long long)(x >> 64); }}"
+    return f"a{k} = {'min' if a.kind == 'min' else 'max'}(a{k}, (long long){a.code});"
+
+
+def _shared_accumulate(a: Accumulator, offset: int) -> str:
+    if a.kind == "sum":
+        return f"atomic_add_128(g + {offset}, (i128){a.code});"
+    if a.kind == "wide":
+        return (f"{{ const i128 x = (i128){a.code}; atomic_add_128(g + {offset}, (i128)(u64)x); "
+                f"atomic_add_128(g + {offset + 2}, (i128)(long long)(x >> 64)); }}")
+    return f"atomic{'Min' if a.kind == 'min' else 'Max'}((long long*)(g + {offset}), (long long){a.code});"
+
+
+def _flush_register(a: Accumulator, k: int, offset: int) -> str:
+    if a.kind == "sum":
+        return f"atomic_add_128(group_acc + {offset}, a{k});"
+    if a.kind == "wide":
+        return f"atomic_add_128(group_acc + {offset}, a{k}); atomic_add_128(group_acc + {offset + 2}, h{k});"
+    return f"atomic{'Min' if a.kind == 'min' else 'Max'}((long long*)(group_acc + {offset}), a{k});"
+
+
+def _group_index(spec: KernelSpec) -> str:
+    """(v_a - g0) * card_b + (v_b - g1): the group's index from its columns' values and a part's bases."""
+    terms = [f"(v{s} - g{j})" for j, s in enumerate(spec.group_slots)]
+    if len(terms) == 1:
+        return terms[0]
+    return f"{terms[0]} * {spec.group_cards[1]}LL + {terms[1]}"
+
+
+def initial_words(spec: KernelSpec) -> list[int]:
+    """A group's accumulator words before any row: zero counts and sums, min at INT64_MAX, max at INT64_MIN."""
+    words = [0]
+    for a in spec.accumulators:
+        if a.kind in ("min", "max"):
+            words.append((2**63 - 1) if a.kind == "min" else 2**63)  # as uint64 bit patterns
+        else:
+            words += [0] * a.words
+    return words * spec.groups
+
+
+def read_group(spec: KernelSpec, words, g: int) -> tuple[int, list]:
+    """(rows, each accumulator's exact value) of group g from the accumulator words (uint64)."""
+    base = g * spec.words
+    rows = int(words[base])
+    out, k = [], base + 1
+    for a in spec.accumulators:
+        if a.kind == "sum":
+            out.append(_signed_128(words[k], words[k + 1]))
+        elif a.kind == "wide":
+            out.append(_signed_128(words[k], words[k + 1]) + (_signed_128(words[k + 2], words[k + 3]) << 64))
+        else:
+            v = int(words[k])
+            out.append(v - 2**64 if v >= 2**63 else v)
+        k += a.words
+    return rows, out
+
+
+def _signed_128(lo, hi) -> int:
+    total = (int(hi) << 64) | int(lo)
+    return total - (1 << 128) if total >= 1 << 127 else total

@@ -1,0 +1,72 @@
+// Tile primitives of the fused kernels that gquery/gpu/codegen.py writes, one a query shape.
+// A warp takes a frame of FRAME_ROWS = 1024 rows at a time (lane l: slots l, 32 + l, ..., 992 + l), so
+// a warp's 32 reads of one column fall on `width` consecutive words: every load coalesced, decoded
+// where it lies (device memory, a streamed chunk, or mapped host memory read in place).
+//   frame_of   a column's frame: its reference, its first word, its width (one broadcast load)
+//   value_at   slot s of a frame: reference + its bits, times the column's common factor
+//   frame_rows the rows of a frame (the table's last frame may be short)
+// Accumulators: a block keeps WORDS words a group in shared memory (a row count, 128-bit sums as two
+// words, min and max as one); FUSED_BEGIN sets them to INITIAL, the generated epilogue adds them to
+// the table's words in global memory with 128-bit atomic adds (carries kept) and 64-bit atomic min/max.
+#pragma once
+#include <climits>
+#include "tile.cuh"
+
+#define FRAME_ROWS 1024
+#define FULL_MASK 0xFFFFFFFFu
+
+enum { NEVER = 0, CHECK = 1, ALWAYS = 2 };  // a frame's class (gquery/prune.py)
+
+__device__ __forceinline__ unsigned lane_id() { return threadIdx.x & 31; }
+
+// Warp w of the grid takes frames w, w + warps, ...
+__device__ __forceinline__ long long first_frame() { return (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); }
+__device__ __forceinline__ long long frame_stride() { return (long long)gridDim.x * (blockDim.x >> 5); }
+
+__device__ __forceinline__ unsigned frame_rows(long long f, long long rows) {
+    const long long left = rows - f * FRAME_ROWS;
+    return left >= FRAME_ROWS ? FRAME_ROWS : (unsigned)left;
+}
+
+// Bit j: slot 32 j + lane is a row of the frame.
+__device__ __forceinline__ unsigned lanes_below(unsigned valid) {
+    if (valid >= FRAME_ROWS) return FULL_MASK;
+    unsigned m = 0;
+    for (int j = 0; j < 32; ++j) m |= (unsigned)(32u * j + lane_id() < valid) << j;
+    return m;
+}
+
+// Frame f of a column whose metadata starts at this chunk's first frame; `base`: the word offset its
+// `words` pointer starts at (a streamed chunk holds a slice of the words; 0 where they lie whole).
+__device__ __forceinline__ Frame frame_of(const unsigned* words, const longlong2* meta, long long base, long long f) {
+    return frame_from(__ldg(meta + f), words, base);
+}
+
+__device__ __forceinline__ long long value_at(const Frame& fr, unsigned slot, long long factor) {
+    return (long long)((u64)fr.reference + extract_bits(fr.words, slot * fr.width, fr.width)) * factor;
+}
+
+// The block's accumulators, set to a group's initial words; and a thread's count of selected rows
+// (a query without GROUP BY keeps its sums in registers and adds them to the block's words once).
+#define FUSED_BEGIN(GROUPS_, WORDS_, INITIAL_)                                          \
+    __shared__ u64 group_acc[(GROUPS_) * (WORDS_)];                                     \
+    __shared__ u64 in_place_reads[2];                                                   \
+    for (int i = threadIdx.x; i < (GROUPS_) * (WORDS_); i += blockDim.x)                \
+        group_acc[i] = INITIAL_[i % (WORDS_)];                                          \
+    if (threadIdx.x < 2) in_place_reads[threadIdx.x] = 0;                               \
+    __syncthreads();                                                                    \
+    u64 rows_selected = 0, frames_read = 0
+
+// What the kernel read of mapped host memory, for the profile: `in_place` columns of each selected
+// row (a value each), and of each frame with a selected row (its metadata).
+#define count_in_place(IN_PLACE, ROWS, FRAMES)                                                   \
+    if (IN_PLACE) {                                                                              \
+        atomicAdd(&in_place_reads[0], (u64)(IN_PLACE) * (ROWS));                                 \
+        if (lane_id() == 0) atomicAdd(&in_place_reads[1], (u64)(IN_PLACE) * (FRAMES));           \
+    }
+
+#define flush_in_place(COUNTERS)                                                                 \
+    if (threadIdx.x == 0 && (in_place_reads[0] | in_place_reads[1])) {                           \
+        atomicAdd((COUNTERS), in_place_reads[0]);                                                \
+        atomicAdd((COUNTERS) + 1, in_place_reads[1]);                                            \
+    }

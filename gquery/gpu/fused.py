@@ -1,0 +1,248 @@
+"""Runs a fused plan (gquery.fusedplan) on one GPU: its chunks' copies on one copy stream, the
+generated kernel on compute streams under them, columns read in place where the plan placed them,
+and CUDA events around every stage, on the same pipeline the mission scan uses (its streams, events,
+rings and memory layer: gpu/executor.Engine).
+
+    chunk k:  copy stream    H2D of each streamed column's frames (words and metadata) into ring slot k % s
+              compute k % c  wait for the copy; the fused kernel over the chunk's frames
+    end:      the tables' accumulator words back in one copy; each table's groups read out exactly
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from gquery.encodings import FRAME_ROWS, PAD_WORDS
+from gquery.fusedplan import FusedPlan, TablePlan
+from gquery.gpu import codegen, kernels
+from gquery.host import host_threads
+from gquery.profile import Profile
+
+BLOCK_THREADS = 128  # 4 warps: a warp a frame
+MIN_BLOCKS_PER_SM = 4  # the generated kernels fit 128 registers without spills
+COUNTER_WORDS = 2  # a table's: values read in place, frames whose metadata was read in place
+SECTOR = 32  # the smallest read a GPU load makes of host memory
+
+
+def fused_build(spec: codegen.KernelSpec) -> kernels.Build:
+    return kernels.build("fused", code=codegen.source(spec, BLOCK_THREADS).replace(
+        f"__launch_bounds__({BLOCK_THREADS})", f"__launch_bounds__({BLOCK_THREADS}, {MIN_BLOCKS_PER_SM})"))
+
+
+@dataclass
+class TableRun:
+    """One table's answer: per group (its index), its rows and its accumulators' exact values."""
+
+    plan: TablePlan
+    groups: dict[int, tuple[int, list]]
+    values_in_place: int
+    frames_in_place: int
+
+
+@dataclass
+class FusedRun:
+    tables: list[TableRun]
+    profile: Profile
+    plan: FusedPlan
+
+
+class FusedRunner:
+    """The fused kernel's side of an Engine: compiled kernels by shape, and one run of a plan."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self._functions: dict = {}
+
+    def function(self, spec: codegen.KernelSpec):
+        build = fused_build(spec)
+        if build not in self._functions:
+            f = kernels.function(build, "fused")
+            f.prepare("PPqq" * len(spec.columns) + "q" * (spec.constants + len(spec.group_slots)) + "PqqPqP")
+            self._functions[build] = f
+        return self._functions[build]
+
+    def blocks(self, spec, frames: int) -> int:
+        """One wave of what the GPU holds, or fewer blocks where the chunk has fewer frames."""
+        f = self.function(spec)
+        per_sm = max(1, kernels.blocks_per_sm(f, BLOCK_THREADS))
+        return max(1, min(-(-frames // (BLOCK_THREADS // 32)), self.engine.device.sm_count * per_sm))
+
+    def close(self) -> None:
+        self._functions.clear()
+
+    # --- where each column's bytes are -----------------------------------------------------------
+    def _host(self, table, column: str, buffer: str, mode: str) -> np.ndarray:
+        array = table.columns[column].get("packed").buffers()[buffer].reshape(-1)
+        return self.engine._host_buffer(table, (column, "fused", buffer), array, mode)
+
+    def _device(self, table, column: str, buffer: str):
+        array = table.columns[column].get("packed").buffers()[buffer].reshape(-1)
+        return self.engine._resident(table, (column, "fused", buffer), array)
+
+    def run(self, plan: FusedPlan) -> FusedRun:
+        eng = self.engine
+        memory, cuda = eng.memory, eng._cuda
+        spec = plan.spec
+        fn = self.function(spec)
+        t_setup = time.perf_counter()
+        tables = [tp.table for tp in plan.tables]
+        for t in tables:
+            memory.hold(t)
+        sources = {}  # (table index, column, buffer) → host array (mapped where it can be) or device allocation
+        for i, tp in enumerate(plan.tables):
+            for c in spec.columns:
+                for b in ("meta", "words"):
+                    sources[(i, c, b)] = (self._device(tp.table, c, b) if plan.mode == "resident"
+                                          else self._host(tp.table, c, b, plan.mode))
+        if plan.mode == "resident":
+            cuda.Context.synchronize()  # uploads done before the query's clock starts
+        setup_ms = (time.perf_counter() - t_setup) * 1e3
+
+        # every chunk's copies, sized before anything is queued (a ring slot regrown mid-run would be
+        # freed under a kernel still reading it)
+        chunks = [(i, ch) for i, tp in enumerate(plan.tables) for ch in tp.chunks]
+        slots = 3 if any(ch.streamed for _, ch in chunks) else 1
+        need: dict = {}
+        for i, ch in chunks:
+            packed = {c: plan.tables[i].table.columns[c].get("packed") for c in ch.streamed}
+            for c in ch.streamed:
+                w0, w1 = packed[c].frame_words(ch.first, ch.end)
+                need[(c, "words")] = max(need.get((c, "words"), 0), 4 * (w1 - w0 + PAD_WORDS) + 64)
+                need[(c, "meta")] = max(need.get((c, "meta"), 0), 16 * ch.frames)
+        if slots > 1:
+            copy, *compute = eng.streams(slots + 1)
+        else:
+            copy = eng.streams(1)[0]
+            compute = [copy]
+        ring = [{k: memory.scratch_device(f"fused{s}:{k[0]}.{k[1]}", n) for k, n in need.items()} for s in range(slots)]
+        staging = plan.mode == "pageable"
+        stage_bufs = ([{k: memory.scratch_host(f"fusedstage{s}:{k[0]}.{k[1]}", n, np.uint8, pinned=True)
+                        for k, n in need.items()} for s in range(2)] if staging and need else [])
+        copier = memory.copier(host_threads()) if stage_bufs else None
+
+        classes = memory.scratch_mapped("fused:classes", sum(len(tp.classes) for tp in plan.tables), np.int8)
+        class_at, at = [], 0
+        for tp in plan.tables:
+            classes[at:at + len(tp.classes)] = tp.classes
+            class_at.append(at)
+            at += len(tp.classes)
+        classes_d = memory.mapped_pointer(classes) if len(classes) else 0
+
+        words_per_table = COUNTER_WORDS + spec.groups * spec.words
+        acc_d = memory.scratch_device("fused:acc", 8 * words_per_table * len(plan.tables))
+        acc_h = memory.scratch_host("fused:acc", words_per_table * len(plan.tables), np.uint64, pinned=True)
+        init = memory.scratch_host("fused:init", words_per_table * len(plan.tables), np.uint64, pinned=True)
+        image = np.array([0] * COUNTER_WORDS + codegen.initial_words(spec), dtype=np.uint64)
+        init[:] = np.tile(image, len(plan.tables))
+
+        from gquery.gpu.executor import Timeline  # the engine's: events on one time axis
+
+        tl = Timeline(cuda, copy, pool=eng._events)
+        memory.htod_async(int(acc_d), init, copy)
+        ring_free, stage_free, last_kernel = [None] * slots, [None] * len(stage_bufs), {}
+        h2d_bytes = 0
+        for n, (i, ch) in enumerate(chunks):
+            tp, slot = plan.tables[i], n % slots
+            table = tp.table
+            parts = {}
+            for c in ch.streamed:
+                packed = table.columns[c].get("packed")
+                w0, w1 = packed.frame_words(ch.first, ch.end)
+                parts[(c, "words")] = sources[(i, c, "words")][w0:w1]
+                parts[(c, "meta")] = sources[(i, c, "meta")][2 * ch.first:2 * ch.end]
+            if stage_bufs:  # pageable: host threads copy the chunk into a pinned buffer first
+                s = n % len(stage_bufs)
+                if stage_free[s] is not None:
+                    stage_free[s].synchronize()
+                t0 = time.perf_counter()
+                targets = {k: stage_bufs[s][k][:v.nbytes].view(v.dtype) for k, v in parts.items()}
+                copier.copy((targets[k], parts[k]) for k in parts)
+                tl.host("staging", n, t0, time.perf_counter())
+                parts = targets
+            if parts:
+                if ring_free[slot] is not None:
+                    copy.wait_for_event(ring_free[slot])
+                begin = tl.event(copy)
+                for k, part in parts.items():
+                    memory.htod_async(int(ring[slot][k]), part, copy)
+                    h2d_bytes += part.nbytes
+                copied = tl.event(copy)
+                tl.gpu("h2d", "copy", n, begin, copied)
+                if stage_bufs:
+                    stage_free[n % len(stage_bufs)] = copied
+            lane = slot % len(compute)
+            stream = compute[lane]
+            if parts:
+                stream.wait_for_event(copied)
+            args = []
+            for c in spec.columns:
+                if c in ch.streamed:
+                    w0, _ = table.columns[c].get("packed").frame_words(ch.first, ch.end)
+                    args += [int(ring[slot][(c, "words")]), int(ring[slot][(c, "meta")]), w0]
+                elif c in ch.zero_copy or (plan.mode != "resident" and c in _needed(spec, ch)):
+                    words, meta = sources[(i, c, "words")], sources[(i, c, "meta")]
+                    args += [memory.mapped_pointer(words), memory.mapped_pointer(meta[2 * ch.first:]), 0]
+                elif plan.mode == "resident":
+                    args += [int(sources[(i, c, "words")]), int(sources[(i, c, "meta")]) + 16 * ch.first, 0]
+                else:  # a predicate column a chunk that passes whole never reads
+                    args += [0, 0, 0]
+                args.append(table.columns[c].zone_buffers()[2])
+            args += list(tp.constants) + list(tp.group_bases)
+            rows = min(ch.end * FRAME_ROWS, table.rows) - ch.first * FRAME_ROWS
+            table_words = int(acc_d) + 8 * i * words_per_table
+            args += [0 if ch.always else classes_d + class_at[i] + ch.first, ch.frames, rows,
+                     table_words + 8 * COUNTER_WORDS, len(ch.zero_copy), table_words]
+            begin = tl.event(stream)
+            fn.prepared_async_call((self.blocks(spec, ch.frames), 1, 1), (BLOCK_THREADS, 1, 1), stream, *args)
+            end = tl.event(stream)
+            tl.gpu("kernel", f"stream {lane}", n, begin, end)
+            ring_free[slot] = last_kernel[lane] = end
+        for end in last_kernel.values():
+            copy.wait_for_event(end)
+        d2h_begin = tl.event(copy)
+        memory.dtoh_async(acc_h, int(acc_d), copy)
+        done = tl.event(copy)
+        tl.gpu("d2h", "copy", 0, d2h_begin, done)
+        done.synchronize()
+        runs = []
+        for i, tp in enumerate(plan.tables):
+            words = acc_h[i * words_per_table:(i + 1) * words_per_table]
+            groups = {}
+            for g in range(spec.groups):
+                rows, values = codegen.read_group(spec, words[COUNTER_WORDS:], g)
+                if rows:
+                    groups[g] = (rows, values)
+            runs.append(TableRun(tp, groups, int(words[0]), int(words[1])))
+        total_ms = done.time_since(tl.start)
+        selected = sum(r for run in runs for r, _ in run.groups.values())
+        zero_bytes = SECTOR * sum(r.values_in_place + r.frames_in_place for r in runs)
+        logical = sum(tp.table.logical_bytes(spec.columns) for tp in plan.tables)
+        profile = Profile(plan.mode, plan.rows, logical, h2d_bytes, total_ms, tl.intervals(), setup_ms, None,
+                          encoding="fused", zero_copy_bytes=zero_bytes,
+                          physical_bytes=sum(tp.stream_bytes for tp in plan.tables),
+                          counters={"selected_rows": selected, "chunks": len(chunks),
+                                    "values_read_in_place": sum(r.values_in_place for r in runs)},
+                          host_path=_host_path(plan))
+        eng._events.extend(tl.recorded)
+        return FusedRun(runs, profile, plan)
+
+
+def _needed(spec, chunk) -> set:
+    """Columns a chunk's kernel reads: the value columns always, the predicate's unless it passes whole."""
+    out = {spec.columns[i] for i in spec.value_slots}
+    if not chunk.always:
+        out |= {spec.columns[i] for i in spec.predicate_slots}
+    return out
+
+
+def _host_path(plan: FusedPlan) -> str:
+    if plan.mode == "resident":
+        return "resident on the GPU"
+    if plan.mode == "pageable":
+        return "staged through pinned buffers"
+    pinned = all(tp.table.pinned for tp in plan.tables)
+    return "the store's memory, page-locked in place" if pinned else \
+        {"pinned": "pinned copy (mapped)", "registered": "registered in place (no copy)"}[plan.mode]

@@ -1,0 +1,200 @@
+"""What a predicate can touch, per frame, from the zone maps, before anything is read.
+
+Lowering first makes a query's predicate a table's own: a VARCHAR comparison becomes one on the
+column's dictionary codes (dictionaries differ from part to part), and a column compared with a
+constant of another scale gets the constant in the column's own scale, exactly (x < 6.5 on
+hundredths is x < 650; on whole units it is x < 7). The tree keeps its shape whatever the part (a
+string the part lacks is code -1), so one compiled kernel serves every part; only constants change.
+
+Then each frame gets one of three answers (DuckDB's CheckZonemap, per 1024-row frame):
+
+    NEVER   no row can pass: the frame is not shipped and not scanned
+    CHECK   some may: its predicate columns are shipped and tested row by row
+    ALWAYS  every row passes: the predicate is skipped, and its columns are not shipped for it
+
+and an estimate of the rows it selects (interpolated within each frame's range): what the
+planner weighs shipping a column in bulk against reading selected rows in place by.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+
+from gquery.query import BIGINT, BOOLEAN, FLIPPED, And, Column, Compare, Expr, InList, Literal, Not, Or, scale_of
+
+NEVER, CHECK, ALWAYS = 0, 1, 2
+ABSENT = -1  # the code of a string a part's dictionary lacks: no row has it
+
+
+# --- lowering --------------------------------------------------------------------------------------------
+def lower(e: Expr | None, dictionaries: dict, ranges: dict[str, tuple[int, int]]) -> Expr | None:
+    """The predicate as one table part evaluates it (see the module's notes). `ranges`: each column's
+    smallest and largest value in the part, which keep lowered constants within 64 bits."""
+    if e is None:
+        return None
+    if isinstance(e, (And, Or)):
+        return type(e)(tuple(lower(a, dictionaries, ranges) for a in e.args))
+    if isinstance(e, Not):
+        return Not(lower(e.arg, dictionaries, ranges))
+    if isinstance(e, Compare):
+        left, right, op = e.left, e.right, e.op
+        if isinstance(left, Literal) and not isinstance(right, Literal):
+            left, right, op = right, left, FLIPPED[op]
+        if isinstance(left, Column) and left.type.name == "VARCHAR":
+            return _string_compare(left, op, str(right.value), dictionaries[left.name])
+        if isinstance(left, Column) and isinstance(right, Literal) and (left.type.is_numeric or left.type.name == "DATE"):
+            return _column_compare(left, op, right, ranges[left.name])
+        return Compare(op, left, right)
+    if isinstance(e, InList):
+        if isinstance(e.arg, Column) and e.arg.type.name == "VARCHAR":
+            d = dictionaries[e.arg.name]
+            codes = tuple(Literal(_code(d, str(v.value)), BIGINT) for v in e.values)
+            return InList(Column(e.arg.name, BIGINT), codes, e.negated)
+        if isinstance(e.arg, Column):  # values no row can equal (more digits than the column, past int64) dropped
+            scaled = [_rescaled(v, scale_of(e.arg.type)) for v in e.values]
+            values = tuple(Literal(v, e.arg.type) for v in scaled if v is not None and -(2**63) <= v < 2**63)
+            if not values:
+                never = Compare("<", e.arg, Literal(ranges[e.arg.name][0], e.arg.type))
+                return Not(never) if e.negated else never
+            return InList(e.arg, values, e.negated)
+        return e
+    return e
+
+
+def _code(dictionary, s: str) -> int:
+    k = bisect.bisect_left(dictionary, s)
+    return k if k < len(dictionary) and dictionary[k] == s else ABSENT
+
+
+def _string_compare(col: Column, op: str, s: str, dictionary) -> Compare:
+    """A comparison with a string as one on codes: the dictionary is sorted, so order carries over."""
+    codes = Column(col.name, BIGINT)
+    lo, hi = bisect.bisect_left(dictionary, s), bisect.bisect_right(dictionary, s)
+    if op in ("=", "<>"):
+        return Compare(op, codes, Literal(lo if hi > lo else ABSENT, BIGINT))
+    bound = {"<": lo, "<=": hi, ">": hi, ">=": lo}[op]
+    return Compare({"<": "<", "<=": "<", ">": ">=", ">=": ">="}[op], codes, Literal(bound, BIGINT))
+
+
+def _rescaled(v: Literal, scale: int) -> int | None:
+    """A constant in another scale when that is exact, else None."""
+    d = scale - scale_of(v.type)
+    if d >= 0:
+        return int(v.value) * 10**d
+    q, r = divmod(int(v.value), 10**-d)
+    return q if r == 0 else None
+
+
+def _column_compare(col: Column, op: str, lit: Literal, rng: tuple[int, int]) -> Expr:
+    """col op constant, with the constant in the column's scale (rounded the way that keeps the
+    comparison exact) and clamped just outside the column's range (so it fits 64 bits)."""
+    d = scale_of(col.type) - scale_of(lit.type)
+    v = int(lit.value)
+    if d >= 0:
+        c = v * 10**d
+    else:  # the constant has more digits than the column: round towards the side that keeps it exact
+        k = 10**-d
+        q, r = divmod(v, k)  # v = q k + r, 0 <= r < k
+        if op in ("=", "<>"):
+            if r:  # no value of the column equals it
+                return Compare("<" if op == "=" else ">=", col, Literal(rng[0], col.type))
+            c = q
+        else:
+            c = {"<": q + (r > 0), "<=": q, ">": q, ">=": q + (r > 0)}[op]
+    lo, hi = rng
+    c = min(max(c, lo - 1), hi + 1)
+    return Compare(op, col, Literal(c, col.type))
+
+
+# --- frames --------------------------------------------------------------------------------------------------
+@dataclass
+class Zones:
+    """Each frame's rows, and each column's smallest and largest value a frame (int64 arrays)."""
+
+    rows: np.ndarray
+    low: dict[str, np.ndarray]
+    high: dict[str, np.ndarray]
+
+
+def classify(e: Expr | None, z: Zones) -> tuple[np.ndarray, np.ndarray]:
+    """(class a frame: NEVER, CHECK or ALWAYS; estimated fraction of its rows the predicate selects)."""
+    n = len(z.rows)
+    if e is None:
+        return np.full(n, ALWAYS, np.int8), np.ones(n)
+    cls, frac = _classify(e, z, n)
+    frac = np.where(cls == NEVER, 0.0, np.where(cls == ALWAYS, 1.0, frac))
+    return cls.astype(np.int8), frac
+
+
+def _classify(e: Expr, z: Zones, n: int) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(e, And):
+        parts = [_classify(a, z, n) for a in e.args]
+        return np.minimum.reduce([c for c, _ in parts]), np.prod([f for _, f in parts], axis=0)
+    if isinstance(e, Or):
+        parts = [_classify(a, z, n) for a in e.args]
+        return np.maximum.reduce([c for c, _ in parts]), 1 - np.prod([1 - f for _, f in parts], axis=0)
+    if isinstance(e, Not):
+        c, f = _classify(e.arg, z, n)
+        return ALWAYS - c, 1 - f
+    if isinstance(e, Literal) and e.type == BOOLEAN:
+        return np.full(n, ALWAYS if e.value else NEVER), np.full(n, 1.0 if e.value else 0.0)
+    if isinstance(e, Compare) and isinstance(e.left, Column) and isinstance(e.right, Literal):
+        return _compare(e.op, z.low[e.left.name], z.high[e.left.name], int(e.right.value))
+    if isinstance(e, InList) and isinstance(e.arg, Column):
+        lo, hi = z.low[e.arg.name], z.high[e.arg.name]
+        hits = np.zeros(n)
+        point = lo == hi
+        inside = np.zeros(n, bool)
+        for v in {int(x.value) for x in e.values}:
+            within = (lo <= v) & (v <= hi)
+            inside |= within
+            hits += within / (hi.astype(np.float64) - lo + 1)
+        cls = np.where(inside, np.where(point, ALWAYS, CHECK), NEVER)
+        frac = np.minimum(hits, 1.0)
+        return (ALWAYS - cls, 1 - frac) if e.negated else (cls, frac)
+    return np.full(n, CHECK), np.full(n, 1.0)  # an expression of several columns: tested row by row
+
+
+def _compare(op: str, lo: np.ndarray, hi: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
+    """Three answers for x op c when x lies in [lo, hi] (c is within int64: lowering clamps it)."""
+    span = hi.astype(np.float64) - lo + 1
+    if op in ("<", "<="):
+        c_ = c if op == "<" else c + 1  # x < c_
+        always, never = hi < c_, lo >= c_
+        frac = (c_ - lo.astype(np.float64)) / span
+    elif op in (">", ">="):
+        c_ = c if op == ">=" else c + 1  # x >= c_
+        always, never = lo >= c_, hi < c_
+        frac = (hi.astype(np.float64) - c_ + 1) / span
+    elif op == "=":
+        always, never = (lo == c) & (hi == c), (c < lo) | (c > hi)
+        frac = 1 / span
+    else:  # <>
+        always, never = (c < lo) | (c > hi), (lo == c) & (hi == c)
+        frac = 1 - 1 / span
+    cls = np.where(always, ALWAYS, np.where(never, NEVER, CHECK))
+    return cls, np.clip(frac, 0.0, 1.0)
+
+
+def frame_zones(table, columns, rows: int) -> Zones:
+    """The zone maps of some columns of a Table (each column's packed frames' reference and top)."""
+    from gquery.encodings import FRAME_ROWS
+
+    frames = -(-rows // FRAME_ROWS)
+    frame_rows = np.full(frames, FRAME_ROWS, np.int64)
+    if frames:
+        frame_rows[-1] = rows - FRAME_ROWS * (frames - 1)
+    low, high = {}, {}
+    for name in columns:
+        low[name], high[name] = table.columns[name].zones()
+    return Zones(frame_rows, low, high)
+
+
+def columns_of(e: Expr | None) -> tuple[str, ...]:
+    return () if e is None else e.columns()
+
+
+__all__ = ["NEVER", "CHECK", "ALWAYS", "lower", "classify", "frame_zones", "Zones"]

@@ -1,0 +1,185 @@
+"""The fused kernel's planner, on the CPU: lowering a predicate to a part's own terms, the zone maps'
+three answers per frame, chunks and where each column's bytes come from, the arithmetic widths the
+kernel is generated with, and (with nvcc) that every generated kernel compiles without spills."""
+
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from gquery.fusedplan import plan_fused
+from gquery.gpu import codegen, kernels
+from gquery.gpu.fused import fused_build
+from gquery.prune import ABSENT, ALWAYS, CHECK, NEVER, Zones, classify, lower
+from gquery.query import (BIGINT, DATE, DOUBLE, INTEGER, VARCHAR, Aggregate, And, Arith, Column, Compare, InList, Literal,
+                          Not, Or, Output, Query, decimal)
+from gquery.schema import Schema
+from gquery.table import Table
+
+D2 = decimal(15, 2)
+TYPES = {"k": BIGINT, "q": D2, "p": D2, "d": D2, "t": DATE, "s": VARCHAR}
+SCHEMA = Schema(TYPES, {})
+NVCC = shutil.which("nvcc")
+
+
+def col(name):
+    return Column(name, TYPES[name])
+
+
+def table(rows=50_000, seed=1, sort_by=None, p_hi=10**7):
+    rng = np.random.default_rng(seed)
+    values = {"k": rng.integers(1, 10_000, rows), "q": rng.integers(1, 51, rows) * 100, "p": rng.integers(-p_hi, p_hi, rows),
+              "d": rng.integers(0, 11, rows), "t": rng.integers(8000, 10500, rows), "s": rng.integers(0, 3, rows)}
+    if sort_by:
+        order = np.argsort(values[sort_by], kind="stable")
+        values = {k: v[order] for k, v in values.items()}
+    return Table.from_values(values, SCHEMA, {"s": ("A", "N", "R")}, sorted_by=sort_by)
+
+
+def query(where, *aggregates, group_by=()):
+    outs = tuple(Output(f"c{i}", a) for i, a in enumerate(aggregates))
+    return Query("<test>", tuple(Output(g.name, g) for g in group_by) + outs, where, tuple(group_by))
+
+
+def total(arg, t=decimal(38, 4)):
+    return Aggregate("sum", arg, t)
+
+
+PRODUCT = Arith("*", col("q"), col("p"), decimal(18, 4))
+
+
+# --- lowering ------------------------------------------------------------------------------------------------
+def test_strings_become_codes_of_the_parts_own_dictionary():
+    d = {"s": ("A", "N", "R")}
+    r = {"s": (0, 2)}
+    assert lower(Compare("=", col("s"), Literal("N", VARCHAR)), d, r) == Compare("=", Column("s", BIGINT), Literal(1, BIGINT))
+    assert lower(Compare("=", col("s"), Literal("Q", VARCHAR)), d, r).right.value == ABSENT
+    assert lower(Compare("<", col("s"), Literal("B", VARCHAR)), d, r) == Compare("<", Column("s", BIGINT), Literal(1, BIGINT))
+    assert lower(Compare(">", col("s"), Literal("N", VARCHAR)), d, r) == Compare(">=", Column("s", BIGINT), Literal(2, BIGINT))
+    assert lower(Compare(">=", Literal("N", VARCHAR), col("s")), d, r) == Compare("<", Column("s", BIGINT), Literal(2, BIGINT))
+    same_shape = [lower(InList(col("s"), (Literal("A", VARCHAR), Literal("Z", VARCHAR))), {"s": dd}, r) for dd in (("A", "N"), ("Z",))]
+    assert [[v.value for v in x.values] for x in same_shape] == [[0, ABSENT], [ABSENT, 0]]
+
+
+@pytest.mark.parametrize("op,constant,scale,want", [
+    ("<", 650, 3, ("<", 65)),   # q < 0.650 on hundredths: q < 65
+    ("<", 651, 3, ("<", 66)),   # q < 0.651: q <= 65, that is q < 66
+    ("<=", 651, 3, ("<=", 65)),
+    (">", 651, 3, (">", 65)),
+    (">=", 651, 3, (">=", 66)),
+    ("=", 651, 3, ("<", 0)),  # no hundredth equals 0.651: never (below the column's smallest)
+    ("<>", 651, 3, (">=", 0)),  # always
+    ("<", 10, 3, ("<", 1)),  # 0.010 is 1 hundredth
+    ("<", -50, 0, ("<", -1)),  # below the column: clamped just past its range
+    ("<", 24, 0, ("<", 2400)),
+    ("<", 10**30, 0, ("<", 5001)),  # clamped just past the column's range: fits 64 bits
+])
+def test_constants_take_the_columns_scale_exactly(op, constant, scale, want):
+    lit = Literal(constant, INTEGER if scale == 0 else decimal(40, scale))
+    got = lower(Compare(op, col("q"), lit), {}, {"q": (0, 5000)})
+    assert (got.op, got.right.value) == want
+
+
+# --- zone maps --------------------------------------------------------------------------------------------------
+def test_three_answers_a_frame():
+    z = Zones(np.full(4, 1024), {"k": np.array([0, 10, 20, 30])}, {"k": np.array([9, 19, 29, 39])})
+    cls, frac = classify(Compare("<", Column("k", BIGINT), Literal(20, BIGINT)), z)
+    assert cls.tolist() == [ALWAYS, ALWAYS, NEVER, NEVER]
+    cls, frac = classify(Compare("<", Column("k", BIGINT), Literal(25, BIGINT)), z)
+    assert cls.tolist() == [ALWAYS, ALWAYS, CHECK, NEVER] and frac[2] == pytest.approx(0.5)
+    both = And((Compare(">=", Column("k", BIGINT), Literal(10, BIGINT)), Compare("<", Column("k", BIGINT), Literal(25, BIGINT))))
+    assert classify(both, z)[0].tolist() == [NEVER, ALWAYS, CHECK, NEVER]
+    assert classify(Not(both), z)[0].tolist() == [ALWAYS, NEVER, CHECK, ALWAYS]
+    either = Or((Compare("<", Column("k", BIGINT), Literal(5, BIGINT)), Compare(">", Column("k", BIGINT), Literal(35, BIGINT))))
+    assert classify(either, z)[0].tolist() == [CHECK, NEVER, NEVER, CHECK]
+    points = Zones(np.full(2, 1024), {"k": np.array([3, 4])}, {"k": np.array([3, 9])})
+    assert classify(InList(Column("k", BIGINT), (Literal(3, BIGINT),)), points)[0].tolist() == [ALWAYS, NEVER]
+    several = Compare("<", Arith("*", Column("k", BIGINT), Column("k", BIGINT), BIGINT), Literal(5, BIGINT))
+    assert classify(several, z)[0].tolist() == [CHECK] * 4  # of several columns: tested row by row
+
+
+def test_a_clustered_table_ships_only_the_frames_a_range_can_touch():
+    t = table(1_000_000, sort_by="k")
+    plan = plan_fused(query(Compare("<", col("k"), Literal(2_000, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
+    frames = plan.to_dict()["frames"]
+    assert frames["never"] > 0.7 * t.frames and frames["always"] > 0.1 * t.frames and frames["check"] <= 2
+    always = [c for c in plan.tables[0].chunks if c.always]
+    assert always and all("k" not in c.streamed for c in always)  # no predicate column where every row passes
+    covered = sorted((c.first, c.end) for c in plan.tables[0].chunks)
+    touched = np.flatnonzero(plan.tables[0].classes != NEVER)
+    assert covered[0][0] <= touched[0] and covered[-1][1] >= touched[-1] + 1
+
+
+def test_sparse_selections_read_values_in_place_and_dense_ones_ship_them():
+    t = table(200_000)
+    sparse = plan_fused(query(Compare("<", col("k"), Literal(3, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
+    assert {c for ch in sparse.tables[0].chunks for c in ch.zero_copy} == {"q", "p"}
+    dense = plan_fused(query(Compare("<", col("k"), Literal(9000, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
+    assert not any(ch.zero_copy for ch in dense.tables[0].chunks)
+    staged = plan_fused(query(Compare("<", col("k"), Literal(3, INTEGER)), total(PRODUCT)), [t], "pageable", 132)
+    assert not any(ch.zero_copy for ch in staged.tables[0].chunks)
+    resident = plan_fused(query(Compare("<", col("k"), Literal(3, INTEGER)), total(PRODUCT)), [t], "resident", 132)
+    assert all(not ch.streamed and not ch.zero_copy for ch in resident.tables[0].chunks)
+    assert "ruled out" in sparse.describe() and "in place" in sparse.describe()
+
+
+# --- the generated kernel ----------------------------------------------------------------------------------------
+def test_arithmetic_width_comes_from_the_ranges():
+    narrow = plan_fused(query(None, total(PRODUCT)), [table()], "pinned", 132).spec
+    assert narrow.accumulators[0].kind == "sum" and "i128" not in narrow.accumulators[0].code
+    wide = plan_fused(query(None, total(PRODUCT)), [table(p_hi=2**62)], "pinned", 132).spec
+    assert "i128" in wide.accumulators[0].code
+    cube = Arith("*", PRODUCT, col("p"), decimal(38, 6))
+    with pytest.raises(codegen.NotOnGpu, match="128 bits"):
+        plan_fused(query(None, total(cube, decimal(38, 6))), [table(p_hi=2**62)], "pinned", 132)
+    huge = plan_fused(query(None, total(col("p"), decimal(38, 2))), [table(p_hi=2**62)], "pinned", 132).spec
+    assert huge.accumulators[0].kind == "sum"  # 2^62 x 50,000 rows is far from 2^127
+
+
+def test_one_kernel_serves_every_part_and_constants_are_arguments():
+    parts = [table(9000, seed) for seed in (1, 2)]
+    parts[1].columns["s"].dictionary = ("N", "R", "S")
+    where = And((Compare("=", col("s"), Literal("R", VARCHAR)), Compare("<", col("k"), Literal(700, INTEGER))))
+    plan = plan_fused(query(where, total(PRODUCT)), parts, "pinned", 132)
+    assert [tp.constants for tp in plan.tables] == [(2, 700), (1, 700)]
+    other = plan_fused(query(And((Compare("=", col("s"), Literal("A", VARCHAR)), Compare("<", col("k"), Literal(9, INTEGER)))),
+                             total(PRODUCT)), parts, "pinned", 132)
+    assert fused_build(other.spec) == fused_build(plan.spec)  # a new constant never recompiles
+
+
+def test_group_accumulators_fit_shared_memory_or_are_refused():
+    groups = plan_fused(query(None, total(PRODUCT), Aggregate("count", None, BIGINT), group_by=(col("s"),)), [table()], "pinned", 132)
+    assert groups.spec.groups == 3 and groups.spec.words == 3
+    with pytest.raises(codegen.NotOnGpu, match="shared memory"):
+        plan_fused(query(None, Aggregate("count", None, BIGINT), group_by=(col("k"),)), [table()], "pinned", 132)
+
+
+SHAPES = [
+    query(Compare("<", col("k"), Literal(30, INTEGER)), total(PRODUCT)),
+    query(And((Compare(">=", col("t"), Literal(8766, DATE)), Compare("<", col("q"), Literal(24, INTEGER)))),
+          total(Arith("*", col("p"), col("d"), decimal(18, 4))), Aggregate("avg", col("q"), DOUBLE),
+          Aggregate("min", col("t"), DATE), Aggregate("max", col("p"), D2), group_by=(col("s"),)),
+    query(Or((InList(col("s"), (Literal("A", VARCHAR), Literal("R", VARCHAR))), Not(Compare("=", col("d"), Literal(4, D2))))),
+          total(Arith("-", Arith("*", col("p"), Arith("-", Literal(1, INTEGER), col("d"), decimal(16, 2)), decimal(18, 4)),
+                      col("q"), decimal(19, 4)), decimal(38, 4)), Aggregate("count", None, BIGINT), group_by=(col("s"), col("d"))),
+]
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not on the PATH")
+@pytest.mark.parametrize("shape", range(len(SHAPES) + 1))
+def test_generated_kernels_compile_without_spills(shape, tmp_path):
+    if shape < len(SHAPES):
+        spec = plan_fused(SHAPES[shape], [table(3000)], "pinned", 132).spec
+    else:  # 128-bit products and sums kept as two halves
+        spec = plan_fused(query(None, total(Arith("*", col("p"), col("p"), decimal(30, 4)))), [table(3000, p_hi=2**62)],
+                          "pinned", 132).spec
+    build = fused_build(spec)
+    source = tmp_path / "fused.cu"
+    source.write_text(build.text())
+    r = subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-Xptxas", "-v", f"-I{kernels.CUDA_DIR}", *build.nvcc_options(),
+                        "-o", str(tmp_path / "k.cubin"), str(source)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", r.stderr)
+    assert spills and all(s == ("0", "0") for s in spills), r.stderr
