@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import atexit
+import queue
+import threading
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
@@ -88,3 +92,110 @@ def require() -> DeviceInfo:
         raise GpuUnavailable(f"no usable GPU: {reason}")
     return info
 
+
+
+class JobThread:
+    """A daemon thread that runs jobs in order and answers with futures. Not a ThreadPoolExecutor:
+    those stop taking jobs before atexit handlers run, and an engine must be closed at exit on the
+    thread whose context made its streams, events and modules."""
+
+    def __init__(self, name: str):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            future, fn, args = job
+            del job  # held no longer than its run: what it holds is the caller's, to free there
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as e:  # handed to the caller, as a pool's future would
+                    future.set_exception(e)
+            del future, fn, args
+
+    def submit(self, fn, *args) -> Future:
+        future: Future = Future()
+        self._jobs.put((future, fn, args))
+        return future
+
+    def shutdown(self) -> None:
+        self._jobs.put(None)
+        self._thread.join()
+
+
+class DeviceThread(JobThread):
+    """The one thread that drives GPU `ordinal`: every job runs there with the device's primary
+    context pushed for it (and popped after, so none is left current at exit), so whichever thread
+    asks, every PyCUDA object of the device (engines, modules, streams, events, allocations,
+    registrations) is made, used and freed on this one thread. Jobs run one at a time, in order:
+    queries from several threads take turns on the GPU."""
+
+    def __init__(self, ordinal: int):
+        super().__init__(f"gquery-gpu{ordinal}")
+        self.ordinal = ordinal
+        self._context = super().submit(_retain, ordinal).result()
+
+    def _in_context(self, fn, *args):
+        self._context.push()
+        try:
+            return fn(*args)
+        finally:
+            self._context.pop()
+
+    def submit(self, fn, *args) -> Future:
+        """fn(*args) on this device's thread; run at once when already on it (a job that asks the
+        device for more work must not wait for itself)."""
+        if self.on_thread():
+            done: Future = Future()
+            try:
+                done.set_result(fn(*args))
+            except BaseException as e:
+                done.set_exception(e)
+            return done
+        return super().submit(self._in_context, fn, *args)
+
+    def on_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def call(self, fn, *args):
+        """fn(*args) on this device's thread, waited for; inline when already on it."""
+        if self.on_thread():
+            return fn(*args)
+        return self.submit(fn, *args).result()
+
+
+def _retain(ordinal: int):
+    import pycuda.driver as cuda
+
+    return cuda.Device(ordinal).retain_primary_context()
+
+
+_threads: dict[int, DeviceThread] = {}
+_threads_lock = threading.Lock()
+
+
+def device_thread(ordinal: int = 0) -> DeviceThread:
+    """The thread of GPU `ordinal`, started on first use (raises GpuUnavailable without a GPU)."""
+    require()
+    with _threads_lock:
+        if ordinal not in _threads:
+            if not _threads:
+                atexit.register(_stop_threads)  # after PyCUDA's own handler: runs before it
+            _threads[ordinal] = DeviceThread(ordinal)
+        return _threads[ordinal]
+
+
+def current_device_thread() -> DeviceThread | None:
+    """The device thread the caller runs on, if it runs on one."""
+    with _threads_lock:
+        return next((t for t in _threads.values() if t.on_thread()), None)
+
+
+def _stop_threads() -> None:
+    with _threads_lock:
+        threads = list(_threads.values())
+        _threads.clear()
+    for t in threads:
+        t.shutdown()

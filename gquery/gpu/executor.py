@@ -182,12 +182,27 @@ class Engine:
         self.device = current_info()
         self._cuda = cuda
         self.memory = GpuMemory()
+        from gquery.gpu.device import current_device_thread
+
+        owner = current_device_thread()
+        if owner is not None:  # made on a GPU's own thread: its memory is page-locked and freed there too
+            self.memory.on_own_thread = owner.call
         self.kernel = kernels.function(SELECT_SUM, "select_sum")  # the ladder's fused_engine step
         self.kernel.prepare("PPPqqP")
         self._scans: dict[Kernel, object] = {}
         self._frame_blocks: dict[tuple[Kernel, int], int] = {}
         self._streams: list = []
         self._events: list = []  # CUDA events for reuse: creating ~250 a query costs the host ~1 ms
+        self._fused = None
+
+    @property
+    def fused(self):
+        """The fused kernels' runner (gpu/fused.py) on this engine's streams, events and memory."""
+        if self._fused is None:
+            from gquery.gpu.fused import FusedRunner
+
+            self._fused = FusedRunner(self)
+        return self._fused
 
     def scan(self, kernel: Kernel):
         if kernel not in self._scans:
@@ -445,6 +460,8 @@ class Engine:
         return key_args + factor_args
 
     def close(self) -> None:
+        if self._fused is not None:
+            self._fused.close()
         self.memory.release()
         self._streams.clear()
         self._events.clear()

@@ -15,10 +15,7 @@ Device copies of a share (resident mode) live in its view's cache: spread over t
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from gquery.encodings import frames_of, split_frames
@@ -31,62 +28,19 @@ from gquery.mission import MissionQuery, scaled_int, to_decimal
 from gquery.table import PartedTable, Table
 
 
-class _JobThread:
-    """A daemon thread that runs jobs in order and answers with futures. Not a ThreadPoolExecutor:
-    those stop taking jobs before atexit handlers run, and an engine must be closed at exit on the
-    thread whose context made its streams, events and modules."""
-
-    def __init__(self, name: str):
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            future, fn, args = job
-            del job  # held no longer than its run: what it holds is the caller's, to free there
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn(*args))
-                except BaseException as e:  # handed to the caller, as a pool's future would
-                    future.set_exception(e)
-            del future, fn, args
-
-    def submit(self, fn, *args) -> Future:
-        future: Future = Future()
-        self._jobs.put((future, fn, args))
-        return future
-
-    def shutdown(self) -> None:
-        self._jobs.put(None)
-        self._thread.join()
-
-
 class DeviceWorker:
-    """One GPU: a thread of its own, with the device's primary context current during each job
-    (pushed and popped around it, so none is left on the thread at exit), and an Engine made there.
-    What the engine allocates belongs to this thread: it is freed here too (release_table)."""
+    """One GPU's engine, made and run on the GPU's own thread (gpu.device.device_thread): what the
+    engine allocates belongs to that thread and is freed there too (release_table)."""
 
     def __init__(self, ordinal: int):
-        import pycuda.driver as cuda
+        from gquery.gpu.device import device_thread
 
-        from gquery.gpu.device import require
-
-        require()  # initializes the driver
         self.ordinal = ordinal
-        self._thread = _JobThread(f"gquery-gpu{ordinal}")
-        self._context = self._thread.submit(lambda: cuda.Device(ordinal).retain_primary_context()).result()
+        self._thread = device_thread(ordinal)
         self.engine: Engine = self.submit(Engine).result()
 
-    def _in_context(self, fn, *args):
-        self._context.push()
-        try:
-            return fn(*args)
-        finally:
-            self._context.pop()
-
     def submit(self, fn, *args):
-        return self._thread.submit(self._in_context, fn, *args)
+        return self._thread.submit(fn, *args)
 
     def close(self) -> None:
         def stop():
@@ -95,7 +49,6 @@ class DeviceWorker:
 
         if self.engine is not None:
             self.submit(stop).result()
-        self._thread.shutdown()
 
 
 class SharedMemory:
