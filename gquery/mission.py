@@ -15,6 +15,7 @@ from decimal import Decimal
 
 import numpy as np
 
+from gquery import timing
 from gquery.columns import LineitemColumns
 from gquery.contract import QUERY_COLUMNS
 from gquery.exact import INT64_MAX, INT64_MIN, exact_product_sum
@@ -103,3 +104,38 @@ def _decoded(table: Table) -> LineitemColumns:
 def select_sum(table, query: MissionQuery):
     """select_sum_exact as SQL gives it: a Decimal, or None (NULL) for an empty selection."""
     return to_decimal(*select_sum_exact(table, query))
+
+
+@dataclass
+class ModeRun:
+    mode: str
+    result: object  # GpuResult of the median run
+    totals_ms: list[float]
+    match: bool | None  # None: not validated
+
+    @property
+    def encoding(self) -> str:
+        return self.result.plan.encoding
+
+    @property
+    def value(self) -> Decimal | None:
+        return self.result.value
+
+
+def measure(engine, table, query: MissionQuery, mode: str, encoding: str = "auto", repeat: int = 5,
+            expected: Decimal | None = None, validate: bool = True, warmup: bool = True,
+            min_ms: float | None = None, **plan_options) -> ModeRun:
+    """Untimed warm-up runs (setup, module load, first touch, clocks: gquery.timing), then `repeat`
+    runs or more, until `min_ms` (default timing.MIN_TIMED_MS); the median run's profile is kept,
+    with the first run's one-time setup. warmup=False: exactly `repeat` runs (a one-shot query, as
+    a Dask task runs its part: the first run's setup is then inside its time)."""
+    plan = engine.plan(table, query, mode, encoding, **plan_options)
+    run = lambda: engine.run(table, query, plan)  # noqa: E731
+    warm = timing.warm_up(run) if warmup else []
+    runs = timing.timed_runs(run, repeat, (timing.MIN_TIMED_MS if warmup else 0.0) if min_ms is None else min_ms)
+    results = sorted(runs, key=lambda r: r.profile.total_ms)
+    median = results[len(results) // 2]
+    median.profile.setup_ms = (warm or runs)[0].profile.setup_ms  # the one-time upload, page-locking or registration
+    values = {r.value for r in results + warm}
+    match = (values == {expected}) if validate else None
+    return ModeRun(mode, median, [r.profile.total_ms for r in results], match)

@@ -56,6 +56,8 @@ PART_NAME = "part-{:05d}.gq"
 FORMAT, VERSION = "gquery-store", 4  # 4: every column, zone maps, checksummed manifest; 3: the mission's three columns
 PIECE_BYTES = 16 << 20  # a buffer is read and checked in pieces of this size, on every host thread
 KEY_BUFFERS = {"sliced": ("top", "low"), "indexed": ("ids", "ids_low")}
+TYPE_CODES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "DECIMAL", "DATE", "TIMESTAMP", "VARCHAR")
+TRAILER_ROWS = 3  # after a column's frame metadata: what its values mean, written with them (see _trailer)
 
 
 class StoreError(GqueryError):
@@ -146,6 +148,14 @@ class _Writer:
         return meta
 
 
+def _trailer(rows: int, factor: int, t: SqlType, dictionary) -> np.ndarray:
+    """Three rows after a column's frame metadata, under the buffer's CRCs: its rows and common
+    factor, its type and scale, its dictionary's CRC. Whatever the manifest says of them is checked
+    against these, so a manifest that passes its checksum still cannot change what a value means."""
+    words = zlib.crc32("\x00".join(dictionary).encode()) if dictionary is not None else 0
+    return np.array([[rows, factor], [TYPE_CODES.index(t.name), (t.width << 8) | t.scale], [words, 0]], dtype=np.int64)
+
+
 def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | None = None, key: str | None = KEY,
                 columns=None) -> Path:
     """Encode a table's columns (a Table, or a parquet/.tbl source read a column at a time), write them
@@ -192,9 +202,10 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
                 values = values[order]
             t = schema.types[name]
             packed = pack(values, None if t.is_decimal else 1)
+            meta = np.vstack([packed.meta, _trailer(reader.rows, packed.factor, t, dictionary)])
             entry = {"factor": packed.factor, "dictionary": None if dictionary is None else list(dictionary),
                      "buffers": {b: writer.buffer(f"{name}.{b}", a) for b, a in
-                                 (("meta", packed.meta), ("words", packed.words), ("zmax", packed.zmax))}}
+                                 (("meta", meta), ("words", packed.words), ("zmax", packed.zmax))}}
             manifest["columns"][name] = entry
             if name == key and key != sort_by:
                 sliced = slice_key(values)
@@ -308,17 +319,23 @@ class StoreFiles:
             _fail(self.path, f"manifest lacks column {name}")
 
     def zones(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """(meta, zmax) of a packed column, checked: a frame a row of each, every width within 64
-        bits and equal to the bit width of its frame's span (zmax - reference), so that pruning by
-        the zone maps can trust them."""
+        """(meta, zmax) of a packed column, checked: a frame a row of each, the column's trailer
+        (rows, factor, type, dictionary) equal to what the manifest says, every width within 64 bits
+        and equal to the bit width of its frame's span (zmax - reference), so that pruning by the zone
+        maps can trust them."""
         entry = self.column_entry(name)
         factor = _int(self.path, entry.get("factor"), f"{name} factor", low=1)
         try:
             meta, zmax = self.read([entry["buffers"]["meta"], entry["buffers"]["zmax"]])
-        except (KeyError, TypeError) as e:
+            t = SqlType(*self.manifest["schema"]["types"][name])
+        except (KeyError, TypeError, ValueError) as e:
             _fail(self.path, f"manifest lacks {e}")
-        if meta.shape != (self.frames, 2) or zmax.shape != (self.frames,) or meta.dtype != np.int64 or zmax.dtype != np.int64:
-            _fail(self.path, f"{name}: {len(meta):,} frames of metadata and {len(zmax):,} zone maps for {self.rows:,} rows")
+        if meta.shape != (self.frames + TRAILER_ROWS, 2) or zmax.shape != (self.frames,) or meta.dtype != np.int64 \
+                or zmax.dtype != np.int64:
+            _fail(self.path, f"{name}: {len(meta):,} rows of metadata and {len(zmax):,} zone maps for {self.rows:,} rows")
+        meta, trailer = meta[:self.frames], meta[self.frames:]
+        if not np.array_equal(trailer, _trailer(self.rows, factor, t, self.dictionary(name))):
+            _fail(self.path, f"{name}: the manifest's rows, factor, type or dictionary disagree with the column's own")
         widths = meta[:, 1] & 0xFF
         if self.frames and (widths.max() > 64 or np.any(zmax % factor)):
             _fail(self.path, f"{name}: its frame metadata disagrees with its zone maps")
@@ -668,7 +685,9 @@ class PartReader:
                  lists: bool = True):
         """`slots`: a previous reader's slots (same table, indices, window and lists) to read into
         again: page-locking them anew costs more than reading the parts. `lists`: read the key's
-        bucket lists too (only a query that asked for the indexed encoding reads them)."""
+        bucket lists too (only a query that asked for the indexed encoding reads them). `pinned`:
+        the registrations of the slots this reader page-locked (the caller unregisters them)."""
+        self.pinned: list = []
         self.table, self.indices = table, list(indices)
         self.encodings = stored_encodings(skip_lists=not lists)
         self.window = max(1, min(window or table.window or 2, len(self.indices) or 1))
@@ -678,8 +697,11 @@ class PartReader:
             for key, meta in _slot_buffers(m, self.encodings).items():
                 dtype = np.dtype(meta["dtype"])
                 sizes[key] = (max(sizes.get(key, (0,))[0], meta["bytes"] // dtype.itemsize), dtype)
-        alloc = (lambda n, d: memory.mapped_empty(n, d)) if memory is not None else (lambda n, d: np.empty(n, d))
-        self.slots = slots or [{k: alloc(n, d) for k, (n, d) in sizes.items()} for _ in range(self.window)]
+        if slots is None:  # page-locked in place (registered), so that they are let go explicitly, on their thread
+            slots = [{k: np.empty(n, d) for k, (n, d) in sizes.items()} for _ in range(self.window)]
+            self.pinned = [(memory.register(a), a) for slot in slots for a in slot.values() if a.nbytes] \
+                if memory is not None else []
+        self.slots = slots
         self.slot_bytes = sum(a.nbytes for a in self.slots[0].values()) if self.slots else 0
         self._free: queue.Queue = queue.Queue()
         self._ready: queue.Queue = queue.Queue()
@@ -702,7 +724,7 @@ class PartReader:
         columns = {}
         for column, names in self.encodings.items():
             entry = manifest["columns"][column]
-            meta, zmax = shaped((column, "meta")), shaped((column, "zmax"))
+            meta, zmax = shaped((column, "meta"))[:files.frames], shaped((column, "zmax"))  # the trailer left out
             col = columns[column] = Column(column, {}, SqlType(*manifest["schema"]["types"][column]))
             col.encodings["packed"] = Packed(files.rows, np.dtype(np.int64), int(entry["factor"]), meta,
                                              shaped((column, "words")), zmax)

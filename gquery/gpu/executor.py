@@ -14,10 +14,11 @@ from gquery.errors import GqueryError
 from gquery.gpu import kernels
 from gquery.gpu.device import current_info, require
 from gquery.gpu.memory import ACC_WORDS, GpuMemory
+from gquery.gpu.timeline import Timeline
 from gquery.host import host_threads
 from gquery.plan import (BLOCK_THREADS, BLOCKS_PER_SM, ENCODING_CHOICES, FRAME_BLOCK_THREADS, MODES, ROWS_PER_VECTOR, VECTORS_PER_THREAD,
                          ZERO_COPY_SECTOR, Kernel, QueryPlan, plan_query, frame_block)
-from gquery.profile import Interval, Profile
+from gquery.profile import Profile
 from gquery.mission import MissionQuery, to_decimal
 from gquery.table import KEY, PRICE, QUANTITY, Table
 
@@ -78,38 +79,6 @@ def scan_total(words: np.ndarray, wide: bool) -> int:
         return signed_128(words[0], words[1])
     low_words = (int(words[1]) << 64) | int(words[0])  # < rows x 2^64: never negative
     return low_words + (signed_128(words[2], words[3]) << 64)
-
-
-class Timeline:
-    """CUDA events and host clock readings on one time axis, from the run's start. Tables queued
-    together share one axis (`within`): their intervals line up on one profile."""
-
-    def __init__(self, cuda, stream, within: "Timeline | None" = None, pool: list | None = None):
-        self._cuda = cuda
-        self._gpu: list[tuple[str, str, int, object, object]] = []
-        self._host: list[Interval] = []
-        self._pool = pool if pool is not None else []  # events of finished runs, recorded again
-        self.recorded: list = []
-        self.start = within.start if within else self.event(stream)
-        self.t0 = within.t0 if within else time.perf_counter()
-
-    def event(self, stream):
-        e = self._pool.pop() if self._pool else self._cuda.Event()
-        e.record(stream)
-        self.recorded.append(e)
-        return e
-
-    def gpu(self, stage: str, lane: str, chunk: int, begin, end) -> None:
-        self._gpu.append((stage, lane, chunk, begin, end))
-
-    def host(self, stage: str, chunk: int, t_begin: float, t_end: float) -> None:
-        self._host.append(Interval(stage, "host", chunk, (t_begin - self.t0) * 1e3, (t_end - self.t0) * 1e3))
-
-    def intervals(self) -> list[Interval]:
-        """Call after the last event completed."""
-        out = [Interval(stage, lane, chunk, b.time_since(self.start), e.time_since(self.start))
-               for stage, lane, chunk, b, e in self._gpu]
-        return sorted(out + self._host, key=lambda i: i.start_ms)
 
 
 @dataclass
@@ -193,16 +162,7 @@ class Engine:
         self._frame_blocks: dict[tuple[Kernel, int], int] = {}
         self._streams: list = []
         self._events: list = []  # CUDA events for reuse: creating ~250 a query costs the host ~1 ms
-        self._fused = None
-
-    @property
-    def fused(self):
-        """The fused kernels' runner (gpu/fused.py) on this engine's streams, events and memory."""
-        if self._fused is None:
-            from gquery.gpu.fused import FusedRunner
-
-            self._fused = FusedRunner(self)
-        return self._fused
+        self.extensions: dict = {}  # runners of other kernels on this engine (gpu/fused.py), closed with it
 
     def scan(self, kernel: Kernel):
         if kernel not in self._scans:
@@ -460,8 +420,9 @@ class Engine:
         return key_args + factor_args
 
     def close(self) -> None:
-        if self._fused is not None:
-            self._fused.close()
+        for ext in self.extensions.values():
+            ext.close()
+        self.extensions.clear()
         self.memory.release()
         self._streams.clear()
         self._events.clear()
@@ -563,4 +524,4 @@ def _host_path(qplan: QueryPlan, table: Table) -> str:
             "pageable": "staged through pinned buffers"}[qplan.mode]
 
 
-__all__ = ["Engine", "GpuResult", "Timeline", "exact_total", "scan_total", "MODES", "ENCODING_CHOICES"]
+__all__ = ["Engine", "GpuResult", "exact_total", "scan_total", "MODES", "ENCODING_CHOICES"]

@@ -18,6 +18,7 @@ import numpy as np
 from gquery.encodings import FRAME_ROWS, PAD_WORDS
 from gquery.fusedplan import FusedPlan, TablePlan
 from gquery.gpu import codegen, kernels
+from gquery.gpu.timeline import Timeline
 from gquery.host import host_threads
 from gquery.profile import Profile
 
@@ -47,6 +48,13 @@ class FusedRun:
     tables: list[TableRun]
     profile: Profile
     plan: FusedPlan
+
+
+def runner_of(engine) -> "FusedRunner":
+    """The engine's fused runner, made on first use and closed with the engine."""
+    if "fused" not in engine.extensions:
+        engine.extensions["fused"] = FusedRunner(engine)
+    return engine.extensions["fused"]
 
 
 class FusedRunner:
@@ -137,8 +145,6 @@ class FusedRunner:
         init = memory.scratch_host("fused:init", words_per_table * len(plan.tables), np.uint64, pinned=True)
         image = np.array([0] * COUNTER_WORDS + codegen.initial_words(spec), dtype=np.uint64)
         init[:] = np.tile(image, len(plan.tables))
-
-        from gquery.gpu.executor import Timeline  # the engine's: events on one time axis
 
         tl = Timeline(cuda, copy, pool=eng._events)
         memory.htod_async(int(acc_d), init, copy)

@@ -11,7 +11,8 @@ import numpy as np
 from gquery import timing
 from gquery.columns import LineitemColumns
 from gquery.gpu import kernels
-from gquery.gpu.executor import Engine, Timeline, exact_total
+from gquery.gpu.executor import Engine, exact_total
+from gquery.gpu.timeline import Timeline
 from gquery.gpu.memory import ROW_BYTES
 from gquery.ladder import STEPS, LadderRow, Step
 from gquery.host import host_threads

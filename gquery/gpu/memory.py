@@ -271,6 +271,9 @@ class GpuMemory:
                 self.unregister(handle, arr)
             elif kind == "pinned":
                 _forget(self.owner(value).ctypes.data)
+            elif kind == "window":  # a window's slots, page-locked in place
+                for handle, arr in value[1]:
+                    self.unregister(handle, arr)
             del table.cache[key]
 
     def device_columns(self, rows: int) -> DeviceColumns:

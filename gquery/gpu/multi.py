@@ -232,9 +232,11 @@ class MultiEngine:
         pinned = mplan.mode == "pinned"  # registered and pageable read into the user's kind of memory
         lists = mplan.requested == "indexed"  # auto plans windowed parts sliced: the lists stay on disk
         key = ("window", engine.memory.tag, pinned, mplan.window, tuple(share.tables), lists)
-        reader = PartReader(table, share.tables, engine.memory if pinned else None, mplan.window, table.cache.get(key),
-                            lists=lists)
-        table.cache[key] = reader.slots  # kept for the next query; freed on this thread by release_table
+        kept = table.cache.get(key)
+        reader = PartReader(table, share.tables, engine.memory if pinned else None, mplan.window,
+                            kept[0] if kept else None, lists=lists)
+        table.cache[key] = (reader.slots, kept[1] if kept else reader.pinned)  # kept for the next query; unregistered
+        # on this thread by release_table
         engine.memory.hold(table)
         plans = mplan.plans[i]
         plans.clear()

@@ -15,7 +15,7 @@ from gquery.gpu.bench import half_of_suppliers
 from gquery.gpu.multi import MultiEngine
 from gquery.mission import MissionQuery
 from gquery.reference import DuckDBReference
-from gquery.runner import measure as measure_run
+from gquery.mission import measure as measure_run
 from gquery.mission import select_sum
 
 SCALE_MODES = ("pinned", "registered", "pageable")  # the host-memory modes
