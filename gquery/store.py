@@ -264,6 +264,8 @@ class StoreFiles:
     def __init__(self, path: Path, manifest: dict, pin=None, verify: bool = True):
         self.path, self.manifest, self.pin, self.verify = path, manifest, pin, verify
         self.rows = _int(path, manifest.get("rows"), "row count")
+        if manifest.get("frame_rows") != FRAME_ROWS:
+            _fail(path, f"frames of {manifest.get('frame_rows')!r} rows, this gquery reads frames of {FRAME_ROWS}")
         self.frames = -(-self.rows // FRAME_ROWS)
         self.lock = threading.Lock()
 

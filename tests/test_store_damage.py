@@ -1,0 +1,126 @@
+"""A store proves itself: nudge any number of its manifest, or damage any of its buffers, and reading it
+either refuses in one line or gives back exactly the values it was written from, never other values.
+Re-signing a nudged manifest (its checksum recomputed, as a buggy writer would) must still come to
+one of the two: what a value means is checked against the buffers, or derived from them."""
+
+import json
+
+import numpy as np
+import pytest
+
+from gquery import store
+from gquery.query import BIGINT, DATE, INTEGER, VARCHAR, decimal
+from gquery.schema import Schema
+from gquery.table import Table
+
+ROWS = 2 * 1024 + 77  # three frames, the last one short
+TYPES = {"l_suppkey": BIGINT, "l_quantity": decimal(15, 2), "l_extendedprice": decimal(15, 2), "l_linenumber": INTEGER,
+         "l_shipdate": DATE, "l_returnflag": VARCHAR}
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    rng = np.random.default_rng(8)
+    values = {"l_suppkey": rng.integers(1, 3000, ROWS), "l_quantity": rng.integers(1, 51, ROWS) * 100,
+              "l_extendedprice": rng.integers(-10**9, 10**9, ROWS), "l_linenumber": rng.integers(1, 8, ROWS),
+              "l_shipdate": rng.integers(8000, 10500, ROWS), "l_returnflag": rng.integers(0, 3, ROWS)}
+    table = Table.from_values(values, Schema(TYPES, {}), {"l_returnflag": ("A", "N", "R")})
+    path = store.write_store(table, tmp_path_factory.mktemp("store") / "lineitem.gq", echo=lambda m: None)
+    return path, values
+
+
+def read_everything(path):
+    """Every stored value, as a reader (a query) would see it: each column decoded, the key's slices
+    and lists decoded, each dictionary."""
+    t = store.open_store(path)
+    out = {}
+    for name, col in t.columns.items():
+        out[name] = (col.get("packed").decode().astype(np.int64).tolist(), col.dictionary, col.type)
+        for enc in ("sliced", "indexed"):
+            if enc in col.stored:
+                out[f"{name}.{enc}"] = col.get(enc).decode().astype(np.int64).tolist()
+    return out
+
+
+def numbers(node, where=()):
+    """(path, value) of every integer in a JSON tree."""
+    if isinstance(node, bool):
+        return
+    if isinstance(node, int):
+        yield where, node
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            yield from numbers(v, where + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from numbers(v, where + (i,))
+
+
+def nudged(manifest: dict, where, delta: int) -> dict:
+    m = json.loads(json.dumps(manifest))
+    node = m
+    for k in where[:-1]:
+        node = node[k]
+    node[where[-1]] += delta
+    return m
+
+
+def copy_store(path, tmp_path):
+    import shutil
+
+    return shutil.copytree(path, tmp_path / "copy.gq")
+
+
+@pytest.mark.parametrize("resign", [False, True], ids=["as edited", "re-signed"])
+def test_every_manifest_number_nudged_is_refused_or_harmless(written, tmp_path, resign):
+    path, _ = written
+    want = read_everything(path)
+    manifest = json.loads((path / "manifest.json").read_text())
+    copy = copy_store(path, tmp_path)
+    refused = harmless = 0
+    for where, _ in numbers({k: v for k, v in manifest.items() if k != "checksum"}):
+        for delta in (1, -1):
+            m = nudged(manifest, where, delta)
+            if resign:
+                m["checksum"] = store._manifest_checksum(m)
+            (copy / "manifest.json").write_text(json.dumps(m))
+            try:
+                got = read_everything(copy)
+            except store.StoreError as e:
+                assert "\n" not in str(e)
+                refused += 1
+                continue
+            assert got == want, f"{where} {delta:+d} gave other values"
+            harmless += 1
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    assert read_everything(copy) == want
+    assert refused and not harmless  # even re-signed, every number the reader uses is checked against the buffers
+
+
+def test_every_buffer_damaged_is_refused(written, tmp_path):
+    path, _ = written
+    copy = copy_store(path, tmp_path)
+    for f in sorted(copy.glob("*.bin")):
+        original = f.read_bytes()
+        for damage in (lambda b: b[:-4], lambda b: b[:len(b) // 2] + bytes([b[len(b) // 2] ^ 0x10]) + b[len(b) // 2 + 1:],
+                       lambda b: b + b"\0" * 8):
+            f.write_bytes(damage(original))
+            with pytest.raises(store.StoreError) as e:
+                read_everything(copy)
+            assert "\n" not in str(e.value) and f.name in str(e.value), f.name
+        f.unlink()
+        with pytest.raises(store.StoreError, match=f"missing {f.name}"):
+            read_everything(copy)
+        f.write_bytes(original)
+    assert read_everything(copy) == read_everything(path)
+
+
+def test_a_query_reads_only_the_columns_it_needs(written, tmp_path):
+    """A damaged column no query reads does not stop a query that does not read it."""
+    path, values = written
+    copy = copy_store(path, tmp_path)
+    (copy / "l_shipdate.words.bin").write_bytes(b"\0" * (copy / "l_shipdate.words.bin").stat().st_size)
+    t = store.open_store(copy)
+    assert t.columns["l_quantity"].values().tolist() == values["l_quantity"].tolist()
+    with pytest.raises(store.StoreError, match="l_shipdate.words.bin is corrupt"):
+        t.columns["l_shipdate"].values()
