@@ -5,13 +5,19 @@ in our loader cannot agree with itself. The timed statement is the query's SQL o
 best case for DuckDB; loading is not timed. Where DuckDB's DECIMAL(18) multiplication overflows,
 the query is asked again on factors cast to DECIMAL(38,2), and the result says so; where even that
 sum overflows, the result carries DuckDB's reason instead of a value.
+
+DuckDBTable does the same for any SQL of the selection+aggregate class: a table of just the columns
+the queries read, loaded once (optionally sorted: the clustered design), each query's rows, names,
+types and timings. duckdb_over_files answers one query on the files themselves: the no-load figure.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -106,3 +112,122 @@ class DuckDBReference:
 
     def close(self) -> None:
         self.con.close()
+
+
+# lineitem's TPC-H types, as DuckDB is told them for a .tbl file (its parquet carries the same)
+LINEITEM_SQL_TYPES = {
+    "l_orderkey": "BIGINT", "l_partkey": "BIGINT", "l_suppkey": "BIGINT", "l_linenumber": "INTEGER",
+    "l_quantity": "DECIMAL(15,2)", "l_extendedprice": "DECIMAL(15,2)", "l_discount": "DECIMAL(15,2)",
+    "l_tax": "DECIMAL(15,2)", "l_returnflag": "VARCHAR", "l_linestatus": "VARCHAR", "l_shipdate": "DATE",
+    "l_commitdate": "DATE", "l_receiptdate": "DATE", "l_shipinstruct": "VARCHAR", "l_shipmode": "VARCHAR",
+    "l_comment": "VARCHAR",
+}
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass
+class SqlAnswer:
+    """One query's answer from DuckDB: rows as its Python client returns them, column names and
+    types as its cursor describes them, and the wall time of the first (cold) and each timed run."""
+
+    rows: list[tuple]
+    columns: list[str]
+    types: list[str]
+    times_ms: list[float] = field(default_factory=list)
+    first_query_ms: float | None = None
+    unavailable: str | None = None  # DuckDB's one-line reason where it raised an out-of-range error
+
+    @property
+    def median_ms(self) -> float | None:
+        return statistics.median(self.times_ms) if self.times_ms else None
+
+
+def _scan(source: LineitemSource) -> str:
+    """The table function that reads the source's files."""
+    files = _sql_list(source.files)
+    if source.format == "parquet":
+        return f"read_parquet({files})"
+    spec = ", ".join(f"'{c}': '{t}'" for c, t in LINEITEM_SQL_TYPES.items())
+    return f"read_csv({files}, delim='|', header=false, quote='', columns={{{spec}, '_trailing': 'VARCHAR'}})"
+
+
+def _identifiers(names: Sequence[str], what: str) -> list[str]:
+    bad = [n for n in names if not IDENTIFIER.fullmatch(n)]
+    if bad:
+        raise GqueryError(f"{what}: {', '.join(map(repr, bad))} is not a column name")
+    return list(names)
+
+
+class DuckDBTable:
+    """One in-memory DuckDB connection holding its own table `lineitem` of just `columns`, read from
+    the source's files (sorted by `order_by` where given); run_sql any number of queries on it."""
+
+    def __init__(self, source: LineitemSource, columns: Sequence[str], order_by: str | None = None,
+                 threads: int | None = None):
+        import duckdb
+
+        started = time.perf_counter()
+        names = _identifiers(columns, "columns")
+        if not names:
+            raise GqueryError("DuckDBTable needs at least one column")
+        order = _identifiers([c.strip() for c in order_by.split(",")], "order_by") if order_by else []
+        self.version = duckdb.__version__
+        self.threads = threads or os.cpu_count() or 1
+        self.con = duckdb.connect(":memory:")
+        self.con.execute(f"SET threads = {int(self.threads)}")
+        sql = f"CREATE TABLE lineitem AS SELECT {', '.join(names)} FROM {_scan(source)}"
+        if order:
+            sql += f" ORDER BY {', '.join(order)}"
+        try:
+            self.con.execute(sql).fetchall()
+        except duckdb.Error as e:
+            self.con.close()
+            raise GqueryError(f"{source}: DuckDB cannot load {', '.join(names)}: {_first_line(e)}") from None
+        self.columns = names
+        self.load_s = time.perf_counter() - started
+
+    def run_sql(self, sql: str, repeat: int = 5, warmup: int = 1) -> SqlAnswer:
+        """The answer and timings of `sql`: the first run timed cold (and counted as a warm-up),
+        then the rest of the warm-ups, then `repeat` timed runs, each result fully fetched."""
+        import duckdb
+
+        if repeat < 1:
+            raise ValueError("repeat must be >= 1")
+        try:
+            started = time.perf_counter()
+            cursor = self.con.execute(sql)
+            rows = cursor.fetchall()
+            answer = SqlAnswer(rows, [d[0] for d in cursor.description], [str(d[1]) for d in cursor.description],
+                               first_query_ms=(time.perf_counter() - started) * 1e3)
+            for _ in range(max(warmup - 1, 0)):
+                self.con.execute(sql).fetchall()
+            for _ in range(repeat):
+                started = time.perf_counter()
+                self.con.execute(sql).fetchall()
+                answer.times_ms.append((time.perf_counter() - started) * 1e3)
+        except duckdb.OutOfRangeException as e:
+            return SqlAnswer([], [], [], unavailable=_first_line(e))
+        except duckdb.Error as e:
+            raise GqueryError(f"DuckDB failed: {_first_line(e)}") from None
+        return answer
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def duckdb_over_files(source: LineitemSource, sql: str, threads: int | None = None) -> tuple[list[tuple], float]:
+    """(rows, milliseconds) of one cold run of `sql` with lineitem a view over the source's files:
+    what DuckDB answers with nothing loaded beforehand."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute(f"SET threads = {int(threads or os.cpu_count() or 1)}")
+        con.execute(f"CREATE VIEW lineitem AS SELECT * FROM {_scan(source)}")
+        started = time.perf_counter()
+        rows = con.execute(sql).fetchall()
+        return rows, (time.perf_counter() - started) * 1e3
+    except duckdb.Error as e:
+        raise GqueryError(f"DuckDB failed over {source}: {_first_line(e)}") from None
+    finally:
+        con.close()

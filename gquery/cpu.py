@@ -1,0 +1,250 @@
+"""The CPU reference: a query over one part's engine columns (NumPy int64), exact for any values.
+
+Each expression node is computed in int64 only where its exact range (query.bounds over the part's
+column minima and maxima) and its operands' ranges fit int64; anywhere else it is computed on
+Python integers (NumPy object arrays), so no product, sum or rescaling ever wraps. Comparisons
+align both sides to the larger scale the same way. Sums per group are exact: one int64 reduction
+where no partial sum can overflow, else the high and low 32-bit halves reduced apart.
+
+VARCHAR predicates are decided on this part's dictionary (sorted, so a code's order is its
+string's); group keys leave as strings, since another part's codes mean other strings.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from gquery.exact import INT64_MAX, INT64_MIN, LOW32
+from gquery.query import (FLIPPED, Aggregate, And, Arith, Cast, Column, Compare, Expr, InList, Literal, Negate, Not,
+                          Or, Query, bounds, magnitude, scale_of)
+from gquery.result import Partial, initial_state
+
+Values = np.ndarray | int  # int64 or object array of one value per row, or one constant for all rows
+
+
+def evaluate(query: Query, columns: Mapping[str, np.ndarray], dictionaries: Mapping[str, Sequence[str]]) -> Partial:
+    """The partial aggregates of `query` over one part: `columns` holds each column the query reads
+    (COUNT(*) alone reads none: any one column then gives the part's rows) as int64 engine values
+    of equal length, `dictionaries` each VARCHAR column's sorted strings."""
+    missing = [n for n in query.columns() if n not in columns]
+    if missing:
+        raise ValueError(f"columns missing for the query: {', '.join(missing)}")
+    lengths = {len(a) for a in columns.values()}
+    if len(lengths) != 1:
+        raise ValueError(f"one part's columns must have one length, not {sorted(lengths)}")
+    rows = lengths.pop()
+    arrays = {n: np.asarray(columns[n], dtype=np.int64) for n in query.columns()}
+    ranges = {n: (int(a.min()), int(a.max())) for n, a in arrays.items()} if rows else {}
+    selected = np.arange(rows) if query.where is None or rows == 0 else \
+        np.flatnonzero(_Rows(arrays, dictionaries, ranges, None, rows).predicate(query.where))
+    partial = Partial.empty(query)
+    partial.rows_selected = len(selected)
+    if len(selected) == 0:
+        if not query.group_by:
+            partial.add((), [initial_state(f) for f in partial.funcs])
+        return partial
+    selected, starts, keys = _groups(query, arrays, dictionaries, selected)
+    chosen = _Rows(arrays, dictionaries, ranges, selected, len(selected))
+    states = [_aggregate(chosen, a, starts, ranges) for a in query.aggregates]
+    for g, key in enumerate(keys):
+        partial.add(key, [s[g] for s in states])
+    return partial
+
+
+def _groups(query: Query, arrays, dictionaries, selected: np.ndarray):
+    """The selected rows ordered by group, each group's first position, and each group's key."""
+    if not query.group_by:
+        return selected, np.zeros(1, dtype=np.int64), [()]
+    keys = [arrays[c.name][selected] for c in query.group_by]
+    order = np.lexsort(keys[::-1])  # lexsort sorts by its last key first
+    selected = selected[order]
+    keys = [k[order] for k in keys]
+    changes = np.zeros(len(selected), dtype=bool)
+    changes[0] = True
+    for k in keys:
+        changes[1:] |= k[1:] != k[:-1]
+    starts = np.flatnonzero(changes)
+    columns = []
+    for c, k in zip(query.group_by, keys):
+        firsts = k[starts].tolist()
+        columns.append([dictionaries[c.name][code] for code in firsts] if c.type.name == "VARCHAR" else firsts)
+    return selected, starts, list(zip(*columns))
+
+
+def _aggregate(rows: "_Rows", a: Aggregate, starts: np.ndarray, ranges) -> list[list]:
+    """One aggregate's state for each group (groups are the row runs beginning at `starts`)."""
+    sizes = np.diff(np.append(starts, rows.count)).tolist()
+    if a.func == "count":
+        return [[n] for n in sizes]
+    values = rows.value(a.arg)
+    if a.func in ("sum", "avg"):
+        totals = [values * n for n in sizes] if isinstance(values, int) else \
+            _group_sums(values, starts, magnitude(a.arg, ranges))
+        return [[t, n] for t, n in zip(totals, sizes)]
+    if isinstance(values, int):
+        return [[values, n] for n in sizes]
+    reduce = np.minimum if a.func == "min" else np.maximum
+    return [[int(v), n] for v, n in zip(reduce.reduceat(values, starts).tolist(), sizes)]
+
+
+def _group_sums(values: np.ndarray, starts: np.ndarray, bound: int) -> list[int]:
+    """Exact sums of each run: one int64 reduction where |value| x rows < 2^63; else the signed high
+    and unsigned low 32-bit halves apart, each run's half-sums then below 2^63 for < 2^31 rows."""
+    if values.dtype == object or len(values) >= 1 << 31:
+        return [int(v) for v in np.add.reduceat(values.astype(object), starts)]
+    if bound * len(values) < 2**63:
+        return np.add.reduceat(values, starts).tolist()
+    high = np.add.reduceat(values >> 32, starts).tolist()
+    low = np.add.reduceat(values & LOW32, starts).tolist()
+    return [(h << 32) + lo for h, lo in zip(high, low)]
+
+
+def _fits(lo: int, hi: int) -> bool:
+    return INT64_MIN <= lo and hi <= INT64_MAX
+
+
+def _exact(x: Values) -> Values:
+    """The same values as Python integers, on which no arithmetic overflows."""
+    return x.astype(object) if isinstance(x, np.ndarray) and x.dtype != object else x
+
+
+def _int64(x: Values) -> Values:
+    return x.astype(np.int64) if isinstance(x, np.ndarray) and x.dtype == object else x
+
+
+class _Rows:
+    """Expressions over some rows of a part (`take`: their positions, or None for all), each value
+    exact: int64 where the node's range allows, Python integers where it does not."""
+
+    def __init__(self, arrays, dictionaries, ranges, take: np.ndarray | None, count: int):
+        self.arrays, self.dictionaries, self.ranges = arrays, dictionaries, ranges
+        self.take, self.count = take, count
+        self.gathered: dict[str, np.ndarray] = {}
+
+    def column(self, name: str) -> np.ndarray:
+        if name not in self.gathered:
+            a = self.arrays[name]
+            self.gathered[name] = a if self.take is None else a[self.take]
+        return self.gathered[name]
+
+    # -- values --
+    def value(self, e: Expr) -> Values:
+        if isinstance(e, Column):
+            return self.column(e.name)
+        if isinstance(e, Literal):
+            return int(e.value)
+        if isinstance(e, Negate):
+            return self._computed(e, lambda x: -x, [(e.arg, 1)])
+        if isinstance(e, Cast):
+            return self.scaled(e.arg, scale_of(e.type))
+        if isinstance(e, Arith):
+            if e.op == "*":
+                return self._computed(e, lambda x, y: x * y, [(e.left, 1), (e.right, 1)])
+            s = scale_of(e.type)
+            operands = [(e.left, 10 ** (s - scale_of(e.left.type))), (e.right, 10 ** (s - scale_of(e.right.type)))]
+            return self._computed(e, (lambda x, y: x + y) if e.op == "+" else (lambda x, y: x - y), operands)
+        raise TypeError(f"{type(e).__name__} is not a value the CPU reference computes")
+
+    def _computed(self, e: Expr, op, operands: list[tuple[Expr, int]]) -> Values:
+        """op over the operands (each times its power of ten), in int64 where e's range and each
+        scaled operand's range fit int64, else on Python integers."""
+        args, exact64 = [], _fits(*bounds(e, self.ranges))
+        for arg, k in operands:
+            lo, hi = bounds(arg, self.ranges)
+            exact64 = exact64 and _fits(lo * k, hi * k)
+            args.append((self.value(arg), k))
+        if exact64:
+            return op(*(_int64(v) * k if k != 1 else _int64(v) for v, k in args))
+        return op(*(_exact(v) * k if k != 1 else _exact(v) for v, k in args))
+
+    def scaled(self, e: Expr, scale: int) -> Values:
+        """e's values at a scale at least its own, exactly."""
+        k = 10 ** (scale - scale_of(e.type))
+        values = self.value(e)
+        if k == 1:
+            return values
+        lo, hi = bounds(e, self.ranges)
+        return _int64(values) * k if _fits(lo * k, hi * k) else _exact(values) * k
+
+    # -- predicates --
+    def predicate(self, e: Expr) -> np.ndarray:
+        if isinstance(e, And):
+            mask = self.predicate(e.args[0])
+            for a in e.args[1:]:
+                mask = mask & self.predicate(a)
+            return mask
+        if isinstance(e, Or):
+            mask = self.predicate(e.args[0])
+            for a in e.args[1:]:
+                mask = mask | self.predicate(a)
+            return mask
+        if isinstance(e, Not):
+            return ~self.predicate(e.arg)
+        if isinstance(e, Literal):
+            return np.full(self.count, bool(e.value))
+        if isinstance(e, Compare):
+            if e.left.type.name == "VARCHAR" or e.right.type.name == "VARCHAR":
+                return self._compare_string(e)
+            if "TIMESTAMP" in (e.left.type.name, e.right.type.name):
+                raise TypeError(f"{e}: sql.py rewrites a date compared with a timestamp into days")
+            s = max(scale_of(e.left.type), scale_of(e.right.type))
+            return _compare(self.scaled(e.left, s), e.op, self.scaled(e.right, s), self.count)
+        if isinstance(e, InList):
+            mask = self._in(e)
+            return ~mask if e.negated else mask
+        raise TypeError(f"{type(e).__name__} is not a predicate the CPU reference decides")
+
+    def _compare_string(self, e: Compare) -> np.ndarray:
+        column, op, literal = (e.left, e.op, e.right) if isinstance(e.left, Column) else (e.right, FLIPPED[e.op], e.left)
+        codes, dictionary, s = self.column(column.name), self.dictionaries[column.name], literal.value
+        if op in ("=", "<>"):
+            i = bisect_left(dictionary, s)
+            equal = codes == i if i < len(dictionary) and dictionary[i] == s else np.zeros(self.count, dtype=bool)
+            return equal if op == "=" else ~equal
+        # the codes of strings below s are those below its insertion point, the same for <= past it
+        cut = bisect_left(dictionary, s) if op in ("<", ">=") else bisect_right(dictionary, s)
+        return codes < cut if op in ("<", "<=") else codes >= cut
+
+    def _in(self, e: InList) -> np.ndarray:
+        if e.arg.type.name == "VARCHAR":
+            dictionary = self.dictionaries[e.arg.name]
+            codes = [bisect_left(dictionary, v.value) for v in e.values]
+            present = [c for c, v in zip(codes, e.values) if c < len(dictionary) and dictionary[c] == v.value]
+            return np.isin(self.column(e.arg.name), np.array(present, dtype=np.int64))
+        scale = scale_of(e.arg.type)
+        wanted = []
+        for v in e.values:  # each constant at the argument's scale; one finer than it equals no value
+            shift = scale - scale_of(v.type)
+            if shift >= 0:
+                wanted.append(int(v.value) * 10 ** shift)
+            elif int(v.value) % 10 ** -shift == 0:
+                wanted.append(int(v.value) // 10 ** -shift)
+        values = self.value(e.arg)
+        if isinstance(values, int):
+            return np.full(self.count, values in wanted)
+        if values.dtype != object:
+            wanted = [w for w in wanted if _fits(w, w)]
+        return np.isin(values, np.array(wanted, dtype=values.dtype))
+
+
+def _compare(a: Values, op: str, b: Values, count: int) -> np.ndarray:
+    """a op b elementwise, exactly: a constant outside int64 decides the comparison by its sign
+    alone against int64 values."""
+    if isinstance(a, int) and isinstance(b, int):
+        return np.full(count, _holds(a, op, b))
+    if isinstance(a, int):
+        a, op, b = b, FLIPPED[op], a
+    if isinstance(b, int) and a.dtype != object and not _fits(b, b):
+        return np.full(count, _holds(0, op, 1) if b > 0 else _holds(1, op, 0))
+    if isinstance(b, np.ndarray) and (a.dtype == object) != (b.dtype == object):
+        a, b = _exact(a), _exact(b)
+    result = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+              "=": np.equal, "<>": np.not_equal}[op](a, b)
+    return np.asarray(result, dtype=bool)
+
+
+def _holds(a: int, op: str, b: int) -> bool:
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "=": a == b, "<>": a != b}[op]

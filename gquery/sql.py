@@ -1,0 +1,857 @@
+"""SQL text → Query: the selection+aggregate class over lineitem, typed as DuckDB 2.0 types it.
+
+    SELECT <group columns, aggregates of arithmetic> FROM lineitem [AS alias] [WHERE <predicate>]
+    [GROUP BY <at most 2 columns>] [ORDER BY <outputs>] [LIMIT n]
+
+sqlglot (duckdb dialect) parses the text; this module walks its tree once into query.py's nodes and
+refuses everything else in one line naming the construct (OutOfClass). Subtrees without columns are
+folded here to one exact Literal of DuckDB's type (dates and intervals included), so engines only
+ever see columns, integer constants, + - * and comparisons. Output names are DuckDB's default
+column names, rendered from the tree as written (DuckDB names the expression before folding it).
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime
+import re
+from dataclasses import dataclass, replace
+
+import sqlglot
+from sqlglot import exp
+
+from gquery.errors import GqueryError
+from gquery.query import (BOOLEAN, DATE, DAY_MICROS, EPOCH, FLIPPED, INTEGER_TYPES, MAX_DECIMAL_WIDTH,
+                          TIMESTAMP, VARCHAR, Aggregate, And, Arith, Cast, Column, Compare, Expr, InList, Literal,
+                          Negate, Not, Or, Output, Query, SqlType, aggregate_type, arithmetic_type, decimal,
+                          integer_literal_type, scale_of)
+from gquery.schema import Schema
+
+TABLE = "lineitem"
+MAX_GROUP_COLUMNS = 2
+CLASS = "is outside the selection+aggregate class"
+
+
+class OutOfClass(GqueryError):
+    """A query gquery's engines do not answer: the message names the construct, in one line."""
+
+
+class SqlSyntaxError(OutOfClass):
+    """Text sqlglot cannot parse (DuckDB may still read it: `--backend auto` asks it)."""
+
+
+NAMED = {
+    "mission": "SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < {z}",
+    "q1": """select
+    l_returnflag,
+    l_linestatus,
+    sum(l_quantity) as sum_qty,
+    sum(l_extendedprice) as sum_base_price,
+    sum(l_extendedprice * (1 - l_discount)) as sum_disc_price,
+    sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) as sum_charge,
+    avg(l_quantity) as avg_qty,
+    avg(l_extendedprice) as avg_price,
+    avg(l_discount) as avg_disc,
+    count(*) as count_order
+from
+    lineitem
+where
+    l_shipdate <= date '1998-12-01' - interval '90' day
+group by
+    l_returnflag,
+    l_linestatus
+order by
+    l_returnflag,
+    l_linestatus""",
+    "q6": """select
+    sum(l_extendedprice * l_discount) as revenue
+from
+    lineitem
+where
+    l_shipdate >= date '1994-01-01'
+    and l_shipdate < date '1994-01-01' + interval '1' year
+    and l_discount between 0.06 - 0.01 and 0.06 + 0.01
+    and l_quantity < 24""",
+}
+
+
+def named_sql(name: str, z: int | None = None) -> str:
+    """The text of a named query: the mission (needs Z), TPC-H Q1 or Q6 with validation parameters."""
+    if name not in NAMED:
+        raise GqueryError(f"no named query {name!r}: the names are {', '.join(NAMED)}")
+    if name == "mission":
+        if z is None:
+            raise GqueryError("the mission query needs Z (l_suppkey < Z)")
+        if isinstance(z, bool) or not isinstance(z, int):
+            raise GqueryError(f"Z must be an integer, not {z!r}")
+        return NAMED[name].format(z=z)
+    return NAMED[name]
+
+
+def parse(text: str, schema: Schema) -> Query:
+    """The Query that `text` asks, or OutOfClass naming what it asks beyond the class."""
+    return _Binder(text, schema).query(_one_statement(text))
+
+
+def _one_statement(text: str) -> exp.Expression:
+    try:
+        statements = [s for s in sqlglot.parse(text, read="duckdb") if s is not None]
+    except sqlglot.errors.SqlglotError as e:
+        raise SqlSyntaxError(f"syntax error: {_first_line(e)}") from None
+    if not statements:
+        raise SqlSyntaxError("no SQL statement")
+    if len(statements) > 1:
+        raise OutOfClass(f"more than one statement {CLASS}")
+    statement = statements[0]
+    if isinstance(statement, exp.SetOperation):
+        raise OutOfClass(f"{statement.key.upper()} {CLASS}")
+    if not isinstance(statement, exp.Select):
+        raise OutOfClass(f"a {statement.key.upper()} statement {CLASS}")
+    return statement
+
+
+def _first_line(e: Exception) -> str:
+    # sqlglot underlines the offending token with ANSI escapes on the lines after the first
+    return re.sub(r"\x1b\[[0-9;]*m", "", str(e)).splitlines()[0] if str(e) else type(e).__name__
+
+
+def refuse(what: str) -> OutOfClass:
+    return OutOfClass(f"{what} {CLASS}")
+
+
+# --- what sqlglot nodes outside the class are called ------------------------------------------------
+CONSTRUCTS = [
+    (exp.Subquery, "a subquery"), (exp.Select, "a subquery"), (exp.Exists, "EXISTS"), (exp.Window, "a window function"),
+    (exp.Div, "division"), (exp.IntDiv, "integer division"), (exp.Mod, "the operator %"),
+    (exp.Pow, "exponentiation"), (exp.DPipe, "the operator ||"), (exp.Like, "LIKE"), (exp.ILike, "ILIKE"),
+    (exp.SimilarTo, "SIMILAR TO"), (exp.Glob, "GLOB"), (exp.Is, "an IS test (IS NULL, IS TRUE)"), (exp.Case, "a CASE expression"),
+    (exp.If, "IF"), (exp.Null, "NULL"), (exp.Placeholder, "a parameter"), (exp.Parameter, "a parameter"),
+    (exp.Tuple, "a row value"), (exp.Collate, "COLLATE"), (exp.NullSafeEQ, "IS NOT DISTINCT FROM"),
+    (exp.NullSafeNEQ, "IS DISTINCT FROM"), (exp.Filter, "an aggregate FILTER"), (exp.Distinct, "DISTINCT"),
+    (exp.Star, "SELECT *"), (exp.TryCast, "TRY_CAST"), (exp.Interval, "an INTERVAL outside date arithmetic"),
+    (exp.Binary, "the operator"), (exp.Unary, "the operator"),
+]
+CLAUSES = {"with_": "a WITH clause", "distinct": "DISTINCT", "joins": "a join", "laterals": "a lateral join",
+           "having": "HAVING", "qualify": "QUALIFY", "windows": "a WINDOW clause", "offset": "OFFSET",
+           "sample": "a sample", "into": "SELECT INTO", "prewhere": "PREWHERE", "connect": "CONNECT BY"}
+HANDLED_CLAUSES = {"expressions", "from_", "where", "group", "order", "limit", "kind"}
+UNITS = {"DAY": (0, 1, 0), "WEEK": (0, 7, 0), "MONTH": (1, 0, 0), "QUARTER": (3, 0, 0), "YEAR": (12, 0, 0),
+         "HOUR": (0, 0, 3_600_000_000), "MINUTE": (0, 0, 60_000_000), "SECOND": (0, 0, 1_000_000)}
+CAST_TYPES = {exp.DataType.Type.TINYINT: "TINYINT", exp.DataType.Type.SMALLINT: "SMALLINT",
+              exp.DataType.Type.INT: "INTEGER", exp.DataType.Type.BIGINT: "BIGINT", exp.DataType.Type.INT128: "HUGEINT",
+              exp.DataType.Type.DATE: "DATE", exp.DataType.Type.TIMESTAMP: "TIMESTAMP",
+              exp.DataType.Type.TIMESTAMPNTZ: "TIMESTAMP"}
+AGGREGATE_NODES = {exp.Sum: "sum", exp.Count: "count", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
+ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}
+COMPARE_NODES = {exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.EQ: "=", exp.NEQ: "<>"}
+TRUE, FALSE = Literal(True, BOOLEAN), Literal(False, BOOLEAN)
+FIRST_DAY, LAST_DAY = (datetime.date(1, 1, 1) - EPOCH).days, (datetime.date(9999, 12, 31) - EPOCH).days
+NUMBER = re.compile(r"(?=[0-9_]*\.?[0-9])[0-9_]*\.?[0-9_]*([eE][-+]?[0-9]+)?")
+
+
+def construct(node: exp.Expression) -> str:
+    """What a node outside the class is called in a message."""
+    for kind, name in CONSTRUCTS:
+        if isinstance(node, kind):
+            if name == "the operator":
+                return f"the operator {node.key.upper()} ({_short(node)})"
+            return name
+    if isinstance(node, exp.AggFunc):
+        return f"the aggregate {_function_name(node)}"
+    if isinstance(node, exp.Func):
+        return f"the function {_function_name(node)}"
+    return f"{node.key.upper()} ({_short(node)})"
+
+
+def _function_name(node: exp.Func) -> str:
+    return (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).upper()
+
+
+def _short(node: exp.Expression) -> str:
+    text = node.sql("duckdb")
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _unparenthesized(node: exp.Expression) -> exp.Expression:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+# --- exact constants ----------------------------------------------------------------------------------
+def fits(value: int, t: SqlType) -> bool:
+    """Whether a folded constant is a value of its type (DuckDB raises where it is not)."""
+    if t.is_integer:
+        bits = INTEGER_TYPES[t.name]
+        return -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
+    if t.is_decimal:
+        return abs(value) < 10 ** t.width
+    return True
+
+
+def number_literal(text: str, negative: bool) -> Literal:
+    """A numeric literal typed as DuckDB's parser types it: an integer by its value, a decimal as
+    DECIMAL(every digit written, leading zeros included; the digits after the point)."""
+    digits = text.replace("_", "")
+    if "e" in digits.lower():
+        raise refuse(f"a floating-point literal ({text})")
+    if "." in digits:
+        whole, fraction = digits.split(".")
+        width = len(whole) + len(fraction)
+        if width > MAX_DECIMAL_WIDTH:
+            raise refuse(f"a decimal literal of more than {MAX_DECIMAL_WIDTH} digits ({text}: DuckDB reads it as DOUBLE)")
+        value = int(whole + fraction or "0")
+        return Literal(-value if negative else value, SqlType("DECIMAL", width, len(fraction)))
+    value = -int(digits) if negative else int(digits)
+    try:
+        return Literal(value, integer_literal_type(value))
+    except ValueError:
+        raise refuse(f"an integer literal wider than HUGEINT ({text})") from None
+
+
+def date_days(text: str) -> int:
+    """DATE 'yyyy-mm-dd' (also with / or a space between the fields) as days since 1970-01-01."""
+    m = re.fullmatch(r"\s*(\d{1,4})([-/ ])(\d{1,2})\2(\d{1,2})\s*", text)
+    if not m:
+        raise refuse(f"the date string '{text}' (gquery reads dates written yyyy-mm-dd)")
+    try:
+        day = datetime.date(int(m[1]), int(m[3]), int(m[4]))
+    except ValueError:
+        raise OutOfClass(f"'{text}' is not a date") from None
+    return (day - EPOCH).days
+
+
+def timestamp_micros(text: str) -> int:
+    """TIMESTAMP 'yyyy-mm-dd[ hh:mm[:ss[.ffffff]]]' as microseconds since 1970-01-01."""
+    m = re.fullmatch(r"\s*(\d{1,4}-\d{1,2}-\d{1,2})(?:[ T](\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?)?\s*", text)
+    if not m:
+        raise refuse(f"the timestamp string '{text}' (gquery reads yyyy-mm-dd hh:mm:ss.ffffff)")
+    hours, minutes, seconds = int(m[2] or 0), int(m[3] or 0), int(m[4] or 0)
+    if hours > 23 or minutes > 59 or seconds > 59:
+        raise OutOfClass(f"'{text}' is not a timestamp")
+    micros = int((m[5] or "").ljust(6, "0"))
+    return date_days(m[1]) * DAY_MICROS + ((hours * 60 + minutes) * 60 + seconds) * 1_000_000 + micros
+
+
+def temporal_literal(value: int, t: SqlType) -> Literal:
+    """A DATE (days) or TIMESTAMP (microseconds) constant, within the years Python's dates hold."""
+    days = value if t.name == "DATE" else value // DAY_MICROS
+    if not FIRST_DAY <= days <= LAST_DAY:
+        raise refuse("a date outside the years 1 to 9999")
+    return Literal(value, t)
+
+
+def add_interval(micros: int, months: int, days: int, interval_micros: int) -> int:
+    """A timestamp plus an interval as DuckDB adds them: months first, the day clamped to the new
+    month's last day (DATE '1994-01-31' + INTERVAL 1 MONTH is 1994-02-28), then days, then micros."""
+    days_since, time_of_day = divmod(micros, DAY_MICROS)
+    day = EPOCH + datetime.timedelta(days=days_since)
+    if months:
+        month0 = day.year * 12 + day.month - 1 + months
+        year, month = divmod(month0, 12)
+        if not 1 <= year <= 9999:
+            raise refuse("a date outside the years 1 to 9999")
+        day = datetime.date(year, month + 1, min(day.day, calendar.monthrange(year, month + 1)[1]))
+    return ((day - EPOCH).days + days) * DAY_MICROS + time_of_day + interval_micros
+
+
+@dataclass(frozen=True)
+class _Interval:
+    """An INTERVAL constant as DuckDB holds one: months, days and microseconds apart."""
+
+    months: int = 0
+    days: int = 0
+    micros: int = 0
+
+    def scaled(self, sign: int) -> "_Interval":
+        return _Interval(sign * self.months, sign * self.days, sign * self.micros)
+
+    def __add__(self, other: "_Interval") -> "_Interval":
+        return _Interval(self.months + other.months, self.days + other.days, self.micros + other.micros)
+
+
+# --- the binder ------------------------------------------------------------------------------------------
+class _Binder:
+    """Walks one SELECT's tree into a Query, against lineitem's schema."""
+
+    def __init__(self, text: str, schema: Schema):
+        self.text = text
+        self.schema = schema
+        self.columns = {name.lower(): name for name in (*schema.types, *schema.left_out)}
+        self.qualifiers = {TABLE}
+        self.aliases: dict[str, exp.Expression] = {}  # select-list alias → its expression
+        self.notes: list[str] = []
+
+    # -- the statement --
+    def query(self, select: exp.Select) -> Query:
+        for key, value in select.args.items():
+            if value and key not in HANDLED_CLAUSES:
+                raise refuse(CLAUSES.get(key, f"the clause {key.upper()}"))
+        self._bind_from(select.args.get("from_"))
+        items = select.expressions
+        for item in items:
+            if isinstance(item, exp.Alias):
+                self.aliases.setdefault(item.alias.lower(), item.this)
+        for item in items:
+            self._check_select_item(_unaliased(item))
+        if not any(_aggregates_in(_unaliased(i)) for i in items):
+            raise refuse("a query without an aggregate")
+        where = self._where(select.args.get("where"))
+        group_by = self._group_by(select.args.get("group"), items)
+        outputs = tuple(self._output(item, group_by) for item in items)
+        order_by = self._order_by(select.args.get("order"), items, outputs)
+        limit = self._limit(select.args.get("limit"))
+        sql = self.text.strip().rstrip(";").rstrip()
+        return Query(sql, outputs, where, group_by, order_by, limit, TABLE, tuple(dict.fromkeys(self.notes)))
+
+    def _bind_from(self, from_: exp.From | None) -> None:
+        if from_ is None:
+            raise refuse("a query without FROM lineitem")
+        table = from_.this
+        if isinstance(table, exp.Subquery):
+            raise refuse("a subquery")
+        if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
+            raise refuse(f"reading {_short(table)} (a table function)")
+        if table.args.get("db") or table.args.get("catalog") or table.name.lower() != TABLE:
+            raise refuse(f"a table other than lineitem ({_short(table)})")
+        for key, value in table.args.items():
+            if value and key not in ("this", "alias"):
+                raise refuse(f"{key.upper()} on the table")
+        alias = table.args.get("alias")
+        if alias is not None:
+            if alias.columns:
+                raise refuse("column aliases on the table")
+            self.qualifiers.add(alias.name.lower())
+
+    def _check_select_item(self, node: exp.Expression) -> None:
+        for bad in node.find_all(exp.Star, exp.Window, exp.Subquery, exp.Select):
+            if not (isinstance(bad, exp.Star) and isinstance(bad.parent, exp.Count)):
+                raise refuse(construct(bad))
+        inner = _unparenthesized(node)
+        if isinstance(inner, exp.Filter):
+            raise refuse("an aggregate FILTER")
+        if isinstance(inner, exp.AggFunc):
+            for nested in _aggregates_in(inner)[1:]:
+                raise refuse(f"a nested aggregate ({_short(nested)})")
+            return
+        if _aggregates_in(inner):
+            raise refuse(f"arithmetic over aggregates ({_short(inner)})")
+
+    def _where(self, where: exp.Where | None) -> Expr | None:
+        if where is None:
+            return None
+        for agg in _aggregates_in(where.this):
+            raise refuse(f"an aggregate in WHERE ({_short(agg)})")
+        predicate = self._predicate(where.this)
+        if predicate == TRUE:
+            return None
+        return predicate
+
+    def _group_by(self, group: exp.Group | None, items: list[exp.Expression]) -> tuple[Column, ...]:
+        if group is None:
+            return ()
+        for key, value in group.args.items():
+            if value and key not in ("expressions", "all"):
+                raise refuse(f"GROUP BY {key.upper().replace('_', ' ')}")
+        if group.args.get("all"):
+            nodes = [_unaliased(i) for i in items if not _aggregates_in(_unaliased(i))]
+        else:
+            nodes = [self._group_item(g, items) for g in group.expressions]
+        columns: dict[str, Column] = {}
+        for node in nodes:
+            column = self._value(node)
+            if not isinstance(column, Column):
+                raise refuse(f"GROUP BY an expression ({_short(node)})")
+            columns.setdefault(column.name, column)
+        if len(columns) > MAX_GROUP_COLUMNS:
+            raise refuse(f"GROUP BY more than {MAX_GROUP_COLUMNS} columns")
+        return tuple(columns.values())
+
+    def _group_item(self, node: exp.Expression, items: list[exp.Expression]) -> exp.Expression:
+        node = _unparenthesized(node)
+        if isinstance(node, exp.Literal) and not node.is_string:
+            picked = _unaliased(items[_position(node, items, "GROUP BY")])
+            if _aggregates_in(picked):
+                raise refuse(f"GROUP BY an aggregate ({_short(picked)})")
+            return picked
+        return node
+
+    def _output(self, item: exp.Expression, group_by: tuple[Column, ...]) -> Output:
+        node = _unaliased(item)
+        name = item.alias if isinstance(item, exp.Alias) else None
+        inner = _unparenthesized(node)
+        if isinstance(inner, exp.AggFunc):
+            return Output(name or self._name(inner), self._aggregate(inner))
+        value = self._value(inner)
+        if isinstance(value, Literal):
+            raise refuse(f"a constant in the SELECT list ({_short(inner)})")
+        if not isinstance(value, Column):
+            raise refuse(f"an expression outside an aggregate ({_short(inner)})")
+        if value not in group_by:
+            raise refuse(f"a column outside GROUP BY ({value.name})")
+        return Output(name or value.name, value)
+
+    def _order_by(self, order: exp.Order | None, items, outputs) -> tuple[tuple[int, bool], ...]:
+        if order is None:
+            return ()
+        keys = []
+        for ordered in order.expressions:
+            node = _unparenthesized(ordered.this)
+            keys.append((self._order_index(node, items, outputs), bool(ordered.args.get("desc"))))
+        return tuple(keys)
+
+    def _order_index(self, node: exp.Expression, items, outputs) -> int:
+        if isinstance(node, exp.Literal) and not node.is_string:
+            return _position(node, items, "ORDER BY")
+        if isinstance(node, exp.Column) and not node.table:
+            for i, item in enumerate(items):  # an alias names an output before a column does
+                if isinstance(item, exp.Alias) and item.alias.lower() == node.name.lower():
+                    return i
+        if isinstance(node, exp.AggFunc):
+            wanted = self._aggregate(node)
+        elif _aggregates_in(node):
+            raise refuse(f"ORDER BY an expression over aggregates ({_short(node)})")
+        else:
+            wanted = self._value(node)
+        for i, output in enumerate(outputs):
+            if output.expr == wanted:
+                return i
+        raise refuse(f"ORDER BY something not in the SELECT list ({_short(node)})")
+
+    def _limit(self, limit: exp.Expression | None) -> int | None:
+        if limit is None:
+            return None
+        if isinstance(limit, exp.Fetch):
+            if limit.args.get("percent") or limit.args.get("with_ties"):
+                raise refuse("FETCH with PERCENT or WITH TIES")
+            count = limit.args.get("count")
+        else:
+            count = limit.expression
+        node = _unparenthesized(count) if count is not None else None
+        if not (isinstance(node, exp.Literal) and not node.is_string and node.this.replace("_", "").isdigit()):
+            raise refuse(f"LIMIT other than a non-negative integer ({_short(limit)})")
+        return int(node.this.replace("_", ""))
+
+    # -- aggregates --
+    def _aggregate(self, node: exp.Expression) -> Aggregate:
+        func = next((name for kind, name in AGGREGATE_NODES.items() if type(node) is kind), None)
+        if func is None:
+            raise refuse(construct(node))
+        arg = node.this
+        if isinstance(arg, exp.Distinct):
+            raise refuse(f"DISTINCT in an aggregate ({_short(node)})")
+        if node.expressions or any(v for k, v in node.args.items() if k not in ("this", "big_int")):
+            raise refuse(f"{func.upper()} of more than one argument ({_short(node)})")
+        if arg is None or isinstance(arg, exp.Star):
+            if func != "count":
+                raise refuse(f"{func.upper()}(*)")
+            return Aggregate("count", None, aggregate_type("count", None))
+        value = self._value(arg)
+        if func == "count":  # kept, though it counts every row: DuckDB's AVG depends on which COUNTs there are
+            return Aggregate("count", value, aggregate_type("count", value.type))
+        if value.type.name == "VARCHAR" or (value.type.name == "DATE" and func in ("sum", "avg")):
+            raise refuse(f"{func.upper()} of a {value.type} ({_short(node)})")
+        if not (value.type.is_numeric or value.type.name == "DATE"):
+            raise refuse(f"{func.upper()} of a {value.type} ({_short(node)})")
+        return Aggregate(func, value, aggregate_type(func, value.type))
+
+    # -- values --
+    def _value(self, node: exp.Expression) -> Expr:
+        """A value expression, constant subtrees folded into one Literal of their DuckDB type."""
+        node = _unparenthesized(node)
+        if isinstance(node, exp.Column):
+            return self._column(node)
+        if isinstance(node, exp.Literal):
+            return self._literal(node, False)
+        if isinstance(node, exp.Boolean):
+            return Literal(bool(node.this), BOOLEAN)
+        if isinstance(node, exp.Neg):
+            literal = self._signed_literal(node)
+            if literal is not None:
+                return literal
+            return self._negate(self._value(node.this), node)
+        if type(node) in ARITHMETIC:
+            return self._arithmetic(node)
+        if isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast):
+            return self._cast(node)
+        if isinstance(node, exp.AggFunc):
+            raise refuse(f"an aggregate inside an expression ({_short(node)})")
+        raise refuse(construct(node))
+
+    def _column(self, node: exp.Column, aliases: bool = True) -> Column:
+        """A column of lineitem, or (unqualified, where no column has the name) a select-list
+        alias of one, as DuckDB resolves names in WHERE and GROUP BY."""
+        if isinstance(node.this, exp.Star):
+            raise refuse("SELECT *")
+        if node.args.get("db") or node.args.get("catalog"):
+            raise refuse(f"a column of another schema ({_short(node)})")
+        qualifier = node.table.lower()
+        if qualifier and qualifier not in self.qualifiers:
+            raise OutOfClass(f"unknown table {node.table} (the class reads lineitem only)")
+        name = self.columns.get(node.name.lower())
+        if name is None:
+            alias = self.aliases.get(node.name.lower()) if aliases and not qualifier else None
+            if alias is None:
+                raise OutOfClass(f"unknown column {node.name}")
+            if not isinstance(_unparenthesized(alias), exp.Column):
+                raise refuse(f"a reference to the select item {node.name} ({_short(alias)}) outside ORDER BY")
+            return self._column(_unparenthesized(alias), aliases=False)
+        try:
+            return Column(name, self.schema.type_of(name))
+        except KeyError as e:
+            raise OutOfClass(e.args[0]) from None
+
+    def _literal(self, node: exp.Literal, negative: bool) -> Literal:
+        if node.is_string:
+            if negative:
+                raise refuse(f"negating a string ({_short(node)})")
+            return Literal(node.this, VARCHAR)
+        return number_literal(self._number_text(node), negative)
+
+    def _number_text(self, node: exp.Literal) -> str:
+        """The literal as written: DuckDB types 001.50 by its digits, which sqlglot keeps only in
+        the source text (it rewrites .5 as 0.5 and drops the position)."""
+        start, end = node.meta.get("start"), node.meta.get("end")
+        if start is None or end is None:
+            return node.this[1:] if node.this.startswith("0.") else node.this
+        written = self.text[start:end + 1]
+        return written if NUMBER.fullmatch(written) else node.this
+
+    def _signed_literal(self, node: exp.Neg) -> Literal | None:
+        """-(-(1.50)) is the constant 1.50 to DuckDB's parser, typed after the sign is applied
+        (-2147483648 is an INTEGER)."""
+        negative = False
+        while isinstance(node, exp.Neg):
+            negative = not negative
+            node = _unparenthesized(node.this)
+        if isinstance(node, exp.Literal) and not node.is_string:
+            return self._literal(node, negative)
+        return None
+
+    def _negate(self, arg: Expr, node: exp.Expression) -> Expr:
+        if not arg.type.is_numeric:
+            raise refuse(f"negating a {arg.type} ({_short(node)})")
+        if isinstance(arg, Literal):
+            return self._constant(-arg.value, arg.type, node)
+        return Negate(arg, arg.type)
+
+    def _arithmetic(self, node: exp.Binary) -> Expr:
+        op = ARITHMETIC[type(node)]
+        interval = self._interval(node.expression)
+        if interval is not None and op in "+-":
+            return self._shift(self._value(node.this), interval.scaled(1 if op == "+" else -1), node)
+        interval = self._interval(node.this)
+        if interval is not None and op == "+":
+            return self._shift(self._value(node.expression), interval, node)
+        if interval is not None:
+            raise refuse(f"INTERVAL arithmetic other than a date plus or minus an interval ({_short(node)})")
+        left, right = self._value(node.this), self._value(node.expression)
+        for side in (left, right):
+            if side.type.name in ("VARCHAR", "BOOLEAN", "TIMESTAMP"):
+                raise refuse(f"arithmetic on a {side.type} ({_short(node)})")
+        date_side = next((s for s in (left, right) if s.type.name == "DATE"), None)
+        other = right if date_side is left else left
+        if date_side is not None and other.type.is_integer and INTEGER_TYPES[other.type.name] > 32:
+            raise refuse(f"a date plus a {other.type} (DuckDB adds INTEGER days only) ({_short(node)})")
+        try:
+            t = arithmetic_type(op, left.type, right.type)
+        except (TypeError, ValueError) as e:
+            raise refuse(f"{e} ({_short(node)})") from None
+        if isinstance(left, Literal) and isinstance(right, Literal):
+            if t.name == "DATE":
+                return temporal_literal(_fold(op, left, right, t), DATE)
+            return self._constant(_fold(op, left, right, t), t, node)
+        return Arith(op, left, right, t)
+
+    def _constant(self, value: int, t: SqlType, node: exp.Expression) -> Literal:
+        if not fits(value, t):
+            raise OutOfClass(f"the constant {_short(node)} overflows {t} (DuckDB raises an out-of-range error)")
+        return Literal(value, t)
+
+    def _interval(self, node: exp.Expression) -> _Interval | None:
+        """The constant an INTERVAL expression stands for, or None where node is not one."""
+        node = _unparenthesized(node)
+        if isinstance(node, exp.Interval):
+            return self._interval_literal(node)
+        if isinstance(node, exp.Neg):
+            inner = self._interval(node.this)
+            return None if inner is None else inner.scaled(-1)
+        if isinstance(node, (exp.Add, exp.Sub)):
+            left, right = self._interval(node.this), self._interval(node.expression)
+            if left is not None and right is not None:
+                return left + right.scaled(1 if isinstance(node, exp.Add) else -1)
+        return None
+
+    def _interval_literal(self, node: exp.Interval) -> _Interval:
+        unit = node.args.get("unit")
+        amount = _unparenthesized(node.this)
+        if unit is None:
+            text = amount.this if isinstance(amount, exp.Literal) and amount.is_string else ""
+            parts = re.findall(r"\s*([-+]?\d+)\s*([a-zA-Z]+)", text)
+            if not parts or "".join(f"{n}{u}" for n, u in parts) != re.sub(r"\s+", "", text):
+                raise refuse(f"the interval {_short(node)} (gquery reads n DAY|WEEK|MONTH|QUARTER|YEAR|HOUR|MINUTE|SECOND)")
+            total = _Interval()
+            for n, u in parts:
+                total = total + self._interval_unit(int(n), u, node)
+            return total
+        if isinstance(amount, exp.Literal):
+            text = amount.this.strip()
+        else:
+            value = self._value(amount)
+            if not (isinstance(value, Literal) and value.type.is_integer):
+                raise refuse(f"an interval of a non-integer amount ({_short(node)})")
+            text = str(value.value)
+        if not re.fullmatch(r"[-+]?\d+", text):
+            raise refuse(f"an interval of a fractional or non-numeric amount ({_short(node)})")
+        return self._interval_unit(int(text), unit.name, node)
+
+    def _interval_unit(self, n: int, unit: str, node: exp.Expression) -> _Interval:
+        key = unit.upper()
+        key = key[:-1] if key.endswith("S") else key
+        if key not in UNITS:
+            raise refuse(f"an interval in {unit} ({_short(node)})")
+        months, days, micros = UNITS[key]
+        return _Interval(n * months, n * days, n * micros)
+
+    def _shift(self, base: Expr, interval: _Interval, node: exp.Expression) -> Literal:
+        """DATE or TIMESTAMP constant ± INTERVAL: a TIMESTAMP constant, as DuckDB computes it."""
+        if not isinstance(base, Literal):
+            raise refuse(f"an INTERVAL added to a column ({_short(node)})")
+        if base.type.name == "DATE":
+            micros = base.value * DAY_MICROS
+        elif base.type.name == "TIMESTAMP":
+            micros = base.value
+        else:
+            raise refuse(f"an INTERVAL added to a {base.type} ({_short(node)})")
+        return temporal_literal(add_interval(micros, interval.months, interval.days, interval.micros), TIMESTAMP)
+
+    def _cast(self, node: exp.Cast) -> Expr:
+        target = self._cast_type(node)
+        inner = _unparenthesized(node.this)
+        if isinstance(inner, exp.Literal) and inner.is_string:
+            if target.name == "DATE":
+                return temporal_literal(date_days(inner.this), DATE)
+            if target.name == "TIMESTAMP":
+                return temporal_literal(timestamp_micros(inner.this), TIMESTAMP)
+            raise refuse(f"a CAST of a string to {target} ({_short(node)})")
+        arg = self._value(inner)
+        if target.is_temporal or arg.type.is_temporal:
+            if arg.type == target:
+                return arg
+            if target.name == "TIMESTAMP" and isinstance(arg, Literal) and arg.type.name == "DATE":
+                return Literal(arg.value * DAY_MICROS, TIMESTAMP)
+            raise refuse(f"a CAST from {arg.type} to {target} ({_short(node)})")
+        if not arg.type.is_numeric:
+            raise refuse(f"a CAST from {arg.type} to {target} ({_short(node)})")
+        if scale_of(target) < scale_of(arg.type):
+            raise refuse(f"a CAST that rounds ({_short(node)}: scale {scale_of(arg.type)} to {scale_of(target)})")
+        if isinstance(arg, Literal):
+            return self._constant(arg.value * 10 ** (scale_of(target) - scale_of(arg.type)), target, node)
+        return Cast(arg, target)
+
+    def _cast_type(self, node: exp.Cast) -> SqlType:
+        to = node.to
+        if to.this == exp.DataType.Type.DECIMAL:
+            params = [int(p.this.this) for p in to.expressions]
+            width, scale = {0: (18, 3), 1: (*params, 0), 2: tuple(params)}.get(len(params), (0, 0))
+            if not (1 <= width <= MAX_DECIMAL_WIDTH and 0 <= scale <= width):
+                raise refuse(f"a CAST to DECIMAL({width},{scale})")
+            return decimal(width, scale)
+        if to.this in CAST_TYPES and not to.expressions:
+            return SqlType(CAST_TYPES[to.this])
+        raise refuse(f"a CAST to {to.sql('duckdb')}")
+
+    # -- predicates --
+    def _predicate(self, node: exp.Expression) -> Expr:
+        """A boolean expression, constant parts folded away (a constant predicate is TRUE or FALSE)."""
+        node = _unparenthesized(node)
+        if isinstance(node, exp.And):
+            return _conjunction(And, [self._predicate(node.this), self._predicate(node.expression)])
+        if isinstance(node, exp.Or):
+            return _conjunction(Or, [self._predicate(node.this), self._predicate(node.expression)])
+        if isinstance(node, exp.Not):
+            return _negation(self._predicate(node.this))
+        if type(node) in COMPARE_NODES:
+            return self._compare(COMPARE_NODES[type(node)], self._value(node.this), self._value(node.expression), node)
+        if isinstance(node, exp.Between):
+            arg = self._value(node.this)
+            low, high = self._value(node.args["low"]), self._value(node.args["high"])
+            return _conjunction(And, [self._compare(">=", arg, low, node), self._compare("<=", arg, high, node)])
+        if isinstance(node, exp.In):
+            return self._in(node)
+        if isinstance(node, exp.Boolean):
+            return TRUE if node.this else FALSE
+        if isinstance(node, (exp.Column, exp.Literal, exp.Neg, exp.Cast)) or type(node) in ARITHMETIC:
+            value = self._value(node)
+            raise refuse(f"a predicate that is not a comparison ({_short(node)}: {value.type})")
+        raise refuse(construct(node))
+
+    def _compare(self, op: str, left: Expr, right: Expr, node: exp.Expression) -> Expr:
+        if isinstance(left, Literal) and not isinstance(right, Literal):
+            op, left, right = FLIPPED[op], right, left  # the column side on the left
+        a, b = left.type, right.type
+        if a.name == "BOOLEAN" or b.name == "BOOLEAN":
+            raise refuse(f"comparing a BOOLEAN ({_short(node)})")
+        if a.name == "VARCHAR" or b.name == "VARCHAR":
+            return self._compare_string(op, left, right, node)
+        if a.is_temporal or b.is_temporal:
+            return self._compare_date(op, left, right, node)
+        if isinstance(left, Literal) and isinstance(right, Literal):
+            return TRUE if _holds(op, *_aligned(left, right)) else FALSE
+        return Compare(op, left, right)
+
+    def _compare_string(self, op: str, left: Expr, right: Expr, node: exp.Expression) -> Expr:
+        a, b = left.type, right.type
+        if a.name == "VARCHAR" and b.name == "VARCHAR":
+            if isinstance(left, Column) and isinstance(right, Literal):
+                return Compare(op, left, right)
+            if isinstance(left, Literal) and isinstance(right, Literal):
+                return TRUE if _holds(op, left.value, right.value) else FALSE
+            raise refuse(f"comparing two VARCHAR columns ({_short(node)})")
+        if a.name == "DATE" and isinstance(right, Literal):
+            return self._compare_date(op, left, Literal(date_days(right.value), DATE), node)
+        if isinstance(right, Literal) and isinstance(left, Literal) and a.name == "VARCHAR" and b.name == "DATE":
+            return self._compare_date(op, Literal(date_days(left.value), DATE), right, node)
+        raise refuse(f"comparing {a} with {b} ({_short(node)})")
+
+    def _compare_date(self, op: str, left: Expr, right: Expr, node: exp.Expression) -> Expr:
+        a, b = left.type, right.type
+        if a.name == "DATE" and b.name == "DATE":
+            if isinstance(left, Literal) and isinstance(right, Literal):
+                return TRUE if _holds(op, left.value, right.value) else FALSE
+            return Compare(op, left, right)
+        if {a.name, b.name} <= {"DATE", "TIMESTAMP"} and isinstance(right, Literal):
+            micros_right = right.value * DAY_MICROS if b.name == "DATE" else right.value
+            if isinstance(left, Literal):
+                micros_left = left.value * DAY_MICROS if a.name == "DATE" else left.value
+                return TRUE if _holds(op, micros_left, micros_right) else FALSE
+            return self._date_at_midnight(op, left, micros_right)
+        raise refuse(f"comparing {a} with {b} ({_short(node)})")
+
+    def _date_at_midnight(self, op: str, date: Expr, micros: int) -> Expr:
+        """date op TIMESTAMP: DuckDB compares the date at midnight; exactly the same rows as
+        comparing the date with the timestamp's day, rounded the way op needs."""
+        day, rest = divmod(micros, DAY_MICROS)
+        after = day + (rest > 0)  # the first day whose midnight is not before the timestamp
+        if op in ("=", "<>") and rest:
+            rewritten = FALSE if op == "=" else TRUE
+        else:
+            rewritten = Compare(op, date, Literal(after if op in ("<", ">=") else day, DATE))
+        shown = str(rewritten).upper() if rewritten in (TRUE, FALSE) else str(rewritten)
+        self.notes.append(f"{date} {op} {Literal(micros, TIMESTAMP)} compares the date at midnight: rewritten as {shown}")
+        return rewritten
+
+    def _in(self, node: exp.In) -> Expr:
+        if node.args.get("query") is not None:
+            raise refuse("a subquery")
+        for key, value in node.args.items():
+            if value and key not in ("this", "expressions"):
+                raise refuse(f"IN {key.upper()} ({_short(node)})")
+        arg = self._value(node.this)
+        if not node.expressions:
+            raise refuse("an empty IN list")
+        matches = [self._compare("=", arg, self._value(v), node) for v in node.expressions]
+        if TRUE in matches:
+            return TRUE
+        values = []
+        for m in matches:
+            if m == FALSE:
+                continue  # a constant that equals nothing (another constant, a timestamp past midnight)
+            if not (isinstance(m, Compare) and m.left == arg and isinstance(m.right, Literal)):
+                raise refuse(f"IN with a value that is not a constant ({_short(node)})")
+            values.append(m.right)
+        return InList(arg, tuple(dict.fromkeys(values))) if values else FALSE
+
+    # -- names --
+    def _name(self, node: exp.Expression) -> str:
+        """DuckDB's default name of a select item: its expression printed as DuckDB prints it."""
+        node = _unparenthesized(node)
+        if isinstance(node, exp.Column):
+            return ".".join(part.name for part in node.parts)
+        if isinstance(node, exp.Literal):
+            return "'" + node.this.replace("'", "''") + "'" if node.is_string else self._number_text(node)
+        if isinstance(node, exp.Neg):
+            sign, inner = "-", _unparenthesized(node.this)
+            while isinstance(inner, exp.Neg):
+                sign, inner = ("" if sign else "-"), _unparenthesized(inner.this)
+            if isinstance(inner, exp.Literal) and not inner.is_string:
+                return sign + self._number_text(inner)
+            return f"(-({self._name(node.this)}))"
+        if type(node) in ARITHMETIC:
+            return f"({self._name(node.this)} {ARITHMETIC[type(node)]} {self._name(node.expression)})"
+        if isinstance(node, exp.Cast):
+            return f"CAST({self._name(node.this)} AS {_type_name(node.to)})"
+        if isinstance(node, exp.Boolean):
+            return "true" if node.this else "false"
+        if type(node) in AGGREGATE_NODES:
+            func = AGGREGATE_NODES[type(node)]
+            if func == "count" and (node.this is None or isinstance(node.this, exp.Star)):
+                return "count_star()"
+            return f"{func}({self._name(node.this)})"
+        return node.sql("duckdb")
+
+
+def _type_name(to: exp.DataType) -> str:
+    """A cast's type as DuckDB prints it in a column name."""
+    if to.this == exp.DataType.Type.DECIMAL:
+        params = ", ".join(p.this.this for p in to.expressions)
+        return f"DECIMAL({params})" if params else "DECIMAL"
+    return CAST_TYPES.get(to.this, to.sql("duckdb"))
+
+
+def _unaliased(item: exp.Expression) -> exp.Expression:
+    return item.this if isinstance(item, exp.Alias) else item
+
+
+def _aggregates_in(node: exp.Expression) -> list[exp.Expression]:
+    return [n for n in node.walk() if isinstance(n, exp.AggFunc)]
+
+
+def _position(node: exp.Literal, items: list[exp.Expression], clause: str) -> int:
+    """The select item a 1-based position names, as an index."""
+    text = node.this.replace("_", "")
+    if not text.isdigit() or not 1 <= int(text) <= len(items):
+        raise OutOfClass(f"{clause} position {node.this} is not in the select list (1 to {len(items)})")
+    return int(text) - 1
+
+
+def _fold(op: str, left: Literal, right: Literal, t: SqlType) -> int:
+    """left op right on exact values at the result type's scale."""
+    if op == "*":
+        return left.value * right.value
+    s = scale_of(t)
+    a = left.value * 10 ** (s - scale_of(left.type))
+    b = right.value * 10 ** (s - scale_of(right.type))
+    return a + b if op == "+" else a - b
+
+
+def _aligned(left: Literal, right: Literal) -> tuple[int, int]:
+    s = max(scale_of(left.type), scale_of(right.type))
+    return left.value * 10 ** (s - scale_of(left.type)), right.value * 10 ** (s - scale_of(right.type))
+
+
+def _holds(op: str, a, b) -> bool:
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "=": a == b, "<>": a != b}[op]
+
+
+def _conjunction(kind: type, args: list[Expr]) -> Expr:
+    """AND or OR of args, flattened, with TRUE and FALSE folded away."""
+    absorbing, neutral = (FALSE, TRUE) if kind is And else (TRUE, FALSE)
+    flat: list[Expr] = []
+    for a in args:
+        flat.extend(a.args if isinstance(a, kind) else (a,))
+    if absorbing in flat:
+        return absorbing
+    kept = [a for a in flat if a != neutral]
+    if not kept:
+        return neutral
+    return kept[0] if len(kept) == 1 else kind(tuple(kept))
+
+
+def _negation(arg: Expr) -> Expr:
+    if arg in (TRUE, FALSE):
+        return FALSE if arg == TRUE else TRUE
+    if isinstance(arg, InList):
+        return replace(arg, negated=not arg.negated)
+    return arg.arg if isinstance(arg, Not) else Not(arg)
+
