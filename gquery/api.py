@@ -1,140 +1,251 @@
-"""The Python API: open a table, query it, check and profile the answer.
+"""The Python API: open a table, ask it SQL (or the mission's Z), check and profile the answer.
 
     import gquery
     table = gquery.open("dbgen_data/sf10")          # a store, parquet, .tbl, an Arrow table or arrays
-    r = table.query(30, mode="pinned")              # encoding and placement chosen by the planner
-    r.value, r.check, r.profile.total_ms, print(r.plan.describe())
+    a = table.sql("SELECT SUM(l_extendedprice * l_discount) FROM lineitem WHERE l_quantity < 24")
+    a.rows, a.check, a.profile.total_ms, print(a.explain())
+    r = table.query(30, mode="pinned")              # the mission query at Z = 30: r.value, r.check
+    table.close()
 
-`open` prefers the encoded store (lineitem.gq beside the data) and reads it into page-locked,
-mapped host memory when a GPU is usable; a query then ships only what its plan needs. The CLI's
-`run` goes through the same engine and runner (gquery.runner).
+`open` prefers the encoded store (lineitem.gq beside the data); it reads only its manifest, and a
+query reads the columns it needs, page-locked in place when a GPU is usable.
+
+Any thread may query, several at once. Each GPU is driven by one thread of its own
+(gpu.device.device_thread): a query's GPU work is handed to it and waited for, so the right context
+is current wherever GPU work runs, and every engine, stream, allocation and page-locked buffer is
+made and freed there. Queries on one GPU take turns; their CPU work (the reference an answer is
+checked against) runs on the asking thread. A closed table refuses further queries in one line,
+from any thread.
+
+Without a usable GPU, backend="auto" (the default) answers on the CPU (the NumPy reference over
+the same table) and says why in the answer; backend="gpu" raises GqueryError saying what is missing.
 """
 
 from __future__ import annotations
 
 import atexit
-
+import threading
 from dataclasses import dataclass
 from decimal import Decimal
 
-from gquery.errors import GqueryError
+from gquery.errors import GqueryError, UsageError
 from gquery.mission import MissionQuery
 from gquery.table import Table
+
+BACKENDS = ("auto", "gpu", "cpu")
 
 
 @dataclass
 class Result:
+    """The mission query's answer (table.query(z))."""
+
     value: Decimal | None  # SQL's NULL (None) for an empty selection
     check: bool | None  # equal to the CPU reference; None when not checked
     reference: Decimal | None
-    profile: object  # gquery.profile.Profile of the median run
-    plan: object  # gquery.plan.QueryPlan
+    profile: object  # gquery.profile.Profile of the median run (None on the CPU)
+    plan: object  # gquery.plan.QueryPlan (None on the CPU)
     times_ms: list[float]
+    backend: str = "gpu"
+    why: str | None = None  # why the GPU did not answer, where it did not
 
     def explain(self) -> str:
-        return self.plan.describe()
+        return self.plan.describe() if self.plan is not None else f"answered on the CPU: {self.why}"
 
 
 _engine = None
 _engines: dict = {}
+_lock = threading.Lock()
 
 
 def engine():
-    """The process's GPU engine, made on first use (raises GpuUnavailable, one line, without a GPU)."""
+    """The process's GPU engine, made on GPU 0's own thread on first use (raises GpuUnavailable, one
+    line, without a GPU). Run its work there: gpu.device.device_thread(0).call(...)."""
     global _engine
-    if _engine is None:
-        from gquery.gpu.executor import Engine
+    from gquery.gpu.device import device_thread
 
-        _engine = Engine()
-        atexit.register(_shutdown)  # after PyCUDA's own (autoprimaryctx): runs before it
+    thread = device_thread(0)
+    with _lock:
+        if _engine is None:
+            from gquery.gpu.executor import Engine
+
+            _engine = thread.call(Engine)
+            atexit.register(_shutdown)  # after the device threads' own: runs before it
     return _engine
 
 
 def engines(gpus=1):
     """The process's engine over `gpus` GPUs (a number or "all"), which also runs parted tables."""
-    if gpus not in _engines:
-        from gquery.gpu.multi import MultiEngine
+    with _lock:
+        if gpus not in _engines:
+            from gquery.gpu.multi import MultiEngine
 
-        _engines[gpus] = MultiEngine(gpus)
-        atexit.register(_shutdown)
-    return _engines[gpus]
+            _engines[gpus] = MultiEngine(gpus)
+            atexit.register(_shutdown)
+        return _engines[gpus]
 
 
 def _shutdown() -> None:
     """At exit, free what the process's engines hold (streams, events, modules, and what they
-    cached in tables), each on the thread whose context made it, while the contexts are current:
-    PyCUDA would otherwise warn of each object the interpreter's last collection meets."""
+    cached in tables), each on its GPU's thread: PyCUDA would otherwise warn of each object the
+    interpreter's last collection meets."""
     global _engine
-    for e in list(_engines.values()):
+    with _lock:
+        multi, single = list(_engines.values()), _engine
+        _engines.clear()
+        _engine = None
+    for e in multi:
         e.close()
-    _engines.clear()
-    if _engine is not None:
+    if single is not None:
+        from gquery.gpu.device import device_thread
         from gquery.gpu.executor import close_last
 
-        engine, _engine = _engine, None
-        close_last(engine)
+        device_thread(0).call(close_last, single)
+
+
+def gpu_reason() -> str | None:
+    """None where a GPU is usable, else why not (one line)."""
+    from gquery.gpu.device import probe
+
+    return probe()[1]
 
 
 class TableHandle:
-    """An opened table: the data (a Table, or a PartedTable for a parted store) and the queries asked
-    of it. close() frees what it holds on the GPUs and in page-locked memory."""
+    """An opened table: the data (a Table, or a PartedTable for a parted store), the queries asked
+    of it, from any thread, and what it holds on the GPU until close()."""
 
-    def __init__(self, data):
+    def __init__(self, data, gpu: bool, source=None):
         self.data = data
+        self.gpu = gpu
+        self.source = source  # the files it came from (DuckDB reads those), where known
+        self._closed = False
+        self._lock = threading.Lock()
 
     @property
     def rows(self) -> int:
         return self.data.rows
 
-    def query(self, z: int, **options) -> "Result":
+    def _live(self):
+        with self._lock:
+            if self._closed:
+                raise GqueryError(f"{self.data.source}: this table is closed; open it again to query it")
+            return self.data
+
+    def sql(self, text: str, backend: str = "auto", mode: str = "pinned", repeat: int = 1, check: bool = True,
+            warmup: bool = True, scan: str = "auto"):
+        """The SQL text's answer (gquery.answer.Answer: columns, rows, check, profile, explain()).
+        backend: auto (the GPU where usable, else the CPU reference, saying why), gpu, or cpu. A query
+        outside the class raises GqueryError naming the construct. `check`: compare with the CPU
+        reference over the same table. `scan`: auto, fused or mission (the GPU's kernel choice)."""
+        from gquery import answer, sql
+
+        data = self._live()
+        if backend not in BACKENDS:
+            raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        if repeat < 1:
+            raise UsageError(f"repeat must be at least 1, got {repeat}")
+        query = sql.parse(text, answer.schema_of(data))
+        reason = gpu_reason() if backend != "cpu" else "backend cpu"
+        if backend == "gpu" and reason is not None:
+            raise GqueryError(f"no usable GPU: {reason}")
+        result = None
+        if reason is None:
+            from gquery.gpu.codegen import NotOnGpu
+
+            try:
+                result = _on_gpu(lambda: answer.gpu_answer(query, self._live(), engine(), mode, repeat, warmup, scan=scan))
+            except NotOnGpu as e:  # in the class, but not the fused kernel's: the CPU answers, saying why
+                if backend == "gpu":
+                    raise
+                reason = str(e)
+        if result is None:
+            result = answer.cpu_answer(query, data, f"GPU not used: {reason}" if backend == "auto" else None)
+        if check and result.backend == "gpu":
+            expected = answer.cpu_answer(query, data).result
+            result.check, result.checked_against, result.expected = expected.rows == result.rows, "the CPU reference", expected
+        return result
+
+    def query(self, z: int, **options) -> Result:
         """The mission query at Z (see gquery.api.query for the options)."""
-        return query(self.data, z, **options)
+        return query(self, z, **options)
 
     def close(self) -> None:
+        """Free what the table holds on the GPUs and in page-locked memory; later queries are refused."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         close(self.data)
+
+    def __enter__(self) -> "TableHandle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _on_gpu(job):
+    """A GPU job on GPU 0's thread, waited for: from any thread, with its context current there."""
+    from gquery.gpu.device import device_thread
+
+    return device_thread(0).call(job)
 
 
 def open(data, pinned: bool | None = None) -> TableHandle:  # noqa: A001 (the API's verb, as in gquery.open)
-    """Open a table; with a usable GPU (or pinned=True) a store lands in mapped pinned memory."""
-    from gquery.gpu.device import probe
-
+    """Open a table; with a usable GPU (or pinned=True) what a query reads of a store is page-locked in place."""
     from gquery.runner import open_table
 
-    use_gpu = probe()[0] is not None if pinned is None else pinned
-    return TableHandle(open_table(data, memory=engine().memory if use_gpu else None))
+    use_gpu = gpu_reason() is None if pinned is None else pinned
+    return TableHandle(open_table(data, memory=engine().memory if use_gpu else None), use_gpu)
 
 
 def _data(table):
     """The data of an opened table, or the table itself (a Table or PartedTable)."""
-    return table.data if isinstance(table, TableHandle) else table
+    return table._live() if isinstance(table, TableHandle) else table
 
 
 def query(table, z: int, mode: str = "pinned", encoding: str = "auto", repeat: int = 1,
-          check: bool = True, gpus=1, warmup: bool = True, **plan_options) -> Result:
+          check: bool = True, gpus=1, warmup: bool = True, backend: str = "auto", **plan_options) -> Result:
     """SELECT SUM(l_quantity * l_extendedprice) FROM table WHERE l_suppkey < z, on the GPU (on
     `gpus` GPUs: a number or "all"; a parted table goes through the many-table engine). Untimed
     warm-up runs come first (25 ms of them) unless warmup=False; the result is the median of
-    `repeat` runs."""
-    from gquery.plan import runnable
-    from gquery.runner import check_options, measure, parse_encodings, parse_modes
+    `repeat` runs. Without a GPU, backend="auto" answers on the CPU and says why."""
     from gquery.mission import select_sum
+    from gquery.plan import runnable
+    from gquery.mission import measure
+    from gquery.runner import check_options, parse_encodings, parse_modes
 
+    if backend not in BACKENDS:
+        raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     check_options("gpu", repeat)
     runnable(parse_modes(mode), parse_encodings(encoding))
     table = _data(table)
     q = MissionQuery(z)
+    reason = gpu_reason() if backend != "cpu" else "backend cpu"
+    if reason is not None:
+        if backend == "gpu":
+            raise GqueryError(f"no usable GPU: {reason}")
+        value = select_sum(table, q)
+        return Result(value, None, None, None, None, [], "cpu", f"GPU not used: {reason}" if backend == "auto" else None)
     reference = select_sum(table, q) if check else None
-    eng = engine() if gpus == 1 and isinstance(table, Table) else engines(gpus)
-    run = measure(eng, table, q, mode, encoding, repeat, reference, check, warmup, min_ms=0.0, **plan_options)
+    if gpus == 1 and isinstance(table, Table):
+        eng = engine()
+        run = _on_gpu(lambda: measure(eng, table, q, mode, encoding, repeat, reference, check, warmup, min_ms=0.0,
+                                      **plan_options))
+    else:  # the many-table engine hands each device's share to that device's thread itself
+        run = measure(engines(gpus), table, q, mode, encoding, repeat, reference, check, warmup, min_ms=0.0,
+                      **plan_options)
     return Result(run.value, run.match, reference, run.result.profile, run.result.plan, run.totals_ms)
 
 
 def close(table) -> None:
     """Free what the table holds on the GPUs and in page-locked memory."""
-    table = _data(table)
-    for e in [_engine, *_engines.values()]:
-        if e is not None:
-            e.memory.release_table(table)
+    table = table.data if isinstance(table, TableHandle) else table
+    with _lock:
+        single, multi = _engine, list(_engines.values())
+    for e in multi:
+        e.memory.release_table(table)
+    if single is not None:
+        _on_gpu(lambda: single.memory.release_table(table))
 
 
 __all__ = ["open", "query", "close", "engine", "engines", "Result", "TableHandle", "GqueryError"]

@@ -100,8 +100,10 @@ def encode(data: Path = typer.Option(..., "--data", help="A parquet/.tbl file or
 
 @app.command()
 def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; generated if absent."),
-        z: int = typer.Option(..., "--z", help="The predicate's bound: l_suppkey < Z (any integer)."),
-        backend: str = typer.Option("auto", "--backend", help="auto (GPU when usable), gpu or duckdb; with --scheduler, cpu (auto) or gpu."),
+        z: Optional[int] = typer.Option(None, "--z", help="The mission query's bound: l_suppkey < Z (any integer); alone, the mission query."),
+        sql_text: Optional[str] = typer.Option(None, "--sql", help="A selection+aggregate over lineitem, in SQL; DuckDB is asked the same text."),
+        named: Optional[str] = typer.Option(None, "--query", help="A named query: mission (with --z), q1 or q6 (TPC-H's own)."),
+        backend: str = typer.Option("auto", "--backend", help="auto (GPU when usable; outside the class, DuckDB), gpu, cpu (the NumPy reference over the store) or duckdb; with --scheduler, cpu or gpu."),
         mode: str = typer.Option("all", "--mode", help="resident, pinned, registered, pageable or all."),
         encoding: str = typer.Option("auto", "--encoding", help="auto (the planner chooses), plain, packed, sliced, indexed or all."),
         repeat: int = typer.Option(5, "--repeat", help="Timed runs of each engine, at least (GPU runs go on for 0.1 s); medians are reported."),
@@ -116,14 +118,26 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         as_json: bool = JSON, data: Optional[Path] = DATA, data_dir: Optional[Path] = DATA_DIR,
         scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Run on Dask, a task a store part: 'local' (a cluster on this host) or a scheduler's address."),
         workers: Optional[int] = typer.Option(None, "--workers", help="With --scheduler local: worker processes (gpu: one a GPU, at most the GPUs); else wait for this many.")):
-    """Run the query on the GPU and DuckDB; print the result, the check and where the time went."""
+    """Run a query on the GPU and DuckDB; print the result, the check and where the time went."""
     from gquery.mission import MissionQuery
     from gquery.plan import list_mode_problem, runnable
     from gquery.runner import check_options, parse_encodings, parse_modes, run_query
 
     from gquery.options import check_run
 
-    if scheduler is not None or workers is not None or backend == "cpu":
+    text = _sql_text(sql_text, named, z)
+    if text is None and z is not None and backend == "cpu" and scheduler is None and workers is None:
+        text = _sql_text(None, "mission", z)  # the CPU reference answers the mission here, not on Dask
+    if text is not None and scheduler is None and workers is None:
+        unused = {"--encoding": encoding != "auto", "--plot": plot is not None, "--streams": streams is not None,
+                  "--staging-threads": staging_threads is not None, "--gpus": gpus != "1", "--window": window is not None}
+        flags = [f for f, given in unused.items() if given]
+        if flags:
+            raise UsageError(f"{', '.join(flags)}: not with --sql or --query (they set the mission scan)")
+        return _run_sql(text, sf, data, data_dir, backend, mode, repeat, validate, explain, as_json, chunk_rows)
+    if z is None:
+        raise UsageError("give --z (the mission query), --sql TEXT or --query mission|q1|q6")
+    if scheduler is not None or workers is not None:
         unused = {"--encoding": encoding != "auto", "--explain": explain, "--plot": plot is not None,
                   "--chunk-rows": chunk_rows is not None, "--streams": streams is not None,
                   "--staging-threads": staging_threads is not None, "--gpus": gpus != "1",
@@ -159,6 +173,87 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         raise GqueryError(f"no usable GPU: {outcome.gpu_reason}")
     if not outcome.all_match:
         raise GqueryError("the GPU's result differs from DuckDB's")
+
+
+def _sql_text(sql_text: Optional[str], named: Optional[str], z: Optional[int]) -> Optional[str]:
+    """The SQL a run asks: --sql, or the named query (mission with --z); None for --z alone."""
+    from gquery.sql import NAMED, named_sql
+
+    if sql_text is not None and named is not None:
+        raise UsageError("give --sql or --query, not both")
+    if named is not None:
+        if named not in NAMED:
+            raise UsageError(f"--query must be one of {', '.join(NAMED)}, got {named!r}")
+        if named != "mission" and z is not None:
+            raise UsageError(f"--z sets the mission query's bound; --query {named} has none")
+        return named_sql(named, z)
+    if sql_text is not None and z is not None:
+        raise UsageError("--z sets the mission query's bound; with --sql, write it in the SQL")
+    return sql_text
+
+
+def _run_sql(text, sf, data, data_dir, backend, mode, repeat, validate, explain, as_json, chunk_rows) -> None:
+    from gquery.runner import parse_modes, run_sql
+
+    modes = ["pinned"] if mode == "all" and backend != "gpu" else parse_modes(mode)
+    if chunk_rows is not None and chunk_rows < 1:
+        raise UsageError(f"--chunk-rows must be a positive integer, got {chunk_rows}")
+    source = _source(sf, data, data_dir)
+    outcome = run_sql(source, text, backend=backend, modes=modes, repeat=repeat, validate=validate, echo=note)
+    if as_json:
+        print(json.dumps(outcome.to_dict(), indent=2, default=str))
+    else:
+        _print_sql(outcome, explain)
+    if not outcome.all_match:
+        raise GqueryError("an answer differs from " + ", ".join(sorted({a.checked_against for a in outcome.answers
+                                                                         if a.check is False})))
+
+
+def _print_sql(o, explain: bool) -> None:
+    out.print(o.sql, markup=False)
+    out.print(f"data     {o.source}" + (f"  ({o.rows:,} rows)" if o.rows else ""), markup=False)
+    for line in o.build_notes:
+        out.print(f"store    {line}", markup=False)
+    if o.device:
+        d = o.device
+        out.print(f"device   {d['name']} ({d['arch']}, {d['sm_count']} SMs, {d['total_bytes'] / 2**30:.0f} GiB)")
+    if o.outside:
+        out.print(f"class    outside the GPU's class ({o.outside}): DuckDB answers", markup=False)
+    if o.duckdb is not None:
+        if o.duckdb.unavailable:
+            out.print(f"DuckDB   cannot answer: {o.duckdb.unavailable}", markup=False)
+        else:
+            out.print(f"DuckDB   median {o.duckdb_ms:.2f} ms of {len(o.duckdb.times_ms)} over its own table of the columns read")
+    shown = o.first()
+    columns = shown.columns if shown is not None else (o.duckdb.columns if o.duckdb else [])
+    rows = shown.rows if shown is not None else (o.duckdb.rows if o.duckdb else [])
+    t = Table(title=f"answer ({shown.backend if shown else 'DuckDB'})", title_justify="left")
+    for c in columns:
+        t.add_column(c, justify="right")
+    for row in rows:
+        t.add_row(*("NULL" if v is None else str(v) for v in row))
+    out.print(t)
+    if o.answers:
+        runs = Table(title="runs (medians; ms)", title_justify="left")
+        for col in ("backend", "mode", "check", "total", "H2D", "kernel", "PCIe B/row", "vs DuckDB"):
+            runs.add_column(col, justify="left" if col in ("backend", "mode", "check") else "right")
+        for a in o.answers:
+            p = a.profile
+            s = p.summary() if p is not None else {}
+            check = {True: f"[green]MATCH[/green] {a.checked_against}", False: f"[red]MISMATCH[/red] {a.checked_against}",
+                     None: "not checked"}[a.check]
+            total = p.total_ms if p is not None else (a.times_ms[0] if a.times_ms else None)
+            runs.add_row(a.backend, getattr(p, "mode", ""), check, _ms(total), _ms(s.get("h2d_ms") or None),
+                         _ms(s.get("kernel_ms")), f"{p.pcie_bytes_per_row:,.2f}" if p is not None else "",
+                         f"{o.duckdb_ms / total:.1f}x" if o.duckdb_ms and total else "")
+        out.print(runs)
+        for a in o.answers:
+            if a.why:
+                note(a.why)
+            if explain:
+                out.print(a.explain(), markup=False)
+                for n in a.notes:
+                    out.print(f"  why: {n}", markup=False)
 
 
 def _store(sf: Optional[float], data: Optional[Path], data_dir: Optional[Path]) -> Path:
@@ -418,8 +513,11 @@ def bench(sf: list[float] = typer.Option([1.0, 10.0], "--sf", help="Scale factor
           gpus: list[int] = typer.Option([1, 2, 4], "--gpus", help="--scale: GPU counts (repeat; those the host has)."),
           gpu_sf: Optional[float] = typer.Option(None, "--gpu-sf", help="--scale: the SF run on several GPUs [default: 100 if given, else the largest]."),
           window: int = typer.Option(2, "--window", help="--scale: parts a GPU holds when the largest SF streams from disk."),
+          queries: bool = typer.Option(False, "--queries", help="SQL of the class (the mission's Z sweep, Q6, Q1) in both designs against DuckDB, and the first answer; writes queries-<gpu>.json/.md."),
+          all_columns: bool = typer.Option(False, "--all-columns", help="--queries: store every column (default: the columns the queries read)."),
           data_dir: Optional[Path] = DATA_DIR):
     """Benchmark every mode at each SF for Z = 30 and half the suppliers, with DuckDB and CuPy; write a report."""
+    from gquery import tpch
     from gquery.options import check_positive, require_gpu
 
     require_gpu("bench")  # before the import below, which needs pycuda
@@ -427,6 +525,16 @@ def bench(sf: list[float] = typer.Option([1.0, 10.0], "--sf", help="Scale factor
 
     if repeat < 1:
         raise UsageError("--repeat must be at least 1")
+    if queries:
+        from gquery.gpu import query_bench as Q
+
+        sfs = sorted({tpch.check_sf(x) for x in sf}) if sf != [1.0, 10.0] else [10.0, 100.0]
+        data = Q.run_queries(sfs, repeat, data_dir, echo=note, columns=None if all_columns else Q.NEEDED)
+        j, m = Q.write(data, out_dir, "gquery " + " ".join(sys.argv[1:]))
+        out.print(m.read_text())
+        if not all(r["match"] for r in data["runs"]):
+            raise GqueryError("a GPU answer differs from DuckDB's")
+        return
     if scale:
         from gquery import store, tpch
         from gquery.gpu import scale as S

@@ -9,33 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from decimal import Decimal
 
-from gquery import timing
 from gquery.columns import load_lineitem
 from gquery.contract import check_source
 from gquery.errors import GqueryError, UsageError
 from gquery.plan import ENCODING_CHOICES, MODES, runnable
-from gquery.mission import MissionQuery, numpy_select_sum
+from gquery.mission import MissionQuery, ModeRun, measure, numpy_select_sum
 from gquery.table import PartedTable, Table
 from gquery.reference import DuckDBReference, DuckDBResult
 from gquery.sources import LineitemSource
 
 BACKENDS = ("auto", "gpu", "duckdb")
-
-
-@dataclass
-class ModeRun:
-    mode: str
-    result: object  # GpuResult of the median run
-    totals_ms: list[float]
-    match: bool | None  # None: not validated
-
-    @property
-    def encoding(self) -> str:
-        return self.result.plan.encoding
-
-    @property
-    def value(self) -> Decimal | None:
-        return self.result.value
 
 
 @dataclass
@@ -114,25 +97,6 @@ def check_options(backend: str, repeat: int) -> None:
         raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if repeat < 1:
         raise UsageError(f"repeat must be at least 1, got {repeat}")
-
-
-def measure(engine, table: Table, query: MissionQuery, mode: str, encoding: str = "auto", repeat: int = 5,
-            expected: Decimal | None = None, validate: bool = True, warmup: bool = True,
-            min_ms: float | None = None, **plan_options) -> ModeRun:
-    """Untimed warm-up runs (setup, module load, first touch, clocks: gquery.timing), then `repeat`
-    runs or more, until `min_ms` (default timing.MIN_TIMED_MS); the median run's profile is kept,
-    with the first run's one-time setup. warmup=False: exactly `repeat` runs (a one-shot query, as
-    a Dask task runs its part: the first run's setup is then inside its time)."""
-    plan = engine.plan(table, query, mode, encoding, **plan_options)
-    run = lambda: engine.run(table, query, plan)  # noqa: E731
-    warm = timing.warm_up(run) if warmup else []
-    runs = timing.timed_runs(run, repeat, (timing.MIN_TIMED_MS if warmup else 0.0) if min_ms is None else min_ms)
-    results = sorted(runs, key=lambda r: r.profile.total_ms)
-    median = results[len(results) // 2]
-    median.profile.setup_ms = (warm or runs)[0].profile.setup_ms  # the one-time upload, page-locking or registration
-    values = {r.value for r in results + warm}
-    match = (values == {expected}) if validate else None
-    return ModeRun(mode, median, [r.profile.total_ms for r in results], match)
 
 
 def run_modes(engine, table: Table, query: MissionQuery, modes, repeat: int, expected: Decimal | None = None,
@@ -294,3 +258,164 @@ def _run_gpu(outcome, source, query, engine, modes, encodings, repeat, validate,
     engine.memory.release_table(table)
     engine.close()
 
+
+
+# --- SQL -------------------------------------------------------------------------------------------------------
+SQL_BACKENDS = ("auto", "gpu", "cpu", "duckdb")
+
+
+@dataclass
+class SqlOutcome:
+    """`gquery run --sql`: the answers of every backend and mode asked for, and DuckDB's to check them."""
+
+    sql: str
+    source: str
+    query: object | None = None  # gquery.query.Query; None outside the class
+    outside: str | None = None  # why the query is outside the class, where it is
+    duckdb: object | None = None  # reference.SqlAnswer
+    duckdb_ms: float | None = None
+    answers: list = field(default_factory=list)  # gquery.answer.Answer, one a mode
+    gpu_reason: str | None = None
+    device: dict | None = None
+    rows: int | None = None
+    build_notes: list[str] = field(default_factory=list)  # a store built for this query: what, how long
+
+    @property
+    def all_match(self) -> bool:
+        return all(a.check is not False for a in self.answers)
+
+    def first(self):
+        return self.answers[0] if self.answers else None
+
+    def to_dict(self) -> dict:
+        a = self.first()
+        out = a.to_json() if a is not None else {"sql": self.sql, "columns": self.duckdb.columns if self.duckdb else [],
+                                                 "rows": [[_plain(v) for v in r] for r in self.duckdb.rows] if self.duckdb else []}
+        out.update({"source": self.source, "rows_in_table": self.rows, "outside_class": self.outside,
+                    "gpu": None if self.gpu_reason is None else {"unavailable": self.gpu_reason}, "device": self.device,
+                    "built": self.build_notes,
+                    "duckdb": None if self.duckdb is None else {
+                        "median_ms": self.duckdb_ms, "times_ms": self.duckdb.times_ms, "unavailable": self.duckdb.unavailable,
+                        "rows": [[_plain(v) for v in r] for r in self.duckdb.rows]},
+                    "runs": [{"backend": x.backend, "mode": getattr(x.profile, "mode", None), "check": x.check,
+                              "checked_against": x.checked_against, "gpu_ms": x.profile.total_ms if x.profile else None,
+                              "times_ms": x.times_ms, "rows": [[_plain(v) for v in r] for r in x.rows],
+                              "plan": None if x.plan is None else x.plan.to_dict(),
+                              "profile": None if x.profile is None else x.profile.summary(),
+                              "pcie_bytes_per_row": x.profile.pcie_bytes_per_row if x.profile else None,
+                              "speedup_vs_duckdb": (self.duckdb_ms / x.profile.total_ms)
+                              if x.profile and self.duckdb_ms and x.profile.total_ms else None}
+                             for x in self.answers]})
+        return out
+
+
+def _plain(v):
+    from gquery.answer import json_value
+
+    return json_value(v)
+
+
+def store_for(source: LineitemSource, echo=print) -> tuple[Path, list[str]]:
+    """The store of a source: the one beside it (checked as it is read), or one built now, saying
+    what was built and how long it took (a one-shot query over a file with no store pays for it)."""
+    from gquery import store
+
+    path = source.path if store.is_store(source.path) else store.store_path_for(source)
+    if store.is_store(path):
+        return Path(path), []
+    t0 = time.perf_counter()
+    echo(f"no store beside {source}: building {path}")
+    built = store.ensure_store(source, echo=echo)
+    note = f"built {built} ({store.summary(built)}) from {source} in {time.perf_counter() - t0:.1f} s"
+    echo(note)
+    return Path(built), [note]
+
+
+def run_sql(source: LineitemSource, text: str, *, backend: str = "auto", modes=("pinned",), repeat: int = 5,
+            validate: bool = True, echo=print, scan: str = "auto") -> SqlOutcome:
+    """SQL text over lineitem: parsed and planned against the store's schema; DuckDB asked the same text
+    (its own table of the columns it reads); each backend/mode's answer checked against it exactly."""
+    from gquery import answer, sql, store
+    from gquery.reference import DuckDBTable
+
+    if backend not in SQL_BACKENDS:
+        raise UsageError(f"backend must be one of {', '.join(SQL_BACKENDS)}, got {backend!r}")
+    check_options("auto", repeat)
+    outcome = SqlOutcome(text, str(source))
+    if backend in ("auto", "gpu"):
+        from gquery.gpu.device import probe
+
+        info, outcome.gpu_reason = probe()
+        if info is None and backend == "gpu":
+            raise GqueryError(f"no usable GPU: {outcome.gpu_reason}")
+        outcome.device = info.to_dict() if info is not None else None
+    path, outcome.build_notes = (None, []) if backend == "duckdb" else store_for(source, echo)
+    table = None
+    if path is not None:
+        table = store.open_store(path)
+        schema = answer.schema_of(table)
+    else:
+        from gquery.arrow import ColumnReader
+
+        schema = ColumnReader(source).schema
+    try:
+        outcome.query = sql.parse(text, schema)
+    except sql.OutOfClass as e:
+        if backend != "auto" or not source.files:
+            raise
+        outcome.outside = str(e)
+        echo(f"GPU not used: {e}; DuckDB answers")
+        validate, backend = True, "duckdb"
+    if validate and source.files:
+        columns = outcome.query.columns() if outcome.query is not None else None
+        echo(f"DuckDB: loading {'the columns the query reads' if columns else 'lineitem'} from {source}")
+        ref = DuckDBTable(source, columns)
+        outcome.duckdb = ref.run_sql(text, repeat=repeat)
+        ref.close()
+        if outcome.duckdb.times_ms:
+            outcome.duckdb_ms = sorted(outcome.duckdb.times_ms)[len(outcome.duckdb.times_ms) // 2]
+        if outcome.duckdb.unavailable:
+            echo(f"DuckDB cannot answer ({outcome.duckdb.unavailable}): the CPU reference over the store checks the answer")
+    if backend == "duckdb" or outcome.query is None:
+        return outcome
+    outcome.rows = table.rows
+    use_gpu = backend in ("auto", "gpu") and outcome.gpu_reason is None
+    if not use_gpu:
+        a = answer.cpu_answer(outcome.query, table, f"GPU not used: {outcome.gpu_reason}" if backend == "auto" else None)
+        outcome.answers.append(a)
+    else:
+        from gquery.gpu.codegen import NotOnGpu
+        from gquery.gpu.executor import Engine
+
+        engine = Engine()
+        gpu_table = store.open_store(path, engine.memory)
+        try:
+            for mode in modes:
+                outcome.answers.append(answer.gpu_answer(outcome.query, gpu_table, engine, mode, repeat, scan=scan))
+        except NotOnGpu as e:  # in the class, but not the fused kernel's: the CPU reference answers, saying why
+            if backend == "gpu":
+                raise
+            outcome.answers = [answer.cpu_answer(outcome.query, table, f"GPU not used: {e}")]
+        finally:
+            engine.memory.release_table(gpu_table)
+            engine.close()
+    _check(outcome, table)
+    return outcome
+
+
+def _check(outcome: SqlOutcome, table) -> None:
+    """Each answer against DuckDB's rows, to the last digit; against the CPU reference over the store
+    where DuckDB cannot answer or has no files to read."""
+    from gquery import answer
+    from gquery.result import same
+
+    ordered = bool(outcome.query.order_by)
+    if outcome.duckdb is not None and not outcome.duckdb.unavailable:
+        for a in outcome.answers:
+            a.check, a.checked_against, a.expected = same(a.result, outcome.duckdb.rows, ordered), "DuckDB", outcome.duckdb.rows
+        return
+    if not any(a.backend == "gpu" for a in outcome.answers):
+        return  # the CPU reference alone: nothing to check it against
+    reference = answer.cpu_answer(outcome.query, table).result
+    for a in outcome.answers:
+        a.check, a.checked_against, a.expected = same(a.result, reference.rows, ordered), "the CPU reference", reference.rows

@@ -176,7 +176,6 @@ def one_error(capsys, code: int, argv) -> str:
 
 @pytest.mark.parametrize("extra,message", [
     (["--workers", "2"], "give --scheduler local"),
-    (["--backend", "cpu"], "give --scheduler local"),
     (["--scheduler", "local", "--mode", "pinned"], "give it with --backend gpu"),
     (["--scheduler", "local", "--backend", "gpu", "--mode", "resident"], "pinned, registered or pageable"),
     (["--scheduler", "local", "--backend", "duckdb"], "runs no Dask workers"),

@@ -1,0 +1,291 @@
+"""A query of the class answered: on the GPU (the fused kernel its plan composes, or the mission's
+key scan where its slices or bucket lists read fewer bytes), by the CPU reference (NumPy over the
+same store), or by DuckDB; checked, and timed. The Python API, the CLI, the benchmark and the Dask
+tasks all answer through here, so they answer alike.
+
+Every engine answers a table part with a Partial (gquery.result: exact sums, counts, min and max a
+group); the parts' partials are added in Python and finalized once into the rows DuckDB would give.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from gquery import timing
+from gquery.errors import GqueryError
+from gquery.host import host_threads
+from gquery.query import Aggregate, Arith, Column, Compare, Literal, Query
+from gquery.result import Partial, Result, finalize
+from gquery.table import KEY, PRICE, QUANTITY, PartedTable, Table
+
+GPU_BACKENDS = ("gpu", "auto")
+
+
+@dataclass
+class Answer:
+    sql: str
+    query: Query | None
+    result: Result
+    backend: str  # "gpu", "cpu" or "duckdb": who answered
+    why: str | None = None  # why not the GPU, where it did not answer
+    plan: object | None = None  # the FusedPlan, or the mission scan's QueryPlan
+    profile: object | None = None  # the median GPU run's
+    times_ms: list[float] = field(default_factory=list)  # every timed run's, sorted
+    check: bool | None = None  # equal to the reference; None when not checked
+    checked_against: str | None = None
+    expected: Result | list | None = None  # the reference's rows
+    notes: list[str] = field(default_factory=list)
+    partial: Partial | None = field(default=None, repr=False)  # what it was finalized from: parts and GPUs add these
+
+    @property
+    def rows(self) -> list[tuple]:
+        return self.result.rows
+
+    @property
+    def columns(self) -> list[str]:
+        return self.result.names
+
+    def explain(self) -> str:
+        from gquery.fusedplan import FusedPlan
+
+        if self.plan is None:
+            return f"answered by {self.backend}" + (f": {self.why}" if self.why else "")
+        text = self.plan.describe()
+        if isinstance(self.plan, FusedPlan):
+            from gquery.gpu.fused import fused_build
+
+            text += "\n  kernel (generated; constants are arguments):\n" + "\n".join(
+                "    " + line for line in fused_build(self.plan.spec).text().splitlines())
+        return text
+
+    def to_json(self) -> dict:
+        """One JSON object: exact decimals as strings, dates as ISO strings, AVG as a JSON number."""
+        return {"sql": self.sql, "columns": self.result.names,
+                "types": [str(t) for _, t in self.result.columns], "rows": [[json_value(v) for v in row] for row in self.rows],
+                "backend": self.backend, "why": self.why, "check": self.check, "checked_against": self.checked_against,
+                "gpu_ms": self.profile.total_ms if self.profile is not None else None,
+                "times_ms": self.times_ms, "notes": self.notes,
+                "plan": None if self.plan is None else self.plan.to_dict(),
+                "profile": None if self.profile is None else self.profile.summary()}
+
+
+def json_value(v):
+    import datetime
+    from decimal import Decimal
+
+    if isinstance(v, Decimal):
+        return str(v)
+    if isinstance(v, (datetime.date, datetime.datetime)):
+        return v.isoformat()
+    return v
+
+
+def parts_of(data) -> list[Table]:
+    """A table's parts: itself, a parted table's parts held in memory, or (a window) its parts opened
+    from disk as they are read (a store's part opens lazily: nothing is read until a query needs it)."""
+    if isinstance(data, Table):
+        return [data]
+    if isinstance(data, PartedTable):
+        if data.tables is not None:
+            return list(data.tables)
+        from gquery.store import open_store
+
+        return [open_store(p, check_source=False) for p in data.paths]
+    raise GqueryError(f"cannot query a {type(data).__name__}")
+
+
+def schema_of(data):
+    """The table's schema (a parted table's: its first part's, which every part shares)."""
+    return parts_of(data)[0].schema if isinstance(data, PartedTable) and data.tables is None else \
+        (data.tables[0] if isinstance(data, PartedTable) else data).schema
+
+
+# --- the CPU reference -------------------------------------------------------------------------------------------
+def cpu_partial(query: Query, tables: list[Table]) -> Partial:
+    """The NumPy reference over every part (a few parts at once: each part's decode is threaded)."""
+    from gquery import cpu
+
+    names = query.columns() or (next(iter(tables[0].columns)),)  # COUNT(*) alone: any column gives the rows
+
+    def one(t: Table) -> Partial:
+        columns = {n: t.columns[n].values() for n in names}
+        dictionaries = {n: t.columns[n].dictionary for n in names if t.columns[n].dictionary is not None}
+        return cpu.evaluate(query, columns, dictionaries)
+
+    with ThreadPoolExecutor(max(1, min(len(tables), max(2, host_threads() // 4)))) as pool:
+        partials = list(pool.map(one, tables))
+    total = Partial.empty(query)
+    for p in partials:
+        total.merge(p)
+    return total
+
+
+def cpu_answer(query: Query, data, why: str | None = None) -> Answer:
+    t0 = time.perf_counter()
+    partial = cpu_partial(query, parts_of(data))
+    ms = (time.perf_counter() - t0) * 1e3
+    return Answer(query.sql, query, finalize(query, partial), "cpu", why, times_ms=[ms], partial=partial)
+
+
+# --- the GPU ----------------------------------------------------------------------------------------------------------
+def fused_partial(query: Query, run) -> Partial:
+    """A fused run's accumulators as a Partial: each table's groups decoded to their keys (a VARCHAR
+    group column's code to its string in that part's dictionary)."""
+    from gquery.gpu.codegen import accumulator_index
+
+    spec = run.plan.spec
+    index = accumulator_index(query, spec)
+    total = Partial.empty(query)
+    for t in run.tables:
+        table = t.plan.table
+        for g, (rows, values) in t.groups.items():
+            key, rest = [], g
+            digits = []
+            for card in reversed(spec.group_cards):
+                digits.append(rest % card)
+                rest //= card
+            for c, base, digit in zip(query.group_by, t.plan.group_bases, reversed(digits)):
+                v = base + digit
+                d = table.columns[c.name].dictionary
+                key.append(d[v] if d is not None else v)
+            states = [[rows] if k is None else [values[k], rows] for a, k in zip(query.aggregates, index)]
+            total.add(tuple(key), states)
+            total.rows_selected += rows
+    if not query.group_by and () not in total.groups:
+        total.add((), [[0] if a.func == "count" else [None, 0] if a.func in ("min", "max") else [0, 0]
+                       for a in query.aggregates])
+    return total
+
+
+def mission_z(query: Query) -> int | None:
+    """Z where the query is the mission's own (SUM(l_quantity * l_extendedprice) WHERE l_suppkey < Z, as
+    <, <=, or either side): the shape the key's slices and bucket lists answer; else None."""
+    if query.group_by or len(query.outputs) != 1 or query.order_by or query.limit is not None:
+        return None
+    a = query.outputs[0].expr
+    if not (isinstance(a, Aggregate) and a.func == "sum" and isinstance(a.arg, Arith) and a.arg.op == "*"):
+        return None
+    factors = {getattr(a.arg.left, "name", None), getattr(a.arg.right, "name", None)}
+    if factors != {QUANTITY, PRICE} or not all(isinstance(x, Column) and x.type.is_decimal and x.type.scale == 2
+                                                for x in (a.arg.left, a.arg.right)):
+        return None
+    w = query.where
+    if not isinstance(w, Compare):
+        return None
+    left, op, right = w.left, w.op, w.right
+    if isinstance(left, Literal):
+        left, right, op = right, left, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
+    if not (isinstance(left, Column) and left.name == KEY and isinstance(right, Literal) and right.type.is_integer
+            and op in ("<", "<=")):
+        return None
+    return int(right.value) + (op == "<=")
+
+
+def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1, warmup: bool = True,
+               chunk_frames: int | None = None, scan: str = "auto") -> Answer:
+    """The query on one GPU, on the calling thread (the engine's device thread: see api). `scan`:
+    auto (the planner's choice between the fused kernel and the mission's key scan), fused, or mission."""
+    from gquery.fusedplan import plan_fused
+
+    tables = parts_of(data)
+    plan = plan_fused(query, tables, mode, engine.device.sm_count, chunk_frames)
+    notes = []
+    z = mission_z(query)
+    if z is not None and scan != "fused" and isinstance(data, Table) and "sliced" in data.columns[KEY].stored:
+        specialist, why = _mission_bytes(tables, z, mode)
+        fused_bytes = sum(t.stream_bytes + t.zero_copy_bytes for t in plan.tables)
+        if scan == "mission" or specialist < fused_bytes:
+            notes.append(f"the mission's key scan ({why}): about {specialist / 1e6:,.1f} MB to read against "
+                         f"{fused_bytes / 1e6:,.1f} MB for the fused kernel")
+            return _mission_answer(query, data, engine, mode, repeat, warmup, z, notes)
+        notes.append(f"the fused kernel: about {fused_bytes / 1e6:,.1f} MB to read against {specialist / 1e6:,.1f} MB "
+                     f"for the mission's key scan ({why})")
+    from gquery.gpu.fused import runner_of
+
+    runner = runner_of(engine)
+    run = lambda: runner.run(plan)  # noqa: E731
+    warm = timing.warm_up(run) if warmup else []
+    runs = sorted(timing.timed_runs(run, repeat, timing.MIN_TIMED_MS if warmup else 0.0),
+                  key=lambda r: r.profile.total_ms)
+    median = runs[len(runs) // 2]
+    median.profile.setup_ms = (warm or runs)[0].profile.setup_ms
+    partials = [fused_partial(query, r) for r in [*warm, *runs]]
+    first = partials[0]
+    if any(p.groups != first.groups for p in partials[1:]):
+        raise GqueryError("repeated GPU runs gave different answers")  # exact by construction: a bug if seen
+    plan.reasons.extend(notes)
+    return Answer(query.sql, query, finalize(query, first), "gpu", None, plan, median.profile,
+                  [r.profile.total_ms for r in runs], notes=notes, partial=first)
+
+
+def _mission_bytes(tables, z: int, mode: str) -> tuple[int, str]:
+    """The bytes the mission's key scan reads for Z over these tables, and which of its keys reads them."""
+    from gquery.plan import LIST_MODES, _read_bytes
+
+    best = {}
+    for name in ("sliced", "indexed") if mode in LIST_MODES else ("sliced",):
+        best[name] = sum(_read_bytes(t.encoded(name), z, t.rows) for t in tables)
+    pick = min(best, key=best.get)
+    return best[pick], f"{pick} key"
+
+
+def _mission_answer(query, data, engine, mode, repeat, warmup, z, notes) -> Answer:
+    from gquery.mission import MissionQuery, scaled_int
+    from gquery.mission import measure
+
+    run = measure(engine, data, MissionQuery(z), mode, "auto", repeat, None, False, warmup,
+                  min_ms=None if warmup else 0.0)
+    partial = Partial.empty(query)
+    selected = int(run.result.profile.counters.get("selected_rows", 0))
+    partial.add((), [[scaled_int(run.value) if selected else 0, selected]])
+    partial.rows_selected = selected
+    plan = run.result.plan
+    return Answer(query.sql, query, finalize(query, partial), "gpu", None, plan, run.result.profile,
+                  list(run.totals_ms), notes=notes, partial=partial)
+
+
+def gpu_answer_multi(query: Query, data, multi, mode: str = "pinned", repeat: int = 1, warmup: bool = True) -> Answer:
+    """The query on every GPU of a many-GPU engine (gpu/multi.py): each GPU a share of nearly equal
+    frames (whole parts where they fall inside a share, frame views of a part cut by a boundary), its
+    share's fused plan run on its own thread, all at once; the exact partials added here. Timed as one:
+    from handing the shares out to the last partial back, the median of `repeat` rounds."""
+    from gquery.fusedplan import plan_fused
+    from gquery.gpu.fused import runner_of
+    from gquery.gpu.multi import _frame_shares
+    from gquery.profile import Profile
+
+    held = isinstance(data, Table) or data.tables is not None
+    shares = multi.shares(data) if held else _frame_shares(parts_of(data), multi.gpus)  # held: kept in its cache
+    plans = [multi.workers[s.device].submit(lambda s=s: plan_fused(query, s.tables, mode, multi.device.sm_count)).result()
+             for s in shares]
+
+    def round_() -> tuple[float, list]:
+        t0 = time.perf_counter()
+        jobs = [multi.workers[s.device].submit(lambda s=s, p=p: runner_of(multi.workers[s.device].engine).run(p))
+                for s, p in zip(shares, plans)]
+        runs = [j.result() for j in jobs]
+        return (time.perf_counter() - t0) * 1e3, runs
+
+    warm = timing.warm_up(round_) if warmup else []
+    rounds = sorted(timing.timed_runs(round_, repeat, timing.MIN_TIMED_MS if warmup else 0.0), key=lambda r: r[0])
+    wall, runs = rounds[len(rounds) // 2]
+    partial = Partial.empty(query)
+    for r in runs:
+        partial.merge(fused_partial(query, r))
+    for _, other in [*warm, *rounds]:
+        again = Partial.empty(query)
+        for r in other:
+            again.merge(fused_partial(query, r))
+        if again.groups != partial.groups:
+            raise GqueryError("repeated GPU runs gave different answers")
+    profiles = [r.profile for r in runs]
+    profile = Profile(mode, sum(p.rows for p in profiles), sum(p.column_bytes for p in profiles),
+                      sum(p.h2d_bytes for p in profiles), wall, [], sum(p.setup_ms for p in profiles), None,
+                      encoding="fused", zero_copy_bytes=sum(p.zero_copy_bytes for p in profiles),
+                      counters={"gpus": len(runs)}, host_path=profiles[0].host_path,
+                      per_gpu=[{"gpu": s.device, "tables": len(s.tables), "rows": s.rows, "gpu_ms": p.total_ms,
+                                "device_memory_peak_bytes": 0} for s, p in zip(shares, profiles)])
+    return Answer(query.sql, query, finalize(query, partial), "gpu", None, plans[0], profile,
+                  [w for w, _ in rounds], notes=[f"{len(shares)} GPUs, each a share of the frames"], partial=partial)

@@ -1,0 +1,192 @@
+"""On a GPU host: SQL of the class on the fused kernel equals the CPU reference and DuckDB exactly, for
+every expression and aggregate kind, group-by, mode, odd sizes, negative values, empty selections,
+clustered and parted stores; and any thread may query, several at once."""
+
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from gquery import answer, sql, store, tpch
+from gquery.errors import GqueryError
+from gquery.gpu.codegen import NotOnGpu
+from gquery.query import BIGINT, DATE, VARCHAR, decimal
+from gquery.result import same
+from gquery.schema import Schema
+from gquery.table import Table
+
+pytestmark = pytest.mark.gpu
+MODES = ("resident", "pinned", "registered", "pageable")
+D2 = decimal(15, 2)
+SCHEMA = Schema({"l_suppkey": BIGINT, "l_quantity": D2, "l_extendedprice": D2,
+                 "l_discount": D2, "l_tax": D2, "l_shipdate": DATE, "l_returnflag": VARCHAR, "l_linestatus": VARCHAR}, {})
+QUERIES = [
+    "SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < 700",
+    "SELECT SUM(l_extendedprice * l_discount) AS revenue FROM lineitem WHERE l_shipdate >= DATE '1994-01-01' "
+    "AND l_shipdate < DATE '1994-01-01' + INTERVAL '1' YEAR AND l_discount BETWEEN 0.06 - 0.01 AND 0.06 + 0.01 AND l_quantity < 24",
+    "SELECT l_returnflag, l_linestatus, SUM(l_quantity), SUM(l_extendedprice * (1 - l_discount) * (1 + l_tax)), "
+    "AVG(l_quantity), AVG(l_extendedprice), AVG(l_discount), COUNT(*), MIN(l_extendedprice), MAX(l_tax) FROM lineitem "
+    "WHERE l_shipdate <= DATE '1998-12-01' - INTERVAL '90' DAY GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus",
+    "SELECT COUNT(*), MIN(l_shipdate), MAX(l_shipdate) FROM lineitem WHERE l_returnflag = 'R' OR NOT l_quantity > 40",
+    "SELECT l_linestatus, COUNT(*) FROM lineitem WHERE l_returnflag IN ('A', 'N', 'Q') AND l_tax <> 0.04 GROUP BY l_linestatus",
+    "SELECT SUM(-l_quantity + l_tax * 3 - 2), MIN(l_quantity - l_extendedprice) FROM lineitem WHERE l_discount * l_tax >= 0.0021",
+    "SELECT SUM(l_extendedprice) FROM lineitem WHERE l_suppkey < -5",
+    "SELECT COUNT(*), SUM(l_quantity) FROM lineitem WHERE l_returnflag = 'nope'",
+    "SELECT l_shipdate, COUNT(*) FROM lineitem WHERE l_shipdate BETWEEN DATE '1995-03-01' AND DATE '1995-03-03' GROUP BY l_shipdate ORDER BY l_shipdate",
+    "SELECT SUM(CAST(l_quantity AS DECIMAL(38,2)) * l_extendedprice * l_extendedprice) FROM lineitem",
+]
+
+
+def random_table(rows: int, seed: int, sort_by: str | None = None, big: bool = False) -> Table:
+    """Engine values of the TPC-H lineitem columns' kinds, negative ones and wide ones where `big`."""
+    rng = np.random.default_rng(seed)
+    hi = 2**62 if big else 10**7
+    values = {"l_suppkey": rng.integers(-50, 2000, rows), "l_quantity": rng.integers(-5, 51, rows) * 100,
+              "l_extendedprice": rng.integers(-hi, hi, rows), "l_discount": rng.integers(0, 11, rows),
+              "l_tax": rng.integers(0, 9, rows), "l_shipdate": rng.integers(8036, 10561, rows),
+              "l_returnflag": rng.integers(0, 3, rows), "l_linestatus": rng.integers(0, 2, rows)}
+    if sort_by:
+        order = np.argsort(values[sort_by], kind="stable")
+        values = {k: v[order] for k, v in values.items()}
+    return Table.from_values(values, SCHEMA, {"l_returnflag": ("A", "N", "R"), "l_linestatus": ("F", "O")},
+                             f"random({rows}, {seed})", sorted_by=sort_by)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from gquery.gpu.executor import Engine
+
+    e = Engine()
+    yield e
+    e.close()
+
+
+def check(engine, table, text, mode, refusable=False, **options):
+    """The GPU's answer equals the CPU reference's; or, where `refusable`, the GPU refuses in one line
+    (a value that may pass 128 bits: the CPU answers those)."""
+    query = sql.parse(text, SCHEMA)
+    try:
+        got = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False, **options)
+    except NotOnGpu as e:
+        assert refusable and "128 bits" in str(e), (text, e)
+        return None
+    want = answer.cpu_answer(query, table)
+    assert got.rows == want.rows, (text, mode, got.rows, want.rows)
+    return got
+
+
+@pytest.mark.parametrize("rows", [1, 31, 1023, 1025, 4097, 70_001])
+@pytest.mark.parametrize("mode", MODES)
+def test_every_query_shape_equals_the_cpu_reference(engine, rows, mode):
+    table = random_table(rows, rows)
+    for text in QUERIES:
+        check(engine, table, text, mode)
+    engine.memory.release_table(table)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_wide_values_take_128_bits_and_split_sums(engine, mode):
+    table = random_table(5003, 7, big=True)
+    for text in QUERIES:
+        check(engine, table, text, mode, refusable=True)
+    engine.memory.release_table(table)
+
+
+@pytest.mark.parametrize("sort_by", ["l_suppkey", "l_shipdate"])
+@pytest.mark.parametrize("mode", ("pinned", "pageable"))
+def test_clustered_tables_prune_frames_and_stay_exact(engine, sort_by, mode):
+    table = random_table(300_001, 11, sort_by=sort_by)
+    for text in QUERIES:
+        got = check(engine, table, text, mode, chunk_frames=16)
+    plan = answer.gpu_answer(sql.parse(QUERIES[0], SCHEMA), table, engine, mode, warmup=False, scan="fused").plan
+    if sort_by == "l_suppkey":
+        assert plan.to_dict()["frames"]["never"] > 0 and plan.to_dict()["frames"]["always"] > 0
+    assert got.rows
+    engine.memory.release_table(table)
+
+
+def test_a_parted_store_with_differing_dictionaries(engine, tmp_path):
+    """Each part has its own dictionary (one lacks 'R'): codes, group bases and constants per part."""
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(3)
+    paths = []
+    for k, flags in enumerate((["A", "N"], ["A", "N", "R"], ["R"])):
+        n = 3000 + 777 * k
+        t = pa.table({"l_suppkey": pa.array(rng.integers(1, 900, n)),
+                      "l_quantity": pa.array([f"{q}.00" for q in rng.integers(1, 50, n)]).cast(pa.decimal128(15, 2)),
+                      "l_extendedprice": pa.array([f"{q}.{c:02d}" for q, c in zip(rng.integers(900, 99000, n), rng.integers(0, 99, n))]).cast(pa.decimal128(15, 2)),
+                      "l_returnflag": pa.array(list(rng.choice(flags, n)))})
+        paths.append(tmp_path / f"lineitem.{k + 1}.parquet")
+        pq.write_table(t, paths[-1])
+    source = tpch.find_lineitem(tmp_path)
+    parted = store.open_store(store.write_parted(source, tmp_path / "lineitem.gq", echo=lambda m: None), engine.memory)
+    from gquery.reference import DuckDBTable
+
+    duck = DuckDBTable(source, ["l_suppkey", "l_quantity", "l_extendedprice", "l_returnflag"])
+    for text in ("SELECT l_returnflag, COUNT(*), SUM(l_quantity * l_extendedprice) FROM lineitem GROUP BY l_returnflag",
+                 "SELECT SUM(l_extendedprice) FROM lineitem WHERE l_returnflag >= 'N' AND l_suppkey < 500",
+                 "SELECT MAX(l_quantity) FROM lineitem WHERE l_returnflag = 'R'"):
+        query = sql.parse(text, answer.schema_of(parted))
+        for mode in MODES:
+            got = answer.gpu_answer(query, parted, engine, mode, repeat=1, warmup=False)
+            assert same(got.result, duck.run_sql(text, repeat=1).rows, False), (text, mode)
+    duck.close()
+    engine.memory.release_table(parted)
+
+
+@pytest.mark.parametrize("sf", [0.01, 0.1])
+def test_tpch_queries_equal_duckdb(engine, data_dir, sf):
+    from gquery.reference import DuckDBTable
+
+    source = tpch.generate(sf, data_dir, echo=lambda m: None)
+    table = store.open_store(store.ensure_store(source, echo=lambda m: None), engine.memory)
+    duck = DuckDBTable(source, list(table.columns))
+    for name, z in (("mission", 30), ("mission", 5000), ("q6", None), ("q1", None)):
+        text = sql.named_sql(name, z)
+        query = sql.parse(text, table.schema)
+        want = duck.run_sql(text, repeat=1).rows
+        for mode in MODES:
+            for scan in ("auto", "fused"):
+                got = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False, scan=scan)
+                assert same(got.result, want, bool(query.order_by)), (name, mode, scan)
+    duck.close()
+    engine.memory.release_table(table)
+
+
+def test_many_threads_query_one_and_several_tables(data_dir):
+    """N threads x M queries through the API, mixed modes, over one table and over several; every answer
+    checked against the CPU reference; a table closed in one thread is refused in another."""
+    import gquery
+
+    source = tpch.generate(0.01, data_dir, echo=lambda m: None)
+    path = store.ensure_store(source, echo=lambda m: None)
+    tables = [gquery.open(path), gquery.open(path)]
+    texts = [sql.named_sql("mission", 30), sql.named_sql("mission", 600), sql.named_sql("q6"), sql.named_sql("q1")]
+    errors, answers = [], []
+
+    def work(k: int) -> None:
+        try:
+            for m in range(8):
+                t = tables[(k + m) % len(tables)]
+                a = t.sql(texts[(k * 3 + m) % len(texts)], mode=MODES[(k + m) % len(MODES)], warmup=False)
+                answers.append(a.check)
+                r = t.query(30 + k, mode=MODES[m % 3], warmup=False)
+                answers.append(r.check)
+        except Exception as e:  # handed back to the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    assert answers and all(answers)
+    closer = threading.Thread(target=tables[0].close)
+    closer.start()
+    closer.join()
+    with pytest.raises(GqueryError, match="closed"):
+        tables[0].sql(texts[0])
+    tables[1].close()
