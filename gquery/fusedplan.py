@@ -25,7 +25,7 @@ from gquery.encodings import FRAME_ROWS
 from gquery.errors import UsageError
 from gquery.gpu.codegen import KernelSpec, NotOnGpu, kernel_spec
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
-from gquery.prune import ALWAYS, CHECK, NEVER, classify, frame_zones, lower
+from gquery.prune import ALWAYS, CHECK, NEVER, classify, frame_zones, lower, narrowed
 from gquery.query import Query
 
 GAP_FRAMES = 8  # frames ruled out between two touched runs that are shipped anyway (one chunk, not two)
@@ -168,13 +168,15 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     ranges_by_table = [t.ranges(names) for t in tables]
     ranges = {n: (min(r[n][0] for r in ranges_by_table), max(r[n][1] for r in ranges_by_table)) for n in names}
     lowered = [lower(query.where, {n: t.columns[n].dictionary for n in names}, r) for t, r in zip(tables, ranges_by_table)]
-    cards = tuple(max(r[c.name][1] - r[c.name][0] + 1 for r in ranges_by_table) for c in query.group_by)
-    # codes and values of a group column are bounded per part: its groups are counted from each part's smallest
+    # a group column's values are bounded per part, and narrowed by the predicate: its groups are counted
+    # from each part's smallest value a selected row can have
+    selectable = [narrowed(low, r) for low, r in zip(lowered, ranges_by_table)]
+    cards = tuple(max(r[c.name][1] - r[c.name][0] + 1 for r in selectable) for c in query.group_by)
     spec, _ = kernel_spec(query, lowered[0], ranges, max(t.rows for t in tables), cards)
     reasons = [f"kernel columns {', '.join(spec.columns)}; predicate `{spec.predicate or 'none'}`; "
                f"{len(spec.accumulators)} accumulator(s), {spec.groups:,} group(s)"]
     table_plans = []
-    for t, low, r in zip(tables, lowered, ranges_by_table):
+    for t, low, r in zip(tables, lowered, selectable):
         other, constants = kernel_spec(query, low, ranges, max(tt.rows for tt in tables), cards)
         if other != spec:
             raise NotOnGpu("the parts lower the query to different kernels")

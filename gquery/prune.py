@@ -109,6 +109,24 @@ def _column_compare(col: Column, op: str, lit: Literal, rng: tuple[int, int]) ->
     return Compare(op, col, Literal(c, col.type))
 
 
+def narrowed(e: Expr | None, ranges: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    """Each column's range among the rows a lowered predicate can select: its top-level conjuncts
+    `column op constant` and `column IN (...)` narrow it (what bounds a GROUP BY column's groups)."""
+    out = dict(ranges)
+    for c in (e.args if isinstance(e, And) else (e,)) if e is not None else ():
+        if isinstance(c, Compare) and isinstance(c.left, Column) and isinstance(c.right, Literal) and c.left.name in out:
+            lo, hi = out[c.left.name]
+            v = int(c.right.value)
+            lo, hi = {"<": (lo, min(hi, v - 1)), "<=": (lo, min(hi, v)), ">": (max(lo, v + 1), hi),
+                      ">=": (max(lo, v), hi), "=": (max(lo, v), min(hi, v))}.get(c.op, (lo, hi))
+            out[c.left.name] = (lo, max(lo, hi))
+        elif isinstance(c, InList) and not c.negated and isinstance(c.arg, Column) and c.arg.name in out:
+            vals = [int(v.value) for v in c.values]
+            lo, hi = out[c.arg.name]
+            out[c.arg.name] = (max(lo, min(vals)), max(max(lo, min(vals)), min(hi, max(vals))))
+    return out
+
+
 # --- frames --------------------------------------------------------------------------------------------------
 @dataclass
 class Zones:

@@ -183,3 +183,9 @@ def test_generated_kernels_compile_without_spills(shape, tmp_path):
     assert r.returncode == 0, r.stderr
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", r.stderr)
     assert spills and all(s == ("0", "0") for s in spills), r.stderr
+
+
+def test_a_group_columns_groups_are_narrowed_by_the_predicate():
+    between = And((Compare(">=", col("t"), Literal(9000, DATE)), Compare("<=", col("t"), Literal(9002, DATE))))
+    plan = plan_fused(query(between, Aggregate("count", None, BIGINT), group_by=(col("t"),)), [table()], "pinned", 132)
+    assert plan.spec.groups == 3 and plan.tables[0].group_bases == (9000,)
