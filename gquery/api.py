@@ -60,28 +60,37 @@ _lock = threading.Lock()
 def engine():
     """The process's GPU engine, made on GPU 0's own thread on first use (raises GpuUnavailable, one
     line, without a GPU). Run its work there: gpu.device.device_thread(0).call(...)."""
-    global _engine
     from gquery.gpu.device import device_thread
 
-    thread = device_thread(0)
-    with _lock:
-        if _engine is None:
-            from gquery.gpu.executor import Engine
+    return device_thread(0).call(_engine_here)
 
-            _engine = thread.call(Engine)
-            atexit.register(_shutdown)  # after the device threads' own: runs before it
+
+def _engine_here():
+    """On GPU 0's thread, where engines are made one at a time: no lock is held while it waits."""
+    global _engine
+    if _engine is None:
+        from gquery.gpu.executor import Engine
+
+        _engine = Engine()
+        atexit.register(_shutdown)  # after the device threads' own: runs before it
     return _engine
 
 
 def engines(gpus=1):
     """The process's engine over `gpus` GPUs (a number or "all"), which also runs parted tables."""
     with _lock:
-        if gpus not in _engines:
-            from gquery.gpu.multi import MultiEngine
+        if gpus in _engines:
+            return _engines[gpus]
+    from gquery.gpu.multi import MultiEngine
 
-            _engines[gpus] = MultiEngine(gpus)
+    made = MultiEngine(gpus)  # made with no lock held: its workers' threads may be running jobs that ask for it
+    with _lock:
+        kept = _engines.setdefault(gpus, made)
+        if kept is made:
             atexit.register(_shutdown)
-        return _engines[gpus]
+    if kept is not made:
+        made.close()
+    return kept
 
 
 def _shutdown() -> None:

@@ -171,7 +171,8 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     # a group column's values are bounded per part, and narrowed by the predicate: its groups are counted
     # from each part's smallest value a selected row can have
     selectable = [narrowed(low, r) for low, r in zip(lowered, ranges_by_table)]
-    cards = tuple(max(r[c.name][1] - r[c.name][0] + 1 for r in selectable) for c in query.group_by)
+    # rounded up to a power of two: tables of nearly the same ranges share one compiled kernel
+    cards = tuple(1 << (max(r[c.name][1] - r[c.name][0] + 1 for r in selectable) - 1).bit_length() for c in query.group_by)
     spec, _ = kernel_spec(query, lowered[0], ranges, max(t.rows for t in tables), cards)
     reasons = [f"kernel columns {', '.join(spec.columns)}; predicate `{spec.predicate or 'none'}`; "
                f"{len(spec.accumulators)} accumulator(s), {spec.groups:,} group(s)"]

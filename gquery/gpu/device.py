@@ -187,12 +187,6 @@ def device_thread(ordinal: int = 0) -> DeviceThread:
         return _threads[ordinal]
 
 
-def current_device_thread() -> DeviceThread | None:
-    """The device thread the caller runs on, if it runs on one."""
-    with _threads_lock:
-        return next((t for t in _threads.values() if t.on_thread()), None)
-
-
 def _stop_threads() -> None:
     with _threads_lock:
         threads = list(_threads.values())

@@ -151,11 +151,6 @@ class Engine:
         self.device = current_info()
         self._cuda = cuda
         self.memory = GpuMemory()
-        from gquery.gpu.device import current_device_thread
-
-        owner = current_device_thread()
-        if owner is not None:  # made on a GPU's own thread: its memory is page-locked and freed there too
-            self.memory.on_own_thread = owner.call
         self.kernel = kernels.function(SELECT_SUM, "select_sum")  # the ladder's fused_engine step
         self.kernel.prepare("PPPqqP")
         self._scans: dict[Kernel, object] = {}

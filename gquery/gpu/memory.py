@@ -135,7 +135,7 @@ class GpuMemory:
         self._scratch: dict[str, object] = {}
         self._copiers: dict[int, HostCopier] = {}
         self._tables = weakref.WeakValueDictionary()  # tables this layer cached memory into (hold)
-        self.on_own_thread = lambda fn, *args: fn(*args)  # set by gpu.device: runs fn where the context is current
+        self._context = cuda.Context.get_current()  # page-locking from another thread makes it current there
 
     def hold(self, table) -> None:
         """Note a table this layer put memory into (table.cache): release() frees it there too, on
@@ -182,9 +182,19 @@ class GpuMemory:
 
     def pin_in_place(self, table, arrays) -> None:
         """Page-lock a table's host arrays where they lie (a store's buffers as they are read), mapped
-        for zero-copy reads; they stay so until release_table(table) or release(). On this layer's own
-        thread, whichever thread read them."""
-        self.on_own_thread(self._pin_in_place, table, arrays)
+        for zero-copy reads; they stay so until release_table(table) or release(). Whichever thread read
+        them: this layer's context is made current there for the registration (a thread that waited for
+        the GPU's own thread here, holding a column's lock, could wait for a job that waits for that lock)."""
+        cuda = self._cuda
+        current = cuda.Context.get_current()
+        foreign = self._context is not None and (current is None or current.handle != self._context.handle)
+        if foreign:
+            self._context.push()
+        try:
+            self._pin_in_place(table, arrays)
+        finally:
+            if foreign:
+                cuda.Context.pop()
 
     def _pin_in_place(self, table, arrays) -> None:
         self.hold(table)
