@@ -193,7 +193,7 @@ def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1
     plan = plan_fused(query, tables, mode, engine.device.sm_count, chunk_frames)
     notes = []
     z = mission_z(query)
-    if z is not None and scan != "fused" and isinstance(data, Table) and "sliced" in data.columns[KEY].stored:
+    if z is not None and scan != "fused" and isinstance(data, Table) and data.columns[KEY].has("sliced"):
         specialist, why = _mission_bytes(tables, z, mode)
         fused_bytes = sum(t.stream_bytes + t.zero_copy_bytes for t in plan.tables)
         if scan == "mission" or specialist < fused_bytes:

@@ -444,7 +444,7 @@ def _choose_key(table, z: int, mode: str) -> tuple[str, str]:
 
     scan = ("sliced: the key's top byte decides nearly every row, so the key ships 1 byte a row and factors are "
             "read only for selected rows")
-    if mode not in LIST_MODES or "indexed" not in table.columns[KEY].encodings:
+    if mode not in LIST_MODES or not table.columns[KEY].has("indexed"):
         return "sliced", scan
     cost = {name: _read_bytes(table.encoded(name), z, table.rows) for name in ("sliced", "indexed")}
     pick, other = ("indexed", "sliced") if cost["indexed"] < cost["sliced"] else ("sliced", "indexed")

@@ -86,6 +86,10 @@ class Column:
                 return self.get(self.stored[0]).decode()
         raise ValueError(f"column {self.name} has no encoding")
 
+    def has(self, encoding: str) -> bool:
+        """Whether the column holds this encoding or can read it from its store (not derive it)."""
+        return encoding in self.encodings or encoding in self.stored
+
     def zone_buffers(self) -> tuple[np.ndarray, np.ndarray, int]:
         """(frame metadata, each frame's largest value, common factor) of the packed encoding, read
         alone where the column is stored (the planner prunes by them before any words are read)."""

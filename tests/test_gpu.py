@@ -21,11 +21,11 @@ COMBOS = [(m, e) for e in ENCODINGS for m in MODES if e != "indexed" or m in LIS
 
 @pytest.fixture(scope="module")
 def engine():
-    from gquery.gpu.executor import Engine
+    from gquery.gpu.executor import Engine, close_last
 
     e = Engine()
     yield e
-    e.close()
+    close_last(e)  # its modules too, on this thread: not left for the interpreter's exit
 
 
 @pytest.fixture(scope="module")
