@@ -131,7 +131,7 @@ def test_api_queries_a_parted_store(tmp_path):
 
     path, whole = parted(tmp_path, [3000, 4000])
     t = gquery.open(path)
-    assert isinstance(t, PartedTable)
+    assert isinstance(t.data, PartedTable)
     r = t.query(1000, mode="pinned")
     assert r.check and r.value == numpy_select_sum(whole, MissionQuery(1000))
     once = t.query(1000, mode="registered", warmup=False)  # a one-shot query: its setup inside its one run
@@ -178,7 +178,7 @@ def synthetic_answer(parts: dict, z: int):
 
 
 def test_more_than_2_to_the_32_rows(multi):
-    from gquery.gpu.executor import Engine
+    from gquery.gpu.executor import Engine, close_last
 
     rows = 2**32 + 3 * FRAME_ROWS + 5
     table, parts = synthetic(rows)
@@ -195,4 +195,4 @@ def test_more_than_2_to_the_32_rows(multi):
     finally:
         engine.memory.release_table(table)
         multi.memory.release_table(table)
-        engine.close()
+        close_last(engine)  # its modules too, on this thread
