@@ -93,6 +93,19 @@ def parse(text: str, schema: Schema) -> Query:
     return _Binder(text, schema).query(_one_statement(text))
 
 
+def constant(text: str) -> Literal:
+    """The Literal a constant SQL expression folds to, typed as DuckDB types it (what parse puts in
+    a query for it): DATE '1994-01-01' + INTERVAL 1 YEAR is TIMESTAMP '1995-01-01 00:00:00'."""
+    wrapped = f"SELECT {text}"
+    statement = _one_statement(wrapped)
+    if len(statement.expressions) != 1:
+        raise OutOfClass(f"{text!r} is not one expression")
+    value = _Binder(wrapped, Schema({}, {}))._value(statement.expressions[0])
+    if not isinstance(value, Literal):
+        raise OutOfClass(f"{text!r} is not a constant")
+    return value
+
+
 def _one_statement(text: str) -> exp.Expression:
     try:
         statements = [s for s in sqlglot.parse(text, read="duckdb") if s is not None]
@@ -287,6 +300,9 @@ class _Binder:
         for key, value in select.args.items():
             if value and key not in HANDLED_CLAUSES:
                 raise refuse(CLAUSES.get(key, f"the clause {key.upper()}"))
+        for nested in select.find_all(exp.Exists, exp.Subquery, exp.Select):
+            if nested is not select:
+                raise refuse(construct(nested))
         self._bind_from(select.args.get("from_"))
         items = select.expressions
         for item in items:
@@ -369,6 +385,8 @@ class _Binder:
 
     def _group_item(self, node: exp.Expression, items: list[exp.Expression]) -> exp.Expression:
         node = _unparenthesized(node)
+        if isinstance(node, (exp.Rollup, exp.Cube, exp.GroupingSets)):
+            raise refuse(f"GROUP BY {node.key.upper().replace('_', ' ')}")
         if isinstance(node, exp.Literal) and not node.is_string:
             picked = _unaliased(items[_position(node, items, "GROUP BY")])
             if _aggregates_in(picked):
