@@ -340,28 +340,27 @@ class _Binder:
             self.qualifiers.add(alias.name.lower())
 
     def _check_select_item(self, node: exp.Expression) -> None:
-        for bad in node.find_all(exp.Star, exp.Window, exp.Subquery, exp.Select):
+        """Name what a select item holds beyond a group column or one aggregate of values."""
+        for bad in node.find_all(exp.Star, exp.Window):
             if not (isinstance(bad, exp.Star) and isinstance(bad.parent, exp.Count)):
                 raise refuse(construct(bad))
         inner = _unparenthesized(node)
         if isinstance(inner, exp.Filter):
             raise refuse("an aggregate FILTER")
-        if isinstance(inner, exp.AggFunc):
-            for nested in _aggregates_in(inner)[1:]:
-                raise refuse(f"a nested aggregate ({_short(nested)})")
-            return
-        if _aggregates_in(inner):
+        aggregates = _aggregates_in(inner)
+        if isinstance(inner, exp.AggFunc) and len(aggregates) > 1:
+            raise refuse(f"a nested aggregate ({_short(aggregates[1])})")
+        if aggregates and not isinstance(inner, exp.AggFunc):
             raise refuse(f"arithmetic over aggregates ({_short(inner)})")
 
     def _where(self, where: exp.Where | None) -> Expr | None:
         if where is None:
             return None
-        for agg in _aggregates_in(where.this):
-            raise refuse(f"an aggregate in WHERE ({_short(agg)})")
+        aggregates = _aggregates_in(where.this)
+        if aggregates:
+            raise refuse(f"an aggregate in WHERE ({_short(aggregates[0])})")
         predicate = self._predicate(where.this)
-        if predicate == TRUE:
-            return None
-        return predicate
+        return None if predicate == TRUE else predicate
 
     def _group_by(self, group: exp.Group | None, items: list[exp.Expression]) -> tuple[Column, ...]:
         if group is None:
@@ -452,7 +451,7 @@ class _Binder:
 
     # -- aggregates --
     def _aggregate(self, node: exp.Expression) -> Aggregate:
-        func = next((name for kind, name in AGGREGATE_NODES.items() if type(node) is kind), None)
+        func = AGGREGATE_NODES.get(type(node))
         if func is None:
             raise refuse(construct(node))
         arg = node.this
