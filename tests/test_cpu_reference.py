@@ -221,6 +221,8 @@ def test_evaluate_checks_its_columns():
     query = parse("SELECT g, sum(k) FROM lineitem GROUP BY g", schema)
     with pytest.raises(ValueError, match="missing"):
         evaluate(query, {"k": [1, 2]}, {})
+    with pytest.raises(ValueError, match="dictionaries missing for the VARCHAR columns g"):
+        evaluate(query, {"k": [1, 2], "g": [0, 0]}, {})
     with pytest.raises(ValueError, match="one length"):
         evaluate(query, {"k": [1, 2], "g": [0]}, {"g": ("a",)})
     count = parse("SELECT count(*) FROM lineitem", schema)
