@@ -32,6 +32,9 @@ def evaluate(query: Query, columns: Mapping[str, np.ndarray], dictionaries: Mapp
     missing = [n for n in query.columns() if n not in columns]
     if missing:
         raise ValueError(f"columns missing for the query: {', '.join(missing)}")
+    strings = [n for n, t in _column_types(query).items() if t.name == "VARCHAR" and n not in dictionaries]
+    if strings:
+        raise ValueError(f"dictionaries missing for the VARCHAR columns {', '.join(strings)}")
     lengths = {len(a) for a in columns.values()}
     if len(lengths) != 1:
         raise ValueError(f"one part's columns must have one length, not {sorted(lengths)}")
@@ -52,6 +55,15 @@ def evaluate(query: Query, columns: Mapping[str, np.ndarray], dictionaries: Mapp
     for g, key in enumerate(keys):
         partial.add(key, [s[g] for s in states])
     return partial
+
+
+def _column_types(query: Query) -> dict:
+    types = {}
+    for e in (query.where, *query.group_by, *(o.expr for o in query.outputs)):
+        for node in () if e is None else e.walk():
+            if isinstance(node, Column):
+                types[node.name] = node.type
+    return types
 
 
 def _groups(query: Query, arrays, dictionaries, selected: np.ndarray):

@@ -93,6 +93,19 @@ def parse(text: str, schema: Schema) -> Query:
     return _Binder(text, schema).query(_one_statement(text))
 
 
+def constant(text: str) -> Literal:
+    """The Literal a constant SQL expression folds to, typed as DuckDB types it (what parse puts in
+    a query for it): DATE '1994-01-01' + INTERVAL 1 YEAR is TIMESTAMP '1995-01-01 00:00:00'."""
+    wrapped = f"SELECT {text}"
+    statement = _one_statement(wrapped)
+    if len(statement.expressions) != 1:
+        raise OutOfClass(f"{text!r} is not one expression")
+    value = _Binder(wrapped, Schema({}, {}))._value(statement.expressions[0])
+    if not isinstance(value, Literal):
+        raise OutOfClass(f"{text!r} is not a constant")
+    return value
+
+
 def _one_statement(text: str) -> exp.Expression:
     try:
         statements = [s for s in sqlglot.parse(text, read="duckdb") if s is not None]
@@ -287,6 +300,9 @@ class _Binder:
         for key, value in select.args.items():
             if value and key not in HANDLED_CLAUSES:
                 raise refuse(CLAUSES.get(key, f"the clause {key.upper()}"))
+        for nested in select.find_all(exp.Exists, exp.Subquery, exp.Select):
+            if nested is not select:
+                raise refuse(construct(nested))
         self._bind_from(select.args.get("from_"))
         items = select.expressions
         for item in items:
@@ -324,28 +340,27 @@ class _Binder:
             self.qualifiers.add(alias.name.lower())
 
     def _check_select_item(self, node: exp.Expression) -> None:
-        for bad in node.find_all(exp.Star, exp.Window, exp.Subquery, exp.Select):
+        """Name what a select item holds beyond a group column or one aggregate of values."""
+        for bad in node.find_all(exp.Star, exp.Window):
             if not (isinstance(bad, exp.Star) and isinstance(bad.parent, exp.Count)):
                 raise refuse(construct(bad))
         inner = _unparenthesized(node)
         if isinstance(inner, exp.Filter):
             raise refuse("an aggregate FILTER")
-        if isinstance(inner, exp.AggFunc):
-            for nested in _aggregates_in(inner)[1:]:
-                raise refuse(f"a nested aggregate ({_short(nested)})")
-            return
-        if _aggregates_in(inner):
+        aggregates = _aggregates_in(inner)
+        if isinstance(inner, exp.AggFunc) and len(aggregates) > 1:
+            raise refuse(f"a nested aggregate ({_short(aggregates[1])})")
+        if aggregates and not isinstance(inner, exp.AggFunc):
             raise refuse(f"arithmetic over aggregates ({_short(inner)})")
 
     def _where(self, where: exp.Where | None) -> Expr | None:
         if where is None:
             return None
-        for agg in _aggregates_in(where.this):
-            raise refuse(f"an aggregate in WHERE ({_short(agg)})")
+        aggregates = _aggregates_in(where.this)
+        if aggregates:
+            raise refuse(f"an aggregate in WHERE ({_short(aggregates[0])})")
         predicate = self._predicate(where.this)
-        if predicate == TRUE:
-            return None
-        return predicate
+        return None if predicate == TRUE else predicate
 
     def _group_by(self, group: exp.Group | None, items: list[exp.Expression]) -> tuple[Column, ...]:
         if group is None:
@@ -369,6 +384,8 @@ class _Binder:
 
     def _group_item(self, node: exp.Expression, items: list[exp.Expression]) -> exp.Expression:
         node = _unparenthesized(node)
+        if isinstance(node, (exp.Rollup, exp.Cube, exp.GroupingSets)):
+            raise refuse(f"GROUP BY {node.key.upper().replace('_', ' ')}")
         if isinstance(node, exp.Literal) and not node.is_string:
             picked = _unaliased(items[_position(node, items, "GROUP BY")])
             if _aggregates_in(picked):
@@ -434,7 +451,7 @@ class _Binder:
 
     # -- aggregates --
     def _aggregate(self, node: exp.Expression) -> Aggregate:
-        func = next((name for kind, name in AGGREGATE_NODES.items() if type(node) is kind), None)
+        func = AGGREGATE_NODES.get(type(node))
         if func is None:
             raise refuse(construct(node))
         arg = node.this

@@ -1,0 +1,230 @@
+"""The CPU reference against DuckDB on the same SQL over the same data: random queries of the class on
+TPC-H SF 0.01 split into parts, and hand-made tables at the edges of int64 where DuckDB overflows
+and plain Python integers are the oracle."""
+
+import datetime
+from decimal import Decimal
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import querygen
+from gquery.cpu import evaluate
+from gquery.query import And, Cast, Column, Compare, InList, Literal, Negate, Not, Or, Query, scale_of
+from gquery.reference import DuckDBTable
+from gquery.result import Partial, finalize, initial_state, same
+from gquery.schema import engine_values, read_schema
+from gquery.sql import named_sql, parse
+
+COLUMNS = sorted({*querygen.GROUPS, *querygen.NUMBERS, "l_commitdate"})  # what querygen's queries read
+
+
+def engine_part(table: pa.Table, schema) -> tuple[dict, dict]:
+    """One part as the engines hold it: int64 columns and this part's own dictionaries."""
+    columns, dictionaries = {}, {}
+    for name in table.column_names:
+        columns[name], dictionary = engine_values(table[name], schema.types[name])
+        if dictionary is not None:
+            dictionaries[name] = dictionary
+    return columns, dictionaries
+
+
+@pytest.fixture(scope="module")
+def tpch(sf001):
+    """SF 0.01 as three parts whose dictionaries differ (early shipments have no status 'O'), one of
+    them empty, with DuckDB over a table of the same data and over the parquet file itself."""
+    table = pq.read_table(sf001.files[0], columns=COLUMNS)
+    table = table.cast(pa.schema([f.with_type(pa.large_string()) if pa.types.is_string_view(f.type) else f
+                                  for f in table.schema]))  # pyarrow filters no string_view
+    schema = read_schema(table.schema)
+    early = pc.less(table["l_shipdate"], pa.scalar(datetime.date(1995, 1, 1), pa.date32()))
+    parts = [engine_part(t, schema) for t in (table.filter(early), table.filter(pc.invert(early)), table.slice(0, 0))]
+    assert parts[0][1]["l_linestatus"] != parts[1][1]["l_linestatus"]
+    duck_table = DuckDBTable(sf001, COLUMNS, threads=2)
+    files = duckdb.connect()
+    files.execute(f"CREATE VIEW lineitem AS SELECT * FROM read_parquet({[str(f) for f in sf001.files]!r})")
+    yield schema, parts, duck_table, files
+    duck_table.close()
+    files.close()
+
+
+def answer(query: Query, parts) -> Partial:
+    """The merged partial of every part, each crossing JSON as it would cross Dask."""
+    merged = Partial.empty(query)
+    for columns, dictionaries in parts:
+        merged.merge(Partial.from_json(evaluate(query, columns, dictionaries).to_json()))
+    return merged
+
+
+def check_against_duckdb(sql: str, tpch) -> None:
+    schema, parts, duck_table, files = tpch
+    query = parse(sql, schema)
+    merged = answer(query, parts)
+    theirs = duck_table.run_sql(sql, repeat=1, warmup=1)
+    assert theirs.unavailable is None, theirs.unavailable
+    ours = finalize(query, merged)
+    assert ours.names == theirs.columns and [str(t) for _, t in ours.columns] == theirs.types
+    assert same(ours, theirs.rows, ordered=bool(query.order_by)), (sql, ours.rows[:3], theirs.rows[:3])
+    over_files = finalize(query, merged, table_statistics=False)
+    assert same(over_files, files.execute(sql).fetchall(), ordered=bool(query.order_by)), sql
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_random_queries_agree_with_duckdb(tpch, rng):
+    check_against_duckdb(querygen.query(rng), tpch)
+
+
+@pytest.mark.parametrize("sql", [
+    named_sql("mission", 30), named_sql("mission", -1), named_sql("mission", 2**40), named_sql("q1"), named_sql("q6"),
+    "SELECT l_shipmode, avg(l_quantity * l_extendedprice * l_tax), min(l_shipdate), count(l_tax) FROM lineitem "
+    "WHERE l_shipmode IN ('AIR', 'MAIL', 'NONE') OR l_returnflag > 'N' GROUP BY 1 ORDER BY 2 DESC, 1",
+    "SELECT l_linestatus, l_returnflag, count(*) FROM lineitem WHERE l_linestatus >= 'G' AND l_returnflag < 'O' GROUP BY ALL",
+    "SELECT sum(l_quantity), avg(l_quantity), min(l_tax) FROM lineitem WHERE FALSE",
+    "SELECT l_returnflag, sum(l_quantity) FROM lineitem WHERE l_quantity < 0 GROUP BY 1",
+    "SELECT count(*) FROM lineitem", "SELECT count(*) FROM lineitem LIMIT 0",
+])
+def test_fixed_queries_agree_with_duckdb(tpch, sql):
+    check_against_duckdb(sql, tpch)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT l_shipmode, avg(l_discount), count(*) FROM lineitem GROUP BY l_shipmode",
+    "SELECT l_quantity, avg(l_extendedprice), avg(l_tax) FROM lineitem GROUP BY l_quantity",
+])
+def test_avg_over_a_table_and_over_files(tpch, sql):
+    """DuckDB proves a table's columns non-NULL from its statistics and so computes these AVGs as
+    SUM/COUNT; over parquet read in place it keeps its own AVG, and answers other doubles."""
+    schema, parts, duck_table, files = tpch
+    query = parse(sql, schema)
+    merged = answer(query, parts)
+    over_table, over_files = finalize(query, merged), finalize(query, merged, table_statistics=False)
+    assert not same(over_table, over_files.rows, ordered=False)
+    assert same(over_table, duck_table.run_sql(sql, repeat=1).rows, ordered=False)
+    assert same(over_files, files.execute(sql).fetchall(), ordered=False)
+
+
+# --- an independent oracle: the same query on plain Python integers, row by row ---------------------------
+def python_partial(query: Query, parts) -> Partial:
+    partial = Partial.empty(query)
+    for columns, dictionaries in parts:
+        names = list(columns)
+        for i in range(len(next(iter(columns.values()), []))):
+            row = {n: int(columns[n][i]) for n in names}
+            strings = {n: dictionaries[n][row[n]] for n in dictionaries}
+            if query.where is not None and not holds(query.where, row, strings):
+                continue
+            partial.rows_selected += 1
+            key = tuple(strings[c.name] if c.name in strings else row[c.name] for c in query.group_by)
+            partial.add(key, [[1] if a.func == "count" else [value(a.arg, row), 1] for a in query.aggregates])
+    if not query.group_by and () not in partial.groups:
+        partial.add((), [initial_state(f) for f in partial.funcs])
+    return partial
+
+
+def value(e, row) -> int:
+    if isinstance(e, Column):
+        return row[e.name]
+    if isinstance(e, Literal):
+        return int(e.value)
+    if isinstance(e, Negate):
+        return -value(e.arg, row)
+    if isinstance(e, Cast):
+        return value(e.arg, row) * 10 ** (scale_of(e.type) - scale_of(e.arg.type))
+    s = scale_of(e.type)
+    a, b = value(e.left, row), value(e.right, row)
+    if e.op == "*":
+        return a * b
+    a, b = a * 10 ** (s - scale_of(e.left.type)), b * 10 ** (s - scale_of(e.right.type))
+    return a + b if e.op == "+" else a - b
+
+
+def holds(p, row, strings) -> bool:
+    if isinstance(p, And):
+        return all(holds(a, row, strings) for a in p.args)
+    if isinstance(p, Or):
+        return any(holds(a, row, strings) for a in p.args)
+    if isinstance(p, Not):
+        return not holds(p.arg, row, strings)
+    if isinstance(p, Literal):
+        return p.value
+    if isinstance(p, InList):
+        return any(holds(Compare("=", p.arg, v), row, strings) for v in p.values) != p.negated
+    if p.left.type.name == "VARCHAR":
+        a, b = strings[p.left.name], p.right.value
+    else:
+        s = max(scale_of(p.left.type), scale_of(p.right.type))
+        a = value(p.left, row) * 10 ** (s - scale_of(p.left.type))
+        b = value(p.right, row) * 10 ** (s - scale_of(p.right.type))
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "=": a == b, "<>": a != b}[p.op]
+
+
+# --- hand-made tables at the edges of int64 ----------------------------------------------------------------------
+BIG = 2**63 - 1
+EDGE_TABLES = {
+    "empty": [],
+    "one row": [("A", BIG, BIG, -BIG, BIG, 0)],
+    "all equal": [("B", -BIG, -BIG, -BIG, -BIG, 3)] * 5,
+    "extremes": [("A", BIG, BIG, BIG, 1, -1), ("B", -BIG - 1, -BIG, BIG, -1, 1), ("A", 0, 1, -1, 0, 2),
+                 ("C", BIG // 3, BIG // 7, -(BIG // 5), BIG // 11, 7), ("B", -5, 12345, -67890, 10**18, -2)] * 3,
+}
+EDGE_QUERIES = [
+    "SELECT sum(a * b * c), sum(a * b), count(*), min(a * b * c), max(-k) FROM t",
+    "SELECT g, sum(k * k), max(k * k * k), min(a * b), sum(a + b + c) FROM t GROUP BY g ORDER BY g",
+    "SELECT g, count(*), sum(c * c) FROM t WHERE a * b > 85070591730234615847396907784232501249 GROUP BY g",
+    "SELECT sum(-k), min(-a), max(a - c), count(k), sum(k), sum(a) FROM t WHERE k > -9223372036854775808 AND k <> 0",
+    "SELECT g, sum(k), sum(a), sum(b), count(*) FROM t GROUP BY g",
+    "SELECT n, sum(a * 10000000000), avg(a), avg(k) FROM t WHERE a * c <= -1 OR c * 2 > 9223372036854775807 GROUP BY n",
+    "SELECT sum(a::DECIMAL(38,5) * b), max(k::HUGEINT * 3) FROM t WHERE a IN (92233720368547758.07, 0, -0.01)",
+]
+
+
+def edge_table(rows) -> pa.Table:
+    columns = list(zip(*rows)) if rows else [[]] * 6
+    money = pa.decimal128(38, 2)
+    return pa.table({"g": pa.array(columns[0], pa.string()), "k": pa.array(columns[1], pa.int64()),
+                     "a": pa.array([Decimal(v).scaleb(-2) for v in columns[2]], money),
+                     "b": pa.array([Decimal(v).scaleb(-2) for v in columns[3]], money),
+                     "c": pa.array([Decimal(v).scaleb(-2) for v in columns[4]], money),
+                     "n": pa.array(columns[5], pa.int64())})
+
+
+@pytest.mark.parametrize("name", list(EDGE_TABLES))
+def test_edges_of_int64_are_exact(tmp_path, name):
+    """Every query equals plain Python integers row by row, and DuckDB wherever it answers (where it
+    does not, its DECIMAL(38) or int64 arithmetic overflowed)."""
+    table = edge_table(EDGE_TABLES[name])
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path)
+    schema = read_schema(table.schema)
+    parts = [engine_part(table.slice(0, 1), schema), engine_part(table.slice(1), schema)]
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{path}')")
+    for sql in EDGE_QUERIES:
+        query = parse(sql.replace("FROM t", "FROM lineitem"), schema)
+        ours = finalize(query, answer(query, parts), table_statistics=False)
+        assert same(ours, finalize(query, python_partial(query, parts), table_statistics=False).rows, ordered=True), sql
+        try:
+            theirs = con.execute(sql).fetchall()
+        except (duckdb.OutOfRangeException, duckdb.ConversionException):
+            continue
+        assert same(ours, theirs, ordered=bool(query.order_by)), (sql, ours.rows, theirs)
+
+
+def test_evaluate_checks_its_columns():
+    schema = read_schema(pa.schema([("k", pa.int64()), ("g", pa.string())]))
+    query = parse("SELECT g, sum(k) FROM lineitem GROUP BY g", schema)
+    with pytest.raises(ValueError, match="missing"):
+        evaluate(query, {"k": [1, 2]}, {})
+    with pytest.raises(ValueError, match="dictionaries missing for the VARCHAR columns g"):
+        evaluate(query, {"k": [1, 2], "g": [0, 0]}, {})
+    with pytest.raises(ValueError, match="one length"):
+        evaluate(query, {"k": [1, 2], "g": [0]}, {"g": ("a",)})
+    count = parse("SELECT count(*) FROM lineitem", schema)
+    assert evaluate(count, {"k": [5, 6, 7]}, {}).groups == {(): [[3]]}
+    assert evaluate(query, {"k": [], "g": []}, {"g": ()}).groups == {}

@@ -1,0 +1,171 @@
+"""Partials, the final answer, and AVG computed bit for bit as DuckDB 2.0 computes it."""
+
+import datetime
+import random
+from decimal import Decimal
+from fractions import Fraction
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from gquery.query import DOUBLE, SqlType, decimal, scale_of
+from gquery.result import (DOUBLE_BITS, Partial, Result, duckdb_avg, duckdb_sum_over_count, finalize, nearest, same,
+                           same_value)
+from gquery.schema import Schema
+from gquery.sql import parse
+
+# (DuckDB type, the largest unscaled value it holds)
+AVG_TYPES = [("TINYINT", 127), ("SMALLINT", 2**15 - 1), ("INTEGER", 2**31 - 1), ("BIGINT", 2**63 - 1),
+             ("HUGEINT", 2**127 - 1), ("DECIMAL(4,2)", 9999), ("DECIMAL(3,3)", 999), ("DECIMAL(9,4)", 10**9 - 1),
+             ("DECIMAL(15,2)", 10**15 - 1), ("DECIMAL(18,4)", 10**18 - 1), ("DECIMAL(18,0)", 10**18 - 1),
+             ("DECIMAL(38,0)", 10**38 - 1), ("DECIMAL(38,6)", 10**38 - 1), ("DECIMAL(38,20)", 10**38 - 1),
+             ("DECIMAL(30,25)", 10**30 - 1), ("DECIMAL(38,37)", 10**38 - 1), ("DECIMAL(38,38)", 10**38 - 1)]
+HUGE = 2**127 - 1  # a hugeint sum past it overflows in DuckDB
+DECIMAL_SUM = 10**38 - 1  # and a DECIMAL sum past DECIMAL(38)
+
+
+def sql_type(text: str) -> SqlType:
+    if text.startswith("DECIMAL"):
+        width, scale = map(int, text[8:-1].split(","))
+        return decimal(width, scale)
+    return SqlType(text)
+
+
+def near_a_tie(rng: random.Random, rows: int, scale: int, limit: int) -> int:
+    """A total whose average lies within a few 64-bit ulps of a double's rounding midpoint: where
+    long double, double and exact division part ways."""
+    top = min(limit * rows, HUGE).bit_length() - 1
+    bits = rng.randint(max(20, top - 10), max(21, top))  # the long double rounds twice only past ~2^66
+    mantissa = (rng.getrandbits(52) | (1 << 52)) * 2 + 1  # odd: a midpoint between two doubles
+    midpoint = Fraction(mantissa) * Fraction(2) ** (bits - 54 - (rows * 10**scale).bit_length())
+    return int(midpoint * rows * 10**scale) + rng.randint(-3, 3)
+
+
+def avg_cases(rng: random.Random, limit: int, scale: int, most: int) -> list[tuple[int, int]]:
+    """(total, rows) pairs with |total| <= most: random ones, extremes, ones near double midpoints."""
+    cases = []
+    for rows in (1, 1, 2, 3, 7, 10, 999):
+        per_row = min(limit, most // rows)
+        cases += [(rng.randint(-per_row, per_row) * rows, rows), (per_row * rows, rows), (-per_row * rows, rows)]
+        cases += [(rng.randint(-per_row, per_row) + rng.randint(-per_row, per_row) * (rows - 1), rows) for _ in range(4)]
+        cases += [(near_a_tie(rng, rows, scale, per_row) * rng.choice((1, -1)), rows) for _ in range(12)]
+    return [(t, n) for t, n in cases if abs(t) <= min(limit, most // n) * n]
+
+
+def rows_summing_to(total: int, rows: int) -> list[int]:
+    quotient, remainder = divmod(total, rows)
+    return [quotient + 1] * remainder + [quotient] * (rows - remainder)
+
+
+def unscaled_text(value: int, scale: int) -> str:
+    digits = str(abs(value)).rjust(scale + 1, "0")
+    sign = "-" if value < 0 else ""
+    return f"{sign}{digits[:len(digits) - scale]}.{digits[len(digits) - scale:]}" if scale else f"{sign}{digits}"
+
+
+@pytest.mark.parametrize("type_text, limit", AVG_TYPES)
+def test_avg_is_duckdbs(type_text, limit):
+    """Our two AVGs (the native aggregate and the SUM/COUNT DuckDB's optimizer rewrites it to) equal
+    DuckDB's, case by case, over totals chosen where the roundings part ways."""
+    t = sql_type(type_text)
+    rng = random.Random(type_text)
+    cases = avg_cases(rng, limit, scale_of(t), DECIMAL_SUM if t.is_decimal else HUGE)
+    groups, values = [], []
+    for g, (total, rows) in enumerate(cases):
+        for v in rows_summing_to(total, rows):
+            groups.append(g)
+            values.append(unscaled_text(v, scale_of(t)))
+    con = duckdb.connect()
+    source = pa.table({"g": pa.array(groups, pa.int32()), "x": pa.array(values, pa.string())})
+    con.register("source", source)
+    con.execute(f"CREATE TABLE t AS SELECT g, CAST(x AS {type_text}) AS x FROM source")
+    native = dict(con.execute("SELECT g, avg(x) FROM t GROUP BY g").fetchall())
+    rewritten = {g: a for g, a, _ in con.execute("SELECT g, avg(x), sum(x) FROM t GROUP BY g").fetchall()}
+    differ = 0
+    for g, (total, rows) in enumerate(cases):
+        assert duckdb_avg(total, rows, t) == native[g], (type_text, total, rows)
+        assert duckdb_sum_over_count(total, rows, t) == rewritten[g], (type_text, total, rows)
+        differ += duckdb_avg(total, rows, t) != float(Fraction(total, rows * 10 ** scale_of(t)))
+    if limit * 999 > 2**66:  # where sums reach past 2^66 the cases must show the double rounding
+        assert differ, "no case where DuckDB's native AVG is not the correctly rounded quotient"
+
+
+def test_nearest_rounds_half_to_even():
+    assert nearest(2**53 + 1, DOUBLE_BITS) == 2**53 and nearest(2**53 + 3, DOUBLE_BITS) == 2**53 + 4
+    assert nearest(-(2**53 + 1), DOUBLE_BITS) == -(2**53) and nearest(Fraction(1, 3), 2) == Fraction(3, 8)
+    assert nearest(0, DOUBLE_BITS) == 0 and nearest(2**64 - 1, 64) == 2**64 - 1 and nearest(2**64 - 1, 53) == 2**64
+    for n in range(1, 200):
+        assert float(nearest(Fraction(1, n), DOUBLE_BITS)) == 1 / n
+
+
+# --- partials -----------------------------------------------------------------------------------------------
+SCHEMA = Schema({"l_returnflag": SqlType("VARCHAR"), "l_quantity": decimal(15, 2), "l_shipdate": SqlType("DATE"),
+                 "l_suppkey": SqlType("BIGINT")}, {})
+
+
+def partial(sql: str, groups: dict) -> tuple:
+    q = parse(sql, SCHEMA)
+    p = Partial.empty(q)
+    for key, states in groups.items():
+        p.add(key, states)
+    return q, p
+
+
+def test_partials_merge_in_any_order_and_cross_json():
+    sql = "SELECT l_returnflag, l_suppkey, sum(l_quantity), avg(l_quantity), count(*), min(l_shipdate), max(l_suppkey) " \
+          "FROM lineitem GROUP BY 1, 2"
+    q, a = partial(sql, {("A", 7): [[5, 1], [5, 1], [1], [3, 1], [7, 1]]})
+    _, b = partial(sql, {("A", 7): [[2**100, 2], [-3, 2], [2], [1, 2], [9, 2]], ("7", 7): [[1, 1], [1, 1], [1], [None, 0], [None, 0]]})
+    _, c = partial(sql, {})
+    ab = Partial.from_json(a.to_json()).merge(Partial.from_json(b.to_json())).merge(c)
+    ba = Partial.from_json(b.to_json()).merge(a)
+    assert ab.groups == ba.groups == {("A", 7): [[2**100 + 5, 3], [2, 3], [3], [1, 3], [9, 3]],
+                                      ("7", 7): [[1, 1], [1, 1], [1], [None, 0], [None, 0]]}
+    assert Partial.from_json(ab.to_json()) == ab and isinstance(ab.to_json()["groups"][0]["states"][0][0], str)
+    _, other = partial("SELECT sum(l_quantity) FROM lineitem", {})
+    with pytest.raises(ValueError):
+        a.merge(other)
+
+
+def test_empty_input_follows_sql():
+    q, p = partial("SELECT sum(l_quantity), avg(l_quantity), count(*), min(l_shipdate), count(l_suppkey) FROM lineitem", {})
+    result = finalize(q, p)
+    assert result.rows == [(None, None, 0, None, 0)]
+    assert result.columns == [("sum(l_quantity)", decimal(38, 2)), ("avg(l_quantity)", DOUBLE),
+                              ("count_star()", SqlType("BIGINT")), ("min(l_shipdate)", SqlType("DATE")),
+                              ("count(l_suppkey)", SqlType("BIGINT"))]
+    grouped, nothing = partial("SELECT l_returnflag, sum(l_quantity) FROM lineitem GROUP BY 1", {})
+    assert finalize(grouped, nothing).rows == []
+
+
+def test_values_are_duckdbs_python_values():
+    q, p = partial("SELECT l_shipdate, sum(l_quantity), max(l_suppkey), sum(l_suppkey), avg(l_quantity) FROM lineitem "
+                   "GROUP BY 1", {(9131,): [[150, 2], [7, 2], [-9, 2], [150, 2]]})
+    [row] = finalize(q, p).rows
+    assert row == (datetime.date(1995, 1, 1), Decimal("1.50"), 7, -9, 0.75)
+    assert str(row[1]) == "1.50" and type(row[3]) is int
+
+
+def test_order_by_and_limit():
+    sql = "SELECT l_returnflag, sum(l_quantity) AS s FROM lineitem GROUP BY 1 ORDER BY s DESC, l_returnflag LIMIT {}"
+    groups = {("A",): [[5, 1]], ("B",): [[7, 1]], ("C",): [[5, 1]], ("D",): [[-1, 1]]}
+    q, p = partial(sql.format(3), groups)
+    assert finalize(q, p).rows == [("B", Decimal("0.07")), ("A", Decimal("0.05")), ("C", Decimal("0.05"))]
+    q, p = partial(sql.format(0), groups)
+    assert finalize(q, p).rows == []
+    q, p = partial("SELECT l_returnflag, sum(l_quantity) AS s FROM lineitem GROUP BY 1 ORDER BY s", groups)
+    assert [r[0] for r in finalize(q, p).rows] == ["D", "A", "C", "B"]  # stable: ties keep key order
+
+
+def test_same_is_exact():
+    ours = Result([("a", decimal(38, 2)), ("b", DOUBLE)], [(Decimal("1.50"), 0.1), (None, 2.0)])
+    assert same(ours, [(None, 2.0), (Decimal("1.50"), 0.1)], ordered=False)
+    assert not same(ours, [(None, 2.0), (Decimal("1.50"), 0.1)], ordered=True)
+    assert not same(ours, [(Decimal("1.5"), 0.1), (None, 2.0)], ordered=True)  # same value, other digits
+    assert not same(ours, [(Decimal("1.50"), 0.1 + 2**-56), (None, 2.0)], ordered=True)
+    assert not same(ours, [(Decimal("1.50"), 0.1)], ordered=False)
+    assert not same_value(datetime.date(1995, 1, 1), datetime.datetime(1995, 1, 1))
+    assert not same_value(1, True) and not same_value(1, 1.0) and same_value("A", "A")
+    assert same(Result([("n", SqlType("BIGINT"))], [(1,), (1,), (2,)]), [(2,), (1,), (1,)], ordered=False)
+    assert not same(Result([("n", SqlType("BIGINT"))], [(1,), (1,), (2,)]), [(2,), (2,), (1,)], ordered=False)
