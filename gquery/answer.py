@@ -194,14 +194,14 @@ def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1
     notes = []
     z = mission_z(query)
     if z is not None and scan != "fused" and isinstance(data, Table) and data.columns[KEY].has("sliced"):
-        specialist, why = _mission_bytes(tables, z, mode)
+        pick, specialist = _mission_bytes(data, mode, plan.tables[0].selected)
         fused_bytes = sum(t.stream_bytes + t.zero_copy_bytes for t in plan.tables)
         if scan == "mission" or specialist < fused_bytes:
-            notes.append(f"the mission's key scan ({why}): about {specialist / 1e6:,.1f} MB to read against "
+            notes.append(f"the mission's key scan ({pick} key): about {specialist / 1e6:,.1f} MB to read against "
                          f"{fused_bytes / 1e6:,.1f} MB for the fused kernel")
-            return _mission_answer(query, data, engine, mode, repeat, warmup, z, notes)
+            return _mission_answer(query, data, engine, mode, repeat, warmup, z, pick, notes)
         notes.append(f"the fused kernel: about {fused_bytes / 1e6:,.1f} MB to read against {specialist / 1e6:,.1f} MB "
-                     f"for the mission's key scan ({why})")
+                     f"for the mission's key scan ({pick} key)")
     from gquery.gpu.fused import runner_of
 
     runner = runner_of(engine)
@@ -220,22 +220,28 @@ def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1
                   [r.profile.total_ms for r in runs], notes=notes, partial=first)
 
 
-def _mission_bytes(tables, z: int, mode: str) -> tuple[int, str]:
-    """The bytes the mission's key scan reads for Z over these tables, and which of its keys reads them."""
-    from gquery.plan import LIST_MODES, _read_bytes
+def _mission_bytes(table: Table, mode: str, selected: float) -> tuple[str, int]:
+    """(the key scan's better key, about the bytes it reads), estimated from the rows the zone maps say
+    are selected: the key's slices and lists are not read from disk to decide whether to read them.
+    Sliced: a top byte a row, a tied bucket's low bits in place (1/256 of the rows), the selected rows'
+    factors in place or in bulk; indexed: the selected rows' ids and the tied bucket's low bits in
+    order, and their factors gathered by id."""
+    from gquery.plan import FACTOR_READS_PER_ROW, LIST_MODES, ZERO_COPY_READ_BYTES, ZERO_COPY_SECTOR
 
-    best = {}
-    for name in ("sliced", "indexed") if mode in LIST_MODES else ("sliced",):
-        best[name] = sum(_read_bytes(t.encoded(name), z, t.rows) for t in tables)
-    pick = min(best, key=best.get)
-    return best[pick], f"{pick} key"
+    rows = table.rows
+    factors = sum(table.columns[c].get("packed").nbytes for c in (QUANTITY, PRICE))
+    gathered = selected * FACTOR_READS_PER_ROW * ZERO_COPY_READ_BYTES
+    cost = {"sliced": rows + rows / 256 * ZERO_COPY_READ_BYTES + min(gathered, factors)}
+    if mode in LIST_MODES:
+        cost["indexed"] = selected * (4 + ZERO_COPY_SECTOR) + rows / 256 * 2 + gathered
+    pick = min(cost, key=cost.get)
+    return pick, int(cost[pick])
 
 
-def _mission_answer(query, data, engine, mode, repeat, warmup, z, notes) -> Answer:
-    from gquery.mission import MissionQuery, scaled_int
-    from gquery.mission import measure
+def _mission_answer(query, data, engine, mode, repeat, warmup, z, encoding, notes) -> Answer:
+    from gquery.mission import MissionQuery, measure, scaled_int
 
-    run = measure(engine, data, MissionQuery(z), mode, "auto", repeat, None, False, warmup,
+    run = measure(engine, data, MissionQuery(z), mode, encoding, repeat, None, False, warmup,
                   min_ms=None if warmup else 0.0)
     partial = Partial.empty(query)
     selected = int(run.result.profile.counters.get("selected_rows", 0))

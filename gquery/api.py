@@ -199,12 +199,27 @@ def _on_gpu(job):
     return device_thread(0).call(job)
 
 
+class _EngineMemory:
+    """The API engine's memory layer for a table opened before the engine is made: GPU 0's thread
+    makes its context and engine while the first query reads its columns, and the columns wait for it
+    only to be page-locked."""
+
+    def __init__(self):
+        from gquery.gpu.device import device_thread
+
+        self._engine = device_thread(0).submit(_engine_here)
+
+    def pin_in_place(self, table, arrays) -> None:
+        self._engine.result().memory.pin_in_place(table, arrays)
+
+
 def open(data, pinned: bool | None = None) -> TableHandle:  # noqa: A001 (the API's verb, as in gquery.open)
-    """Open a table; with a usable GPU (or pinned=True) what a query reads of a store is page-locked in place."""
+    """Open a table; with a usable GPU (or pinned=True) what a query reads of a store is page-locked in
+    place. Opening a store reads its manifest only; the GPU's context is made meanwhile, on its thread."""
     from gquery.runner import open_table
 
     use_gpu = gpu_reason() is None if pinned is None else pinned
-    return TableHandle(open_table(data, memory=engine().memory if use_gpu else None), use_gpu)
+    return TableHandle(open_table(data, memory=_EngineMemory() if use_gpu else None), use_gpu)
 
 
 def _data(table):

@@ -244,20 +244,16 @@ def source(spec: KernelSpec, block_threads: int) -> str:
     body += ["        if (!__any_sync(FULL_MASK, mask)) continue;  // late materialization: no value byte for a frame that selects nothing",
              "        frames_read += 1;"]
     body += [f"        const Frame q{i} = frame_of(w{i}, m{i}, b{i}, f);" for i in spec.value_slots]
-    body += ["        for (unsigned left = mask; left; left &= left - 1) {",
-             "            const unsigned s = 32 * (__ffs(left) - 1) + lane_id();"]
-    body += [f"            const long long v{i} = value_at(q{i}, s, f{i});" for i in spec.value_slots]
-    body += ["            rows_selected += 1;"]
-    if spec.groups == 1:
+    if spec.groups == 1:  # each lane its selected rows, into its registers
+        body += ["        for (unsigned left = mask; left; left &= left - 1) {",
+                 "            const unsigned s = 32 * (__ffs(left) - 1) + lane_id();"]
+        body += [f"            const long long v{i} = value_at(q{i}, s, f{i});" for i in spec.value_slots]
+        body += ["            rows_selected += 1;"]
         body += [f"            {_accumulate(a, k)}" for k, a in enumerate(spec.accumulators)]
-    else:
-        group = _group_index(spec)
-        body += [f"            u64* const g = group_acc + (long long)({group}) * WORDS;", "            atomicAdd(g, 1ull);"]
-        offset = 1
-        for a in spec.accumulators:
-            body += [f"            {_shared_accumulate(a, offset)}"]
-            offset += a.words
-    body += ["        }", "    }"]
+        body += ["        }", "    }"]
+    else:  # the warp a slot at a time: the lanes of one group add up together, one atomic a group
+        body += _grouped_slot(spec)
+        body += ["    }"]
     if spec.groups == 1:
         body += ["    atomicAdd(group_acc, rows_selected);"]
         offset = 1
@@ -298,13 +294,55 @@ def _accumulate(a: Accumulator, k: int) -> str:
     return f"a{k} = {'min' if a.kind == 'min' else 'max'}(a{k}, (long long){a.code});"
 
 
-def _shared_accumulate(a: Accumulator, offset: int) -> str:
-    if a.kind == "sum":
-        return f"atomic_add_128(g + {offset}, (i128){a.code});"
-    if a.kind == "wide":
-        return (f"{{ const i128 x = (i128){a.code}; atomic_add_128(g + {offset}, (i128)(u64)x); "
-                f"atomic_add_128(g + {offset + 2}, (i128)(long long)(x >> 64)); }}")
-    return f"atomic{'Min' if a.kind == 'min' else 'Max'}((long long*)(g + {offset}), (long long){a.code});"
+def _grouped_slot(spec: KernelSpec) -> list[str]:
+    """Slot 32 j + lane of every lane at once: each lane's row (where selected) decoded, its group and
+    its contributions computed (identities where not selected); then for each group among the warp's
+    rows, its lanes' contributions summed by shuffles and added by one lane with one atomic each.
+    Rows of one group in a row (clustered data) cost one atomic a warp, not 32 on one address."""
+    out = ["        for (int j = 0; j < 32; ++j) {",
+           "            const bool sel = mask >> j & 1;",
+           "            const unsigned selected = __ballot_sync(FULL_MASK, sel);",
+           "            if (!selected) continue;",
+           "            const unsigned s = 32 * j + lane_id();"]
+    out += [f"            const long long v{i} = sel ? value_at(q{i}, s, f{i}) : 0;" for i in spec.value_slots]
+    out += [f"            const long long g = sel ? (long long)({_group_index(spec)}) : -1;",
+            "            rows_selected += sel;"]
+    for k, a in enumerate(spec.accumulators):
+        if a.kind == "sum":
+            out.append(f"            const i128 x{k} = sel ? (i128){a.code} : (i128)0;")
+        elif a.kind == "wide":
+            out.append(f"            const i128 w{k} = sel ? (i128){a.code} : (i128)0;")
+            out.append(f"            const i128 x{k} = (i128)(u64)w{k}, y{k} = (i128)(long long)(w{k} >> 64);")
+        else:
+            identity = "LLONG_MAX" if a.kind == "min" else "LLONG_MIN"
+            out.append(f"            const long long x{k} = sel ? (long long){a.code} : {identity};")
+    out += ["            for (unsigned todo = selected; todo;) {",
+            "                const long long group = __shfl_sync(FULL_MASK, g, __ffs(todo) - 1);",
+            "                const bool mine = sel && g == group;",
+            "                const unsigned same = __ballot_sync(FULL_MASK, mine);",
+            "                todo &= ~same;"]
+    for k, a in enumerate(spec.accumulators):
+        if a.kind in ("sum", "wide"):
+            out.append(f"                const i128 t{k} = warp_sum(mine ? x{k} : (i128)0);")
+            if a.kind == "wide":
+                out.append(f"                const i128 u{k} = warp_sum(mine ? y{k} : (i128)0);")
+        else:
+            identity = "LLONG_MAX" if a.kind == "min" else "LLONG_MIN"
+            out.append(f"                const long long t{k} = warp_{a.kind}(mine ? x{k} : {identity});")
+    out += ["                if (lane_id() == 0) {  // warp_sum leaves the total in lane 0",
+            "                    u64* const to = group_acc + group * WORDS;",
+            "                    atomicAdd(to, (u64)__popc(same));"]
+    offset = 1
+    for k, a in enumerate(spec.accumulators):
+        if a.kind == "sum":
+            out.append(f"                    atomic_add_128(to + {offset}, t{k});")
+        elif a.kind == "wide":
+            out.append(f"                    atomic_add_128(to + {offset}, t{k}); atomic_add_128(to + {offset + 2}, u{k});")
+        else:
+            out.append(f"                    atomic{'Min' if a.kind == 'min' else 'Max'}((long long*)(to + {offset}), t{k});")
+        offset += a.words
+    out += ["                }", "            }", "        }"]
+    return out
 
 
 def _flush_register(a: Accumulator, k: int, offset: int) -> str:

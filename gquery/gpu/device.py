@@ -37,6 +37,8 @@ class DeviceInfo:
 
 @lru_cache(maxsize=1)
 def _probe() -> tuple[DeviceInfo | None, str | None]:
+    """Is there a GPU: the driver's answer, without making a context (that takes a few hundred
+    milliseconds, which a GPU's own thread spends while a first query reads its columns)."""
     try:
         import pycuda.driver as cuda
     except ImportError as e:
@@ -47,33 +49,34 @@ def _probe() -> tuple[DeviceInfo | None, str | None]:
         return None, f"no CUDA driver: {e}"
     if cuda.Device.count() == 0:
         return None, "the CUDA driver sees no device"
-    try:
-        import pycuda.autoprimaryctx  # noqa: F401  (makes device 0's primary context current)
-    except Exception as e:
-        return None, f"cannot open a context on device 0: {e}"
-    return current_info(), None
+    return _info(cuda.Device(0)), None
 
 
-def current_info() -> DeviceInfo:
-    """The device of the context current on this thread."""
+def _info(dev, free: int = 0, total: int | None = None) -> DeviceInfo:
     import pycuda.driver as cuda
 
-    dev = cuda.Context.get_device()
     a = cuda.device_attribute
-    free, total = cuda.mem_get_info()
     return DeviceInfo(
         name=dev.name(),
         compute_capability=dev.compute_capability(),
         sm_count=dev.get_attribute(a.MULTIPROCESSOR_COUNT),
-        total_bytes=total,
+        total_bytes=dev.total_memory() if total is None else total,
         free_bytes=free,
         l2_bytes=dev.get_attribute(a.L2_CACHE_SIZE),
         max_threads_per_sm=dev.get_attribute(a.MAX_THREADS_PER_MULTIPROCESSOR),
     )
 
 
+def current_info() -> DeviceInfo:
+    """The device of the context current on this thread, with its free memory now."""
+    import pycuda.driver as cuda
+
+    free, total = cuda.mem_get_info()
+    return _info(cuda.Context.get_device(), free, total)
+
+
 def probe() -> tuple[DeviceInfo | None, str | None]:
-    """(info, None) where a GPU is usable, else (None, the reason)."""
+    """(info, None) where a GPU is usable, else (None, the reason). No context is made."""
     return _probe()
 
 
@@ -87,11 +90,21 @@ def device_count() -> int:
 
 
 def require() -> DeviceInfo:
+    """A usable GPU with a context current on this thread: device 0's primary context where none is
+    (pycuda.autoprimaryctx on the first thread that asks, which shares it with CuPy)."""
     info, reason = probe()
     if info is None:
         raise GpuUnavailable(f"no usable GPU: {reason}")
-    return info
+    import pycuda.driver as cuda
 
+    if cuda.Context.get_current() is None:
+        try:
+            import pycuda.autoprimaryctx  # noqa: F401  (makes device 0's primary context current)
+        except Exception as e:
+            raise GpuUnavailable(f"no usable GPU: cannot open a context on device 0: {e}") from None
+        if cuda.Context.get_current() is None:  # imported before, on another thread
+            cuda.Device(0).retain_primary_context().push()
+    return info
 
 
 class JobThread:
@@ -135,7 +148,13 @@ class DeviceThread(JobThread):
     def __init__(self, ordinal: int):
         super().__init__(f"gquery-gpu{ordinal}")
         self.ordinal = ordinal
-        self._context = super().submit(_retain, ordinal).result()
+        self._context = None
+        super().submit(self._retain)  # the first job: not waited for (making a context takes a while)
+
+    def _retain(self) -> None:
+        import pycuda.driver as cuda
+
+        self._context = cuda.Device(self.ordinal).retain_primary_context()
 
     def _in_context(self, fn, *args):
         self._context.push()
@@ -166,19 +185,14 @@ class DeviceThread(JobThread):
         return self.submit(fn, *args).result()
 
 
-def _retain(ordinal: int):
-    import pycuda.driver as cuda
-
-    return cuda.Device(ordinal).retain_primary_context()
-
-
 _threads: dict[int, DeviceThread] = {}
 _threads_lock = threading.Lock()
 
 
 def device_thread(ordinal: int = 0) -> DeviceThread:
     """The thread of GPU `ordinal`, started on first use (raises GpuUnavailable without a GPU)."""
-    require()
+    if probe()[0] is None:
+        raise GpuUnavailable(f"no usable GPU: {probe()[1]}")
     with _threads_lock:
         if ordinal not in _threads:
             if not _threads:

@@ -46,6 +46,18 @@ __device__ __forceinline__ long long value_at(const Frame& fr, unsigned slot, lo
     return (long long)((u64)fr.reference + extract_bits(fr.words, slot * fr.width, fr.width)) * factor;
 }
 
+__device__ __forceinline__ long long warp_min(long long v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v = min(v, __shfl_down_sync(FULL_MASK, v, offset));
+    return v;
+}
+
+__device__ __forceinline__ long long warp_max(long long v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v = max(v, __shfl_down_sync(FULL_MASK, v, offset));
+    return v;
+}
+
 // The block's accumulators, set to a group's initial words; and a thread's count of selected rows
 // (a query without GROUP BY keeps its sums in registers and adds them to the block's words once).
 #define FUSED_BEGIN(GROUPS_, WORDS_, INITIAL_)                                          \
