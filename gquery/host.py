@@ -11,8 +11,10 @@ MAX_HOST_THREADS = 16  # host copies stop scaling near here (measured on a 16-co
 
 
 def host_threads() -> int:
-    """Threads for host copies into pinned memory: staging, pinning, the bandwidth test."""
-    return min(MAX_HOST_THREADS, os.cpu_count() or 1)
+    """Threads for host copies into pinned memory: staging, pinning, the bandwidth test, encoding
+    ($GQUERY_HOST_THREADS where set: a process that shares the host with others of its kind)."""
+    given = os.environ.get("GQUERY_HOST_THREADS", "")
+    return int(given) if given.isdigit() and int(given) > 0 else min(MAX_HOST_THREADS, os.cpu_count() or 1)
 
 
 def parallel_ranges(n: int, work, min_items: int = 1024) -> None:

@@ -495,7 +495,7 @@ def part_rows(path: Path | str, part: int, source_file: Path | None = None, echo
     return rows
 
 
-def write_part(path: Path | str, part: int, parts: int, source, *, record_source: bool = True, rows_before: int = 0,
+def write_part(path: Path | str, part: int, parts: int, source, *, record_source: bool = True, rows_before: int | None = 0,
                started: float | None = None, echo=print, sort_by: str | None = None, columns=None) -> int:
     """Part `part` of a parted store from a one-file source: encoded, verified and written
     atomically; one line of progress. Returns its rows. Without `record_source` the store names no
@@ -505,8 +505,9 @@ def write_part(path: Path | str, part: int, parts: int, source, *, record_source
                           sort_by=sort_by, columns=columns)
     m = _manifest(written)
     rows = int(m["rows"])
+    so_far = "" if rows_before is None else f"; {rows_before + rows:,} rows so far"  # None: parts made at once
     echo(f"part {part}/{parts}: {rows:,} rows encoded ({size_text(_buffer_bytes(m))} store) in "
-         f"{time.perf_counter() - started:.1f} s; {rows_before + rows:,} rows so far")
+         f"{time.perf_counter() - started:.1f} s{so_far}")
     return rows
 
 
@@ -823,16 +824,42 @@ def write_parted(source, path: Path, echo=print, sort_by: str | None = None, col
         shutil.rmtree(old, ignore_errors=True)
     (path / "manifest.json").unlink(missing_ok=True)
     path.mkdir(parents=True, exist_ok=True)
-    rows, parts = 0, len(source.files)
+    parts = len(source.files)
+    todo = []
     for k, f in enumerate(source.files, start=1):
         done = part_rows(path, k, f, echo=echo)
-        if done is not None and _manifest(part_path(path, k)).get("sorted_by") != sort_by:
-            done = None
-        if done is None:
-            done = write_part(path, k, parts, LineitemSource(f, source.format, (f,)), rows_before=rows, echo=echo,
-                              sort_by=sort_by, columns=columns)
-        rows += done
+        if done is None or _manifest(part_path(path, k)).get("sorted_by") != sort_by:
+            todo.append((k, f))
+    workers = min(len(todo), (os.cpu_count() or 1) // PART_THREADS)
+    if workers > 1:  # parts at once, a process each (encoding holds the GIL between NumPy's loops)
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            jobs = [pool.submit(_write_part_job, str(path), k, parts, str(f), source.format, sort_by, columns)
+                    for k, f in todo]
+            for job in jobs:
+                echo(job.result())
+    else:
+        rows = 0
+        for k, f in todo:
+            rows += write_part(path, k, parts, LineitemSource(f, source.format, (f,)), rows_before=rows, echo=echo,
+                               sort_by=sort_by, columns=columns)
     return finish_parted(path, parts, echo=echo)
+
+
+PART_THREADS = 4  # host threads each part's process uses when several parts are encoded at once
+
+
+def _write_part_job(path: str, k: int, parts: int, file: str, fmt: str, sort_by, columns) -> str:
+    """One part in a process of its own (write_parted): its progress line, returned."""
+    from gquery.sources import LineitemSource
+
+    os.environ["GQUERY_HOST_THREADS"] = str(PART_THREADS)
+    lines: list[str] = []
+    write_part(path, k, parts, LineitemSource(Path(file), fmt, (Path(file),)), echo=lines.append, sort_by=sort_by,
+               columns=columns, rows_before=None)
+    return "; ".join(lines)
 
 
 def as_source(path: Path | str):
