@@ -38,6 +38,13 @@ QUERIES_OF = {"as-generated": ("mission", "q6", "q1"), "clustered:l_suppkey": ("
               "clustered:l_shipdate": ("q6", "q1")}
 NEEDED = ("l_suppkey", "l_quantity", "l_extendedprice", "l_discount", "l_tax", "l_returnflag", "l_linestatus",
           "l_shipdate")
+MISSION_COLUMNS = ("l_suppkey", "l_quantity", "l_extendedprice")
+
+
+def design_columns(design: str) -> tuple[str, ...]:
+    """The columns a design's queries read: what its store holds unless every column is asked for."""
+    return tuple(c for c in NEEDED if "mission" in QUERIES_OF[design] and c in MISSION_COLUMNS
+                 or {"q6", "q1"} & set(QUERIES_OF[design]) and c != "l_suppkey")
 
 
 def sweep(largest_key: int) -> list[int]:
@@ -45,12 +52,23 @@ def sweep(largest_key: int) -> list[int]:
     return sorted({*SWEEP_ABSOLUTE, *(largest_key * p // 100 + (p == 100) for p in SWEEP_PERCENT)})
 
 
+def bench_source(sf: float, data_dir, echo):
+    """The parquet of an SF: as found (a file, or a folder of parts made by tpchgen-cli --parts), else generated."""
+    folder = tpch.dataset_dir(sf, data_dir)
+    for found in (folder / "lineitem.parquet", folder / "lineitem"):
+        if found.exists():
+            return tpch.find_lineitem(found)
+    return tpch.generate(sf, data_dir, keep_parquet=True, echo=echo)
+
+
 def design_store(source, sf: float, design: str, data_dir, columns, echo) -> Path:
-    """The store of a design: as generated, beside the parquet; clustered, in a folder of its own."""
+    """The store of a design: as generated, beside the parquet; clustered, in a folder of its own.
+    `columns` None: every column (the key's slices and lists only where the design runs the mission)."""
     column = DESIGNS[design]
     if column is None and columns is None:
         return store.ensure_store(source, echo=echo)
     path = tpch.dataset_dir(sf, data_dir) / (f"lineitem-by-{column}.gq" if column else "lineitem-needed.gq")
+    columns = None if columns is None else design_columns(design)  # the key's lists only with l_suppkey
     if store.is_store(path):
         m = store._manifest(path)
         if m.get("sorted_by") == column and store.unchanged_sources(path):
@@ -72,8 +90,15 @@ def first_answer(store_path: Path, sql: str) -> dict:
             "a = t.sql(sys.argv[2], check=False, warmup=False)\nt2 = time.perf_counter()\n"
             "print(json.dumps({'import_s': ti - t0, 'open_s': t1 - t0, 'first_query_ms': (t2 - t1) * 1e3,\n"
             "                  'kernel': a.plan.encoding, 'rows': [[str(v) for v in r] for r in a.rows]}))\n")
-    r = subprocess.run([sys.executable, "-c", code, str(store_path), sql], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONUNBUFFERED": "1"}, timeout=600)
+    import tempfile
+
+    profile = os.environ.get("GQUERY_FIRST_ANSWER_PROFILE")  # a file: where the probe's cProfile goes, to see why
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "first_answer.py"
+        script.write_text(code)
+        command = [sys.executable, *(["-m", "cProfile", "-o", profile] if profile else []), str(script)]
+        r = subprocess.run([*command, str(store_path), sql], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONUNBUFFERED": "1"}, timeout=600)
     if r.returncode:
         raise GqueryError(f"the first-answer probe failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -86,7 +111,7 @@ def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, des
     engine = Engine()
     runs, first = [], []
     for sf in sfs:
-        source = tpch.generate(sf, data_dir, keep_parquet=True, echo=echo)
+        source = bench_source(sf, data_dir, echo)
         for design in designs:
             path = design_store(source, sf, design, data_dir, columns, echo)
             table = store.open_store(path, engine.memory)
