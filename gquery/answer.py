@@ -184,22 +184,24 @@ def mission_z(query: Query) -> int | None:
 
 
 def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1, warmup: bool = True,
-               chunk_frames: int | None = None, scan: str = "auto") -> Answer:
+               chunk_frames: int | None = None, scan: str = "auto", multi=None) -> Answer:
     """The query on one GPU, on the calling thread (the engine's device thread: see api). `scan`:
-    auto (the planner's choice between the fused kernel and the mission's key scan), fused, or mission."""
+    auto (the planner's choice between the fused kernel and the mission's key scan), fused, or mission.
+    `multi`: a many-table engine (gpu/multi.py) that runs the mission's key scan over a parted table."""
     from gquery.fusedplan import plan_fused
 
     tables = parts_of(data)
     plan = plan_fused(query, tables, mode, engine.device.sm_count, chunk_frames)
     notes = []
     z = mission_z(query)
-    if z is not None and scan != "fused" and isinstance(data, Table) and data.columns[KEY].has("sliced"):
-        pick, specialist = _mission_bytes(data, mode, plan.tables[0].selected)
+    scanner = engine if isinstance(data, Table) else multi
+    if z is not None and scan != "fused" and scanner is not None and all(t.columns[KEY].has("sliced") for t in tables):
+        pick, specialist = _mission_bytes(tables, mode, sum(t.selected for t in plan.tables))
         fused_bytes = sum(t.stream_bytes + t.zero_copy_bytes for t in plan.tables)
         if scan == "mission" or specialist < fused_bytes:
             notes.append(f"the mission's key scan ({pick} key): about {specialist / 1e6:,.1f} MB to read against "
                          f"{fused_bytes / 1e6:,.1f} MB for the fused kernel")
-            return _mission_answer(query, data, engine, mode, repeat, warmup, z, pick, notes)
+            return _mission_answer(query, data, scanner, mode, repeat, warmup, z, pick, notes)
         notes.append(f"the fused kernel: about {fused_bytes / 1e6:,.1f} MB to read against {specialist / 1e6:,.1f} MB "
                      f"for the mission's key scan ({pick} key)")
     from gquery.gpu.fused import runner_of
@@ -220,7 +222,7 @@ def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1
                   [r.profile.total_ms for r in runs], notes=notes, partial=first)
 
 
-def _mission_bytes(table: Table, mode: str, selected: float) -> tuple[str, int]:
+def _mission_bytes(tables: list[Table], mode: str, selected: float) -> tuple[str, int]:
     """(the key scan's better key, about the bytes it reads), estimated from the rows the zone maps say
     are selected: the key's slices and lists are not read from disk to decide whether to read them.
     Sliced: a top byte a row, a tied bucket's low bits in place (1/256 of the rows), the selected rows'
@@ -228,8 +230,8 @@ def _mission_bytes(table: Table, mode: str, selected: float) -> tuple[str, int]:
     order, and their factors gathered by id."""
     from gquery.plan import FACTOR_READS_PER_ROW, LIST_MODES, ZERO_COPY_READ_BYTES, ZERO_COPY_SECTOR
 
-    rows = table.rows
-    factors = sum(table.columns[c].get("packed").nbytes for c in (QUANTITY, PRICE))
+    rows = sum(t.rows for t in tables)
+    factors = sum(t.columns[c].get("packed").nbytes for t in tables for c in (QUANTITY, PRICE))
     gathered = selected * FACTOR_READS_PER_ROW * ZERO_COPY_READ_BYTES
     cost = {"sliced": rows + rows / 256 * ZERO_COPY_READ_BYTES + min(gathered, factors)}
     if mode in LIST_MODES:

@@ -161,7 +161,9 @@ class TableHandle:
             from gquery.gpu.codegen import NotOnGpu
 
             try:
-                result = _on_gpu(lambda: answer.gpu_answer(query, self._live(), engine(), mode, repeat, warmup, scan=scan))
+                parted = not isinstance(data, Table)  # the mission's key scan runs parts on the many-table engine
+                result = _on_gpu(lambda: answer.gpu_answer(query, self._live(), engine(), mode, repeat, warmup, scan=scan,
+                                                            multi=engines(1) if parted else None))
             except NotOnGpu as e:  # in the class, but not the fused kernel's: the CPU answers, saying why
                 if backend == "gpu":
                     raise

@@ -148,9 +148,19 @@ def classify(e: Expr | None, z: Zones) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _classify(e: Expr, z: Zones, n: int) -> tuple[np.ndarray, np.ndarray]:
-    if isinstance(e, And):
+    if isinstance(e, And):  # fractions multiply (independent columns); ranges on one column intersect first
         parts = [_classify(a, z, n) for a in e.args]
-        return np.minimum.reduce([c for c, _ in parts]), np.prod([f for _, f in parts], axis=0)
+        frac, ranged = np.ones(n), {}
+        for a, (_, f) in zip(e.args, parts):
+            r = _range_of(a)
+            if r is None:
+                frac = frac * f
+            else:
+                lo, hi = ranged.get(r[0], (-(2**63), 2**63 - 1))
+                ranged[r[0]] = (max(lo, r[1]), min(hi, r[2]))
+        for name, (lo, hi) in ranged.items():
+            frac = frac * _range_fraction(z.low[name], z.high[name], lo, hi)
+        return np.minimum.reduce([c for c, _ in parts]), frac
     if isinstance(e, Or):
         parts = [_classify(a, z, n) for a in e.args]
         return np.maximum.reduce([c for c, _ in parts]), 1 - np.prod([1 - f for _, f in parts], axis=0)
@@ -174,6 +184,23 @@ def _classify(e: Expr, z: Zones, n: int) -> tuple[np.ndarray, np.ndarray]:
         frac = np.minimum(hits, 1.0)
         return (ALWAYS - cls, 1 - frac) if e.negated else (cls, frac)
     return np.full(n, CHECK), np.full(n, 1.0)  # an expression of several columns: tested row by row
+
+
+def _range_of(e: Expr) -> tuple[str, int, int] | None:
+    """(column, lowest, highest value) that `column op constant` lets through, for op in < <= > >= =."""
+    if not (isinstance(e, Compare) and isinstance(e.left, Column) and isinstance(e.right, Literal)):
+        return None
+    c = int(e.right.value)
+    bound = {"<": (-(2**63), c - 1), "<=": (-(2**63), c), ">": (c + 1, 2**63 - 1), ">=": (c, 2**63 - 1),
+             "=": (c, c)}.get(e.op)
+    return None if bound is None else (e.left.name, *bound)
+
+
+def _range_fraction(low: np.ndarray, high: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """The share of each frame's span [low, high] that lies in [lo, hi] (values taken as uniform)."""
+    span = high.astype(np.float64) - low + 1
+    inside = np.minimum(high.astype(np.float64), float(hi)) - np.maximum(low.astype(np.float64), float(lo)) + 1
+    return np.clip(inside / span, 0.0, 1.0)
 
 
 def _compare(op: str, lo: np.ndarray, hi: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:

@@ -848,7 +848,7 @@ def write_parted(source, path: Path, echo=print, sort_by: str | None = None, col
     return finish_parted(path, parts, echo=echo)
 
 
-PART_THREADS = 4  # host threads each part's process uses when several parts are encoded at once
+PART_THREADS = 2  # host threads each part's process uses when several parts are encoded at once
 
 
 def _write_part_job(path: str, k: int, parts: int, file: str, fmt: str, sort_by, columns) -> str:

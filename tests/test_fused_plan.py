@@ -189,3 +189,23 @@ def test_a_group_columns_groups_are_narrowed_by_the_predicate():
     between = And((Compare(">=", col("t"), Literal(9000, DATE)), Compare("<=", col("t"), Literal(9002, DATE))))
     plan = plan_fused(query(between, Aggregate("count", None, BIGINT), group_by=(col("t"),)), [table()], "pinned", 132)
     assert plan.spec.groups == 4 and plan.tables[0].group_bases == (9000,)  # 3 days, rounded up to a power of two
+
+
+def test_scattered_frames_are_one_chunk_not_thousands():
+    """Frames a predicate can touch, scattered one in every 40, cost a chunk each if not merged: the
+    ruled-out frames between them are shipped (cheaper than a chunk's fixed cost) and skipped by class."""
+    t = table(400_000)
+    k = t.columns["k"].get("packed")
+    touched = np.arange(k.frames) % 40 == 0
+    k.zmax[:] = np.where(touched, 5, 9999)  # a zone map that makes every 40th frame touchable by k < 6
+    k.meta[:, 0] = np.where(touched, 1, 9000)
+    t.columns["k"]._zones = None
+    plan = plan_fused(query(Compare("<", col("k"), Literal(6, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
+    frames = plan.to_dict()["frames"]
+    assert frames["never"] == k.frames - int(touched.sum()) and len(plan.tables[0].chunks) == 1
+
+
+def test_ranges_on_one_column_intersect_before_they_multiply():
+    z = Zones(np.full(1, 1024), {"d": np.array([0])}, {"d": np.array([10])})
+    between = And((Compare(">=", Column("d", D2), Literal(5, D2)), Compare("<=", Column("d", D2), Literal(7, D2))))
+    assert classify(between, z)[1][0] == pytest.approx(3 / 11)  # not (6/11) x (8/11)

@@ -151,13 +151,20 @@ class Engine:
         self.device = current_info()
         self._cuda = cuda
         self.memory = GpuMemory()
-        self.kernel = kernels.function(SELECT_SUM, "select_sum")  # the ladder's fused_engine step
-        self.kernel.prepare("PPPqqP")
         self._scans: dict[Kernel, object] = {}
         self._frame_blocks: dict[tuple[Kernel, int], int] = {}
         self._streams: list = []
         self._events: list = []  # CUDA events for reuse: creating ~250 a query costs the host ~1 ms
         self.extensions: dict = {}  # runners of other kernels on this engine (gpu/fused.py), closed with it
+
+    @property
+    def kernel(self):
+        """The ladder's fused_engine step (select_sum.cu), compiled when first asked for."""
+        if "select_sum" not in self.extensions:
+            f = kernels.function(SELECT_SUM, "select_sum")
+            f.prepare("PPPqqP")
+            self.extensions["select_sum"] = _Closable(f)
+        return self.extensions["select_sum"].value
 
     def scan(self, kernel: Kernel):
         if kernel not in self._scans:
@@ -422,6 +429,16 @@ class Engine:
         self._streams.clear()
         self._events.clear()
         self._scans.clear()  # functions hold their modules: unloaded with them, on this thread
+
+
+class _Closable:
+    """A value kept in Engine.extensions that needs nothing done to close."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def close(self) -> None:
+        self.value = None
 
 
 def close_last(engine: Engine) -> None:
