@@ -80,6 +80,31 @@ class DistributedResult:
         return asdict(self) | {"value": None if self.value is None else str(self.value), "total": str(self.total)}
 
 
+@dataclass
+class DistributedSqlResult:
+    sql: str
+    query: object  # gquery.query.Query
+    result: object  # gquery.result.Result: the rows, as DuckDB gives them
+    selected_rows: int
+    parts: list[PartRun]  # in the store's order, from the median run
+    wall_ms: float
+    scheduler: str
+    local: bool
+    workers: int
+    backend: str
+    rows: int = 0
+    times_ms: list[float] = field(default_factory=list)
+    connect_ms: float = 0.0
+
+    def to_dict(self) -> dict:
+        from gquery.answer import json_value
+
+        return {"sql": self.sql, "columns": self.result.names, "rows": [[json_value(v) for v in r] for r in self.result.rows],
+                "selected_rows": self.selected_rows, "parts": [asdict(p) for p in self.parts], "wall_ms": self.wall_ms,
+                "scheduler": self.scheduler, "local": self.local, "workers": self.workers, "backend": self.backend,
+                "table_rows": self.rows, "times_ms": self.times_ms, "connect_ms": self.connect_ms}
+
+
 def require_dask():
     try:
         import distributed
@@ -121,6 +146,39 @@ def part_task(path: str, z: int, backend: str = "cpu", mode: str = "pinned", hol
     else:
         total, selected = _cpu_part(path, z, hold)
     return str(total), int(selected), (time.perf_counter() - t0) * 1e3, _worker_address()
+
+
+def sql_part_task(path: str, text: str, backend: str = "cpu", mode: str = "pinned",
+                  hold: bool = False) -> tuple[dict, int, float, str]:
+    """One part of SQL of the class, on a worker: (its exact partial aggregates as JSON, rows selected,
+    milliseconds, the worker's address)."""
+    t0 = time.perf_counter()
+    if backend == "gpu":
+        partial = _gpu_thread().submit(_gpu_sql_part, path, text, mode, hold).result()
+    else:
+        partial = _cpu_sql_part(path, text, hold)
+    return partial.to_json(), partial.rows_selected, (time.perf_counter() - t0) * 1e3, _worker_address()
+
+
+def _cpu_sql_part(path: str, text: str, hold: bool):
+    from gquery import answer, sql
+    from gquery.store import open_store
+
+    table = _opened("cpu", path, hold, lambda: open_store(path, check_source=False))
+    return answer.cpu_partial(sql.parse(text, table.schema), [table])
+
+
+def _gpu_sql_part(path: str, text: str, mode: str, hold: bool):
+    from gquery import api
+    from gquery.gpu.device import require
+
+    require()  # no GPU here: one line saying why
+    table = _opened("gpu", path, hold, lambda: api.open(path, pinned=True))
+    try:
+        return table.sql(text, backend="gpu", mode=mode, check=False, warmup=False).partial
+    finally:
+        if not hold:
+            api.close(table)
 
 
 _held: dict[tuple[str, str], tuple[int, object]] = {}  # (backend, part) → (its manifest's mtime, the open part)
@@ -337,41 +395,73 @@ class Session:
         check(self.backend, mode, None)
         parts = store_parts(store_path)
         self.holding |= hold
-        runs = [self._run_once(parts, query, mode, hold) for _ in range(max(1, repeat))]
-        if len({total for total, _, _, _ in runs}) != 1:
+        runs = [self._run_once(parts, part_task, hold, z=query.z, backend=self.backend, mode=mode)
+                for _ in range(max(1, repeat))]
+        totals = [sum(int(t) for t in payloads) for payloads, _, _, _ in runs]
+        if len(set(totals)) != 1:
             raise GqueryError("repeated runs gave different totals")  # cannot happen: each is exact
-        median = sorted(runs, key=lambda r: r[2])[len(runs) // 2]
-        total, selected, wall, part_runs = median
+        median = sorted(range(len(runs)), key=lambda k: runs[k][2])[len(runs) // 2]
+        _, selected, wall, part_runs = runs[median]
+        total = totals[median]
         return DistributedResult(to_decimal(total, selected), total, selected, part_runs, wall, self.scheduler,
                                  self.local, self.workers, self.backend, sum(n for _, n in parts), [r[2] for r in runs],
                                  self.connect_ms)
 
-    def _run_once(self, parts, query: MissionQuery, mode: str, hold: bool):
+    def run_sql(self, store_path: Path | str, text: str, mode: str = "pinned", repeat: int = 1,
+                hold: bool = False) -> "DistributedSqlResult":
+        """SQL of the class over the store's parts: each worker parses the text against its part, answers
+        it with its backend (the CPU reference, or the GPU's fused kernel) and returns exact partial
+        aggregates; the client adds them and gives the rows once, as DuckDB would."""
+        from gquery import sql, store
+        from gquery.result import Partial, finalize
+
+        check(self.backend, mode, None)
+        parts = store_parts(store_path)
+        query = sql.parse(text, store.open_store(parts[0][0], check_source=False).schema)  # refused here first
+        self.holding |= hold
+        runs = [self._run_once(parts, sql_part_task, hold, text=text, backend=self.backend, mode=mode)
+                for _ in range(max(1, repeat))]
+        partials = []
+        for payloads, _, _, _ in runs:
+            total = Partial.empty(query)
+            for p in payloads:
+                total.merge(Partial.from_json(p))
+            partials.append(total)
+        if any(p.groups != partials[0].groups for p in partials[1:]):
+            raise GqueryError("repeated runs gave different answers")  # cannot happen: each is exact
+        median = sorted(range(len(runs)), key=lambda k: runs[k][2])[len(runs) // 2]
+        _, selected, wall, part_runs = runs[median]
+        return DistributedSqlResult(text, query, finalize(query, partials[median]), selected, part_runs, wall,
+                                    self.scheduler, self.local, self.workers, self.backend, sum(n for _, n in parts),
+                                    [r[2] for r in runs], self.connect_ms)
+
+    def _run_once(self, parts, task, hold: bool, **options):
+        """One run of `task` a part: (each part's payload, rows selected, wall ms, each part's run)."""
         t0 = time.perf_counter()
         paths = [str(p) for p, _ in parts]
         if hold:  # part k on the k-th worker, every time: it answers from the part it holds
             workers = sorted(self.client.nthreads())
-            futures = [self.client.submit(part_task, p, z=query.z, backend=self.backend, mode=mode, hold=True,
-                                          pure=False, workers=[workers[k % len(workers)]], allow_other_workers=False)
+            futures = [self.client.submit(task, p, **options, hold=True, pure=False, workers=[workers[k % len(workers)]],
+                                          allow_other_workers=False)
                        for k, p in enumerate(paths)]
         else:
-            futures = self.client.map(part_task, paths, z=query.z, backend=self.backend, mode=mode, pure=False)
-        runs, total, selected = [], 0, 0
+            futures = self.client.map(task, paths, **options, pure=False)
+        runs, payloads, selected = [], [], 0
         try:
             for (path, rows), f in zip(parts, futures):
                 try:
-                    part_total, part_selected, ms, worker = f.result()
+                    payload, part_selected, ms, worker = f.result()
                 except GqueryError:
                     raise  # one line already, naming the part's store where the store is at fault
                 except Exception as e:
                     raise GqueryError(f"a Dask worker failed on {path}: {_one_line(e)}") from None
-                total += int(part_total)
+                payloads.append(payload)
                 selected += part_selected
                 runs.append(PartRun(str(path), rows, part_selected, ms, worker))
         except BaseException:
             self.client.cancel(futures)
             raise
-        return total, selected, (time.perf_counter() - t0) * 1e3, runs
+        return payloads, selected, (time.perf_counter() - t0) * 1e3, runs
 
     def release(self) -> int:
         """Every worker lets go of the parts it holds (hold=True runs); how many parts were let go."""
@@ -408,6 +498,18 @@ def run_distributed(store_path: Path | str, query: MissionQuery, scheduler: str 
         workers = max(1, min(len(parts), os.cpu_count() or 1))
     with Session(scheduler, backend, workers, timeout) as session:
         return session.run(store_path, query, mode, repeat)
+
+
+def run_sql_distributed(store_path: Path | str, text: str, scheduler: str | None = None, backend: str = "cpu",
+                        workers: int | None = None, mode: str = "pinned", repeat: int = 1,
+                        timeout: float = CONNECT_TIMEOUT_S) -> DistributedSqlResult:
+    """SQL of the class over a store, a Dask task a part (see Session.run_sql)."""
+    check(backend, mode, workers)
+    parts = store_parts(store_path)
+    if workers is None and backend == "cpu" and scheduler in (None, "local"):
+        workers = max(1, min(len(parts), os.cpu_count() or 1))
+    with Session(scheduler, backend, workers, timeout) as session:
+        return session.run_sql(store_path, text, mode, repeat)
 
 
 def in_process(store_path: Path | str, query: MissionQuery, backend: str = "cpu", mode: str = "pinned") -> tuple[int, int]:

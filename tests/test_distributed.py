@@ -258,3 +258,33 @@ def test_gpu_workers_equal_the_in_process_gpu_answer(stores):
     assert o["result"] == str(python_sum(parts, 37)) and o["workers"] == len(D.gpu_ids())
     held = D.overhead(path, MissionQuery(37), backend="gpu", repeat=2, hold=True)
     assert held["result"] == o["result"] and held["hold"]
+
+
+SQL_TEXTS = ["SELECT COUNT(*), SUM(l_quantity * l_extendedprice), MIN(l_extendedprice), AVG(l_quantity) FROM lineitem "
+             "WHERE l_suppkey BETWEEN 15 AND 60",
+             "SELECT SUM(l_extendedprice) FROM lineitem WHERE l_suppkey < 0",
+             "SELECT MAX(l_quantity - l_extendedprice) FROM lineitem WHERE l_quantity * 2 > l_extendedprice OR l_suppkey = 7"]
+
+
+@pytest.mark.parametrize("name", ["parted", "single", "wide"])
+def test_sql_on_dask_equals_the_cpu_reference_over_the_whole_store(cluster, stores, name):
+    """Each worker answers its part's partial aggregates; added on the client they are the answer of the
+    whole store, exactly, whatever the parts (sums far past 2^64 in `wide`)."""
+    from gquery.answer import cpu_answer
+
+    path, _ = stores[name]
+    whole = store.open_store(path)
+    for text in SQL_TEXTS:
+        r = cluster.run_sql(path, text)
+        want = cpu_answer(r.query, whole)
+        assert r.result.rows == want.rows, text
+        assert r.selected_rows == want.partial.rows_selected and [p.worker.startswith("tcp://") for p in r.parts]
+
+
+def test_sql_cli_on_a_local_cluster_is_checked_by_duckdb(parquet_store, capsys):
+    path, _ = parquet_store
+    code = run_main(["run", "--data", str(path), "--sql", SQL_TEXTS[0], "--scheduler", "local", "--workers", "2",
+                     "--json", "--repeat", "1"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["match"] is True and out["checked_against"] == "DuckDB" and len(out["parts"]) == 3
+    assert out["columns"][0] == "count_star()" and isinstance(out["rows"][0][1], str)  # exact decimals as strings

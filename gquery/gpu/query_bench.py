@@ -257,5 +257,16 @@ def markdown(data: dict, command: str) -> str:
     ])
 
 
+def combine(reports: list[dict]) -> dict:
+    """One report of several runs of the same commit on the same kind of GPU (SF 10 and SF 100 each
+    fit one call of a lent machine): runs and first answers in order, floors read again."""
+    if len({(r["commit"], r["device"]) for r in reports}) != 1:
+        raise GqueryError("reports of different commits or devices do not combine")
+    runs = [x for r in reports for x in r["runs"]]
+    first = [x for r in reports for x in r["first_answer"]]
+    return {**reports[-1], "runs": runs, "first_answer": first, "floors": floors(runs, first),
+            "dates": [r["date"] for r in reports]}
+
+
 def write(data: dict, out_dir: Path | str, command: str) -> tuple[Path, Path]:
     return reports.write(out_dir, f"queries-{reports.slug(data['device'])}", data, markdown(data, command))
