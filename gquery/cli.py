@@ -274,6 +274,20 @@ def _store(sf: Optional[float], data: Optional[Path], data_dir: Optional[Path]) 
     return store.ensure_store(_source(sf, data, data_dir), echo=note)
 
 
+def _dask_backend(backend: str, mode: str, workers) -> tuple[str, str]:
+    """--backend and --mode as a Dask run takes them: cpu (auto) or gpu, and the GPU's host memory mode."""
+    from gquery import distributed as D
+
+    if backend == "duckdb":
+        raise UsageError("--backend duckdb runs no Dask workers: with --scheduler give cpu or gpu")
+    backend = "cpu" if backend == "auto" else backend
+    if backend == "cpu" and mode != "all":
+        raise UsageError("--mode chooses how the GPU engine reads host memory: give it with --backend gpu")
+    mode = "pinned" if mode == "all" else mode
+    D.check(backend, mode, workers)
+    return backend, mode
+
+
 def _run_dask(scheduler, workers, backend, mode, query, repeat, validate, as_json, unused, store_path) -> None:
     """`run --scheduler`: the query as Dask tasks, a store part each (gquery.distributed), checked
     against DuckDB over the store's source files, or against the CPU reference where they are gone."""
@@ -286,13 +300,7 @@ def _run_dask(scheduler, workers, backend, mode, query, repeat, validate, as_jso
     flags = [flag for flag, given in unused.items() if given]
     if flags:
         raise UsageError(f"{', '.join(flags)}: not with --scheduler (a Dask run reports its parts, not plans or profiles)")
-    if backend == "duckdb":
-        raise UsageError("--backend duckdb runs no Dask workers: with --scheduler give cpu or gpu")
-    backend = "cpu" if backend == "auto" else backend
-    if backend == "cpu" and mode != "all":
-        raise UsageError("--mode chooses how the GPU engine reads host memory: give it with --backend gpu")
-    mode = "pinned" if mode == "all" else mode
-    D.check(backend, mode, workers)
+    backend, mode = _dask_backend(backend, mode, workers)
     if repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
     D.require_dask()  # without dask: one line saying how to install it, before any data is made
@@ -349,13 +357,7 @@ def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, as_
 
     if scheduler is None:
         raise UsageError("--workers runs on Dask workers: give --scheduler local or an address")
-    if backend == "duckdb":
-        raise UsageError("--backend duckdb runs no Dask workers: with --scheduler give cpu or gpu")
-    backend = "cpu" if backend == "auto" else backend
-    if backend == "cpu" and mode != "all":
-        raise UsageError("--mode chooses how the GPU engine reads host memory: give it with --backend gpu")
-    mode = "pinned" if mode == "all" else mode
-    D.check(backend, mode, workers)
+    backend, mode = _dask_backend(backend, mode, workers)
     D.require_dask()
     path = store_path()
     r = D.run_sql_distributed(path, text, scheduler, backend, workers, mode, repeat)

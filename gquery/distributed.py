@@ -492,11 +492,7 @@ def run_distributed(store_path: Path | str, query: MissionQuery, scheduler: str 
     """SELECT SUM(l_quantity * l_extendedprice) FROM store WHERE l_suppkey < Z, a Dask task a part.
     The store is checked (manifests only) before any cluster starts; a local CPU cluster gets one
     worker a part up to one a core."""
-    check(backend, mode, workers)
-    parts = store_parts(store_path)
-    if workers is None and backend == "cpu" and scheduler in (None, "local"):
-        workers = max(1, min(len(parts), os.cpu_count() or 1))
-    with Session(scheduler, backend, workers, timeout) as session:
+    with _session(store_path, scheduler, backend, workers, mode, timeout) as session:
         return session.run(store_path, query, mode, repeat)
 
 
@@ -504,12 +500,18 @@ def run_sql_distributed(store_path: Path | str, text: str, scheduler: str | None
                         workers: int | None = None, mode: str = "pinned", repeat: int = 1,
                         timeout: float = CONNECT_TIMEOUT_S) -> DistributedSqlResult:
     """SQL of the class over a store, a Dask task a part (see Session.run_sql)."""
+    with _session(store_path, scheduler, backend, workers, mode, timeout) as session:
+        return session.run_sql(store_path, text, mode, repeat)
+
+
+def _session(store_path, scheduler, backend: str, workers, mode: str, timeout: float) -> Session:
+    """A session for one run over a store, checked first (options, then the manifests); a local CPU
+    cluster gets one worker a part, up to one a core."""
     check(backend, mode, workers)
     parts = store_parts(store_path)
     if workers is None and backend == "cpu" and scheduler in (None, "local"):
         workers = max(1, min(len(parts), os.cpu_count() or 1))
-    with Session(scheduler, backend, workers, timeout) as session:
-        return session.run_sql(store_path, text, mode, repeat)
+    return Session(scheduler, backend, workers, timeout)
 
 
 def in_process(store_path: Path | str, query: MissionQuery, backend: str = "cpu", mode: str = "pinned") -> tuple[int, int]:
