@@ -140,11 +140,12 @@ class TableHandle:
             return self.data
 
     def sql(self, text: str, backend: str = "auto", mode: str = "pinned", repeat: int = 1, check: bool = True,
-            warmup: bool = True, scan: str = "auto"):
+            warmup: bool = True, scan: str = "auto", gpus=1):
         """The SQL text's answer (gquery.answer.Answer: columns, rows, check, profile, explain()).
         backend: auto (the GPU where usable, else the CPU reference, saying why), gpu, or cpu. A query
         outside the class raises GqueryError naming the construct. `check`: compare with the CPU
-        reference over the same table. `scan`: auto, fused or mission (the GPU's kernel choice)."""
+        reference over the same table. `scan`: auto, fused or mission (the GPU's kernel choice). `gpus`: a
+        number or "all": the frames divided among the GPUs, each its share's fused kernel."""
         from gquery import answer, sql
 
         data = self._live()
@@ -161,9 +162,12 @@ class TableHandle:
             from gquery.gpu.codegen import NotOnGpu
 
             try:
-                parted = not isinstance(data, Table)  # the mission's key scan runs parts on the many-table engine
-                result = _on_gpu(lambda: answer.gpu_answer(query, self._live(), engine(), mode, repeat, warmup, scan=scan,
-                                                            multi=engines(1) if parted else None))
+                if gpus != 1:  # each share on its own GPU's thread, handed out from here
+                    result = answer.gpu_answer_multi(query, data, engines(gpus), mode, repeat, warmup)
+                else:
+                    parted = not isinstance(data, Table)  # the mission's key scan runs parts on the many-table engine
+                    result = _on_gpu(lambda: answer.gpu_answer(query, self._live(), engine(), mode, repeat, warmup,
+                                                                scan=scan, multi=engines(1) if parted else None))
             except NotOnGpu as e:  # in the class, but not the fused kernel's: the CPU answers, saying why
                 if backend == "gpu":
                     raise

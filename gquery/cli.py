@@ -130,11 +130,14 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         text = _sql_text(None, "mission", z)  # the CPU reference answers the mission here, not on Dask
     if text is not None and scheduler is None and workers is None:
         unused = {"--encoding": encoding != "auto", "--plot": plot is not None, "--streams": streams is not None,
-                  "--staging-threads": staging_threads is not None, "--gpus": gpus != "1", "--window": window is not None}
+                  "--staging-threads": staging_threads is not None, "--window": window is not None}
         flags = [f for f, given in unused.items() if given]
         if flags:
             raise UsageError(f"{', '.join(flags)}: not with --sql or --query (they set the mission scan)")
-        return _run_sql(text, sf, data, data_dir, backend, mode, repeat, validate, explain, as_json, chunk_rows)
+        from gquery.options import sql_gpus
+
+        return _run_sql(text, sf, data, data_dir, backend, mode, repeat, validate, explain, as_json,
+                        sql_gpus(gpus, backend, chunk_rows, echo=note), chunk_rows)
     if z is None and text is None:
         raise UsageError("give --z (the mission query), --sql TEXT or --query mission|q1|q6")
     if text is not None:  # SQL on Dask workers
@@ -201,14 +204,14 @@ def _sql_text(sql_text: Optional[str], named: Optional[str], z: Optional[int]) -
     return sql_text
 
 
-def _run_sql(text, sf, data, data_dir, backend, mode, repeat, validate, explain, as_json, chunk_rows) -> None:
+def _run_sql(text, sf, data, data_dir, backend, mode, repeat, validate, explain, as_json, gpus: int,
+             chunk_rows: Optional[int]) -> None:
     from gquery.runner import parse_modes, run_sql
 
     modes = ["pinned"] if mode == "all" and backend != "gpu" else parse_modes(mode)
-    if chunk_rows is not None and chunk_rows < 1:
-        raise UsageError(f"--chunk-rows must be a positive integer, got {chunk_rows}")
     source = _source(sf, data, data_dir)
-    outcome = run_sql(source, text, backend=backend, modes=modes, repeat=repeat, validate=validate, echo=note)
+    outcome = run_sql(source, text, backend=backend, modes=modes, repeat=repeat, validate=validate, echo=note,
+                      gpus=gpus, chunk_frames=None if chunk_rows is None else -(-chunk_rows // 1024))
     if as_json:
         print(json.dumps(outcome.to_dict(), indent=2, default=str))
     else:

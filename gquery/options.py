@@ -37,6 +37,23 @@ def resolve_gpus(gpus, available: int) -> int:
     return n
 
 
+def sql_gpus(gpus, backend: str, chunk_rows: int | None, echo) -> int:
+    """`gquery run --sql`'s --gpus, before any work: the GPUs to divide the frames among (1 where the
+    answer is not the GPU's: --backend cpu or duckdb, or no GPU, saying so)."""
+    check_positive(chunk_rows=chunk_rows)
+    n = parse_gpus(gpus)
+    if n == 1:
+        return 1
+    from gquery.gpu.device import device_count, probe
+
+    if backend in ("cpu", "duckdb") or probe()[0] is None:
+        if backend == "gpu":
+            raise GqueryError(f"no usable GPU: {probe()[1]}")
+        echo(f"ignored --gpus: {'--backend ' + backend + ' runs no GPU' if backend in ('cpu', 'duckdb') else probe()[1]}")
+        return 1
+    return resolve_gpus(n, device_count())
+
+
 def check_run(backend: str, *, chunk_rows: int | None, streams: int | None, staging_threads: int | None,
               plot: Path | None, explain: bool, echo, gpus="1", window: int | None = None) -> int | str:
     """`gquery run`'s options, before its data is found or generated. Returns --gpus parsed."""

@@ -332,9 +332,11 @@ def store_for(source: LineitemSource, echo=print) -> tuple[Path, list[str]]:
 
 
 def run_sql(source: LineitemSource, text: str, *, backend: str = "auto", modes=("pinned",), repeat: int = 5,
-            validate: bool = True, echo=print, scan: str = "auto") -> SqlOutcome:
+            validate: bool = True, echo=print, scan: str = "auto", gpus: int = 1,
+            chunk_frames: int | None = None) -> SqlOutcome:
     """SQL text over lineitem: parsed and planned against the store's schema; DuckDB asked the same text
-    (its own table of the columns it reads); each backend/mode's answer checked against it exactly."""
+    (its own table of the columns it reads); each backend/mode's answer checked against it exactly.
+    `gpus`: the frames divided among this many GPUs, each its share's fused kernel."""
     from gquery import answer, sql, store
     from gquery.reference import DuckDBTable
 
@@ -389,14 +391,25 @@ def run_sql(source: LineitemSource, text: str, *, backend: str = "auto", modes=(
 
         engine = Engine()
         gpu_table = store.open_store(path, engine.memory)
+        multi = None
+        if gpus > 1 or (isinstance(gpu_table, PartedTable) and answer.mission_z(outcome.query) is not None):
+            from gquery.gpu.multi import MultiEngine
+
+            multi = MultiEngine(gpus)  # several GPUs, or the mission's key scan over a parted store
         try:
             for mode in modes:
-                outcome.answers.append(answer.gpu_answer(outcome.query, gpu_table, engine, mode, repeat, scan=scan))
+                outcome.answers.append(
+                    answer.gpu_answer_multi(outcome.query, gpu_table, multi, mode, repeat) if gpus > 1 else
+                    answer.gpu_answer(outcome.query, gpu_table, engine, mode, repeat, chunk_frames=chunk_frames, scan=scan,
+                                      multi=multi))
         except NotOnGpu as e:  # in the class, but not the fused kernel's: the CPU reference answers, saying why
             if backend == "gpu":
                 raise
             outcome.answers = [answer.cpu_answer(outcome.query, table, f"GPU not used: {e}")]
         finally:
+            if multi is not None:
+                multi.memory.release_table(gpu_table)
+                multi.close()
             engine.memory.release_table(gpu_table)
             engine.close()
     _check(outcome, table)

@@ -215,9 +215,15 @@ class Table:
     def view(self, first_frame: int, end_frame: int) -> "Table":
         """Frames first_frame .. end_frame - 1 as a table of their own (one GPU's share), sharing
         the row buffers. Its factor bounds stay the whole table's: every share multiplies alike."""
+        def load(col: Column, encoding: str):
+            if encoding == "zones":  # the parent's zone maps of these frames, without reading its words
+                meta, zmax, factor = col.zone_buffers()
+                return meta[first_frame:end_frame], zmax[first_frame:end_frame], factor
+            return frame_view(col.get(encoding), first_frame, end_frame)
+
         def share(col: Column) -> Column:  # what the parent has not read yet is read, then viewed, when asked for
             return Column(col.name, {e: frame_view(enc, first_frame, end_frame) for e, enc in col.encodings.items()},
-                          col.type, col.dictionary, lambda e: frame_view(col.get(e), first_frame, end_frame),
+                          col.type, col.dictionary, lambda e: load(col, e),
                           tuple(dict.fromkeys((*col.encodings, *col.stored))))
 
         columns = {name: share(col) for name, col in self.columns.items()}

@@ -191,3 +191,28 @@ def test_many_threads_query_one_and_several_tables(data_dir):
     with pytest.raises(GqueryError, match="closed"):
         tables[0].sql(texts[0])
     tables[1].close()
+
+
+def test_sql_over_every_gpu_of_the_host():
+    """The frames divided among every GPU (a share a GPU, each its own fused kernel on its own thread):
+    the exact partials added give the CPU reference's rows."""
+    from gquery.gpu.device import device_count
+    from gquery.gpu.multi import MultiEngine
+
+    if device_count() < 2:
+        pytest.skip(f"this host has {device_count()} GPU(s)")
+    multi = MultiEngine("all")
+    try:
+        for table in (random_table(300_001, 5), random_table(5003, 6, big=True)):
+            for text in QUERIES:
+                query = sql.parse(text, SCHEMA)
+                try:
+                    got = answer.gpu_answer_multi(query, table, multi, "pinned", repeat=1, warmup=False)
+                except NotOnGpu as e:
+                    assert "128 bits" in str(e)
+                    continue
+                assert got.rows == answer.cpu_answer(query, table).rows, text
+                assert len(got.profile.per_gpu) == multi.gpus
+            multi.memory.release_table(table)
+    finally:
+        multi.close()
