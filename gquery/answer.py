@@ -47,6 +47,13 @@ class Answer:
     def columns(self) -> list[str]:
         return self.result.names
 
+    def __str__(self) -> str:
+        checked = {True: f", equal to {self.checked_against}", False: f", NOT equal to {self.checked_against}",
+                   None: ""}[self.check]
+        timed = f" in {self.times_ms[len(self.times_ms) // 2]:.2f} ms (median)" if self.times_ms else ""
+        return f"{self.result}\n({len(self.rows)} row{'s' * (len(self.rows) != 1)}; answered by {self.backend}{timed}" \
+               f"{checked}" + (f"; {self.why}" if self.why else "") + ")"
+
     def explain(self) -> str:
         from gquery.fusedplan import FusedPlan
 

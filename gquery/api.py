@@ -225,7 +225,7 @@ def open(data, pinned: bool | None = None) -> TableHandle:  # noqa: A001 (the AP
     from gquery.runner import open_table
 
     use_gpu = gpu_reason() is None if pinned is None else pinned
-    return TableHandle(open_table(data, memory=_EngineMemory() if use_gpu else None), use_gpu)
+    return TableHandle(open_table(data, memory=_EngineMemory() if use_gpu else None, every_column=True), use_gpu)
 
 
 def _data(table):

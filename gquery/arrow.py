@@ -95,17 +95,27 @@ class ColumnReader:
 
 def read_table(source: LineitemSource, columns=None):
     """A Table of a source's columns (every column the engines can hold by default), read now."""
+    reader = ColumnReader(source)
+    return _table_of(reader.schema, columns, reader.values, str(source))
+
+
+def table_of_arrow(table: pa.Table, source: str = "<arrow table>"):
+    """A Table of every column of a pyarrow.Table the engines can hold (the rest left out, saying why)."""
+    schema = read_schema(table.schema)
+    return _table_of(schema, None, lambda name: engine_values(table.column(name), schema.types[name]), source)
+
+
+def _table_of(schema: Schema, columns, values_of, source: str):
+    """A Table of the named columns (default: every typed one), each read by values_of(name)."""
     from gquery.table import Table
 
-    reader = ColumnReader(source)
-    names = [n for n in (columns or reader.schema.types)]
-    values, dictionaries, left_out = {}, {}, dict(reader.schema.left_out)
-    for name in names:
-        if name not in reader.schema.types:
-            raise GqueryError(f"{source}: column {name}: {reader.schema.left_out.get(name, 'no such column')}")
+    values, dictionaries, left_out = {}, {}, dict(schema.left_out)
+    for name in columns or schema.types:
+        if name not in schema.types:
+            raise GqueryError(f"{source}: column {name}: {schema.left_out.get(name, 'no such column')}")
         try:
-            values[name], dictionaries[name] = reader.values(name)
+            values[name], dictionaries[name] = values_of(name)
         except NotHeld as e:
             left_out[name] = str(e)
-    schema = Schema({n: reader.schema.types[n] for n in values}, left_out)
-    return Table.from_values(values, schema, dictionaries, str(source))
+    held = Schema({n: schema.types[n] for n in values}, left_out)
+    return Table.from_values(values, held, dictionaries, source)

@@ -99,6 +99,14 @@ class Result:
     def names(self) -> list[str]:
         return [name for name, _ in self.columns]
 
+    def __str__(self) -> str:
+        """The rows as a plain text table, numbers right-aligned, NULL spelled out."""
+        cells = [self.names] + [["NULL" if v is None else str(v) for v in row] for row in self.rows]
+        widths = [max(len(r[i]) for r in cells) for i in range(len(self.columns))]
+        lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
 
 def finalize(query: Query, partial: Partial, table_statistics: bool = True) -> Result:
     """The rows of the query's answer from the merged partial: SQL's rules for empty input (without

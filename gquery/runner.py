@@ -162,11 +162,14 @@ def run_query(source: LineitemSource, query: MissionQuery, *, backend: str = "au
     return outcome
 
 
-def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False, window: int | None = None):
+def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False, window: int | None = None,
+               every_column: bool = False):
     """A Table (or a PartedTable, for a parted store) from a store folder, a parquet/.tbl path or
     LineitemSource, a pyarrow.Table, or LineitemColumns. A fresh store beside the data is used
     instead of the data; a stale or corrupt one is rebuilt from the data, saying so. `window`: read a
-    parted store's parts from disk during queries, that many at a time, instead of holding them."""
+    parted store's parts from disk during queries, that many at a time, instead of holding them.
+    Files or an Arrow table without a store give the mission's three columns, or with every_column
+    every column the engines can hold (what SQL over them needs)."""
     import pyarrow as pa
 
     from gquery import store
@@ -179,6 +182,10 @@ def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False
     if isinstance(data, LineitemColumns):
         return Table.from_columns(data)
     if isinstance(data, pa.Table):
+        if every_column:
+            from gquery.arrow import table_of_arrow
+
+            return table_of_arrow(data)
         return Table.from_columns(encode(data, "<arrow table>"))
     path = Path(data.path if isinstance(data, LineitemSource) else data)
     if store.is_store(path):
@@ -196,6 +203,10 @@ def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False
                           "'gquery encode' (a folder of parquet parts makes one part a file)")
     if build_store:
         return _open_store(store.ensure_store(source, echo=echo), memory, None)
+    if every_column:
+        from gquery.arrow import read_table
+
+        return read_table(source)
     return Table.from_columns(load_lineitem(source))
 
 
@@ -369,8 +380,11 @@ def run_sql(source: LineitemSource, text: str, *, backend: str = "auto", modes=(
         echo(f"GPU not used: {e}; DuckDB answers")
         validate, backend = True, "duckdb"
     if validate and source.files:
-        columns = outcome.query.columns() if outcome.query is not None else None
-        echo(f"DuckDB: loading {'the columns the query reads' if columns else 'lineitem'} from {source}")
+        if outcome.query is not None:
+            columns = outcome.query.columns() or [next(iter(schema.types))]  # COUNT(*) alone: any one column
+        else:  # outside the class: DuckDB reads what it needs of every column the files have
+            columns = [*schema.types, *schema.left_out]
+        echo(f"DuckDB: loading {', '.join(columns)} from {source}")
         ref = DuckDBTable(source, columns)
         outcome.duckdb = ref.run_sql(text, repeat=repeat)
         ref.close()

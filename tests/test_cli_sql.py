@@ -1,0 +1,122 @@
+"""`gquery run --sql / --query` as a user runs it (a separate process): the class answered by the CPU
+reference over the store and checked against DuckDB on the same text, the named queries, JSON with exact
+decimals as strings, queries outside the class answered by DuckDB with the reason, and one-line errors."""
+
+import json
+
+import pytest
+
+from conftest import gquery
+from gquery.gpu.device import probe
+
+NO_GPU = probe()[0] is None
+
+
+def run_json(sf001, *args):
+    r = gquery("run", "--data", sf001.files[0], "--backend", "cpu", "--json", "--repeat", 1, *args)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("name", ["q1", "q6"])
+def test_named_queries_match_duckdb(sf001, name):
+    out = run_json(sf001, "--query", name)
+    assert out["check"] is True and out["checked_against"] == "DuckDB" and out["backend"] == "cpu"
+    assert out["rows"] == out["duckdb"]["rows"]
+    if name == "q1":
+        assert out["columns"][:2] == ["l_returnflag", "l_linestatus"] and len(out["rows"]) == 4
+        assert all(isinstance(r[2], str) and "." in r[2] for r in out["rows"])  # exact decimals as strings
+
+
+def test_mission_by_name_or_by_z_alone(sf001):
+    by_name = run_json(sf001, "--query", "mission", "--z", 300)
+    assert by_name["sql"] == "SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < 300"
+    assert by_name["check"] is True and by_name["rows"][0][0] == by_name["duckdb"]["rows"][0][0]
+    by_z = run_json(sf001, "--z", 300)  # --z alone with --backend cpu: the mission on the CPU reference
+    assert by_z["rows"] == by_name["rows"]
+
+
+def test_sql_with_groups_dates_strings_and_an_empty_selection(sf001):
+    out = run_json(sf001, "--sql", "SELECT l_shipmode, COUNT(*), MIN(l_shipdate), AVG(l_discount) FROM lineitem "
+                                   "WHERE l_returnflag IN ('A', 'R') AND l_shipdate < DATE '1995-01-01' + INTERVAL 3 MONTH "
+                                   "GROUP BY l_shipmode ORDER BY 1 DESC LIMIT 3")
+    assert out["check"] is True and len(out["rows"]) == 3 and out["rows"][0][0] == "TRUCK"
+    assert out["rows"][0][2].count("-") == 2 and isinstance(out["rows"][0][3], float)
+    empty = run_json(sf001, "--sql", "SELECT SUM(l_tax), COUNT(*) FROM lineitem WHERE l_quantity < 0")
+    assert empty["rows"] == [[None, 0]] and empty["check"] is True
+
+
+def test_outside_the_class_duckdb_answers_and_says_why(sf001):
+    r = gquery("run", "--data", sf001.files[0], "--repeat", 1, "--sql",
+               "SELECT l_shipmode, COUNT(*) FROM lineitem WHERE l_comment LIKE '%fluffily%' GROUP BY 1")
+    assert r.returncode == 0, r.stderr
+    assert "LIKE is outside the selection+aggregate class" in r.stdout + r.stderr and "answer (DuckDB)" in r.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--sql", "SELECT SUM(x.l_tax) FROM lineitem JOIN orders x ON 1 = 1", "--backend", "cpu"], "join"),
+    (["--sql", "SELECT SUM(l_nope) FROM lineitem", "--backend", "cpu"], "l_nope"),
+    (["--sql", "SELECT SUM(l_tax) FROM lineitem", "--query", "q1"], "not both"),
+    (["--query", "q7"], "--query must be one of"),
+    (["--query", "q1", "--z", "5"], "has none"),
+    (["--query", "mission"], "needs"),
+])
+def test_bad_sql_is_one_line(sf001, args, message):
+    r = gquery("run", "--data", sf001.files[0], "--repeat", 1, *args)
+    assert r.returncode in (1, 2) and "Traceback" not in r.stderr, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("gquery: error:")]
+    assert len(errors) == 1 and message in errors[0], r.stderr
+
+
+@pytest.mark.skipif(not NO_GPU, reason="checks the behaviour without a GPU")
+def test_backend_gpu_without_a_gpu_is_one_line(sf001):
+    r = gquery("run", "--data", sf001.files[0], "--query", "q6", "--backend", "gpu")
+    assert r.returncode == 1 and r.stderr.strip().splitlines()[-1].startswith("gquery: error: no usable GPU")
+
+
+@pytest.mark.skipif(not NO_GPU, reason="checks the behaviour without a GPU")
+def test_the_api_without_a_gpu_answers_on_the_cpu_and_says_why(sf001):
+    import gquery as g
+    from gquery.errors import GqueryError
+
+    t = g.open(sf001.files[0])
+    a = t.sql("SELECT COUNT(*), SUM(l_quantity) FROM lineitem WHERE l_discount > 0.05")
+    assert a.backend == "cpu" and "GPU not used" in a.why and a.rows[0][0] > 0
+    r = t.query(30)
+    assert r.backend == "cpu" and r.value is not None and "pycuda" in r.why
+    with pytest.raises(GqueryError, match="no usable GPU"):
+        t.sql("SELECT COUNT(*) FROM lineitem", backend="gpu")
+    with pytest.raises(GqueryError, match="no usable GPU"):
+        t.query(30, backend="gpu")
+    t.close()
+    with pytest.raises(GqueryError, match="closed"):
+        t.sql("SELECT COUNT(*) FROM lineitem")
+
+
+Q6_TEXT = ("SELECT SUM(l_extendedprice * l_discount) AS revenue FROM lineitem WHERE l_shipdate >= DATE '1994-01-01' "
+           "AND l_shipdate < DATE '1995-01-01' AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24")
+
+
+def test_the_api_over_parquet_or_an_arrow_table_without_a_store_reads_every_column(sf001, tmp_path):
+    """No store beside the file: the API still holds every column SQL may name, not the mission's three."""
+    import shutil
+
+    import duckdb
+    import pyarrow.parquet as pq
+
+    import gquery as g
+
+    alone = tmp_path / "lineitem.parquet"
+    shutil.copy(sf001.files[0], alone)
+    expected = duckdb.sql(Q6_TEXT.replace("FROM lineitem", f"FROM '{alone}'")).fetchall()
+    assert expected[0][0] is not None
+    for data in (alone, pq.read_table(alone)):
+        t = g.open(data)
+        a = t.sql(Q6_TEXT)
+        assert a.rows == expected and a.columns == ["revenue"]
+        text = str(a)  # what print(answer) shows: a table and who answered
+        assert text.splitlines()[0].strip() == "revenue" and str(expected[0][0]) in text
+        assert f"answered by {a.backend}" in text
+        assert not (tmp_path / "lineitem.gq").exists()  # the API reads files in place: it builds no store
+        t.close()
