@@ -62,6 +62,9 @@ class Column:
         with self.lock:  # queries from several threads derive or read an encoding once
             if encoding not in self.encodings and encoding in self.stored:
                 self.encodings[encoding] = self.load(encoding)
+            if encoding == "plain" and self.name == KEY and encoding in self.encodings \
+                    and self.encodings[encoding].values.dtype != np.int32:  # a table of engine values holds int64
+                self.encodings[encoding] = Plain(_mission_key(self.encodings[encoding].values))
             if encoding == "indexed" and encoding not in self.encodings:  # the sliced key's buckets, listed
                 self.encodings[encoding] = index_key(self.get("sliced"))
             if encoding not in self.encodings:

@@ -120,3 +120,24 @@ def test_the_api_over_parquet_or_an_arrow_table_without_a_store_reads_every_colu
         assert f"answered by {a.backend}" in text
         assert not (tmp_path / "lineitem.gq").exists()  # the API reads files in place: it builds no store
         t.close()
+
+
+def test_a_table_of_engine_values_gives_the_mission_scan_its_int32_key():
+    """Table.from_values holds every column as int64; the mission's plain scan reads its key as int32,
+    converted when asked for, and a key past int32 is refused in one line, never misread."""
+    import numpy as np
+
+    from gquery.errors import GqueryError
+    from gquery.query import BIGINT, decimal
+    from gquery.schema import Schema
+    from gquery.table import Table
+
+    schema = Schema({"l_suppkey": BIGINT, "l_quantity": decimal(15, 2), "l_extendedprice": decimal(15, 2)}, {})
+    values = {"l_suppkey": np.array([5, 40, 2**31 - 1]), "l_quantity": np.array([100, 200, 300]),
+              "l_extendedprice": np.array([7, 8, 9])}
+    cols = Table.from_values(values, schema).plain_columns()
+    assert cols.suppkey.dtype == np.int32 and cols.suppkey.tolist() == [5, 40, 2**31 - 1]
+    too_wide = Table.from_values({**values, "l_suppkey": np.array([5, 2**31, 1])}, schema)
+    with pytest.raises(GqueryError, match="outside int32"):
+        too_wide.plain_columns()
+    assert too_wide.values("l_suppkey")[0].tolist() == [5, 2**31, 1]  # SQL over it still reads every value
