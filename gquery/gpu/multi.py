@@ -64,9 +64,11 @@ class SharedMemory:
         return getattr(self._here, name)
 
     def release_table(self, table) -> None:
+        """Each device's own allocations on its thread, then the rest (page-locked memory, registrations, and
+        what another engine of GPU 0 made) on GPU 0's thread: PyCUDA frees GPU 0's objects only there."""
         for w in self._workers:
             w.submit(w.engine.memory.release_table, table, True).result()
-        self._here.release_table(table)
+        self._workers[0].submit(self._here.release_table, table).result()
 
 
 @dataclass
