@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from gquery import timing
+from gquery.encodings import packed_bytes
 from gquery.errors import GqueryError
 from gquery.host import host_threads
 from gquery.query import Aggregate, Arith, Column, Compare, Literal, Query
@@ -21,6 +22,10 @@ from gquery.result import Partial, Result, finalize
 from gquery.table import KEY, PRICE, QUANTITY, PartedTable, Table
 
 GPU_BACKENDS = ("gpu", "auto")
+# A byte still on disk costs about ten over PCIe: read from the page cache, checksummed and page-locked at
+# about 5 GB/s against 55 GB/s copied (H100 host, scripts/first_answer_profile.py). Weighed only for runs
+# without warm-up, where reading it is part of the answer's time.
+COLD_READ_WEIGHT = 10
 
 
 @dataclass
@@ -203,14 +208,20 @@ def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1
     z = mission_z(query)
     scanner = engine if isinstance(data, Table) else multi
     if z is not None and scan != "fused" and scanner is not None and all(t.columns[KEY].has("sliced") for t in tables):
-        pick, specialist = _mission_bytes(tables, mode, sum(t.selected for t in plan.tables))
+        runs = None if warmup else repeat  # runs asked for without warm-up: what is still on disk counts too
+        pick, specialist = _mission_bytes(tables, mode, sum(t.selected for t in plan.tables), runs)
         fused_bytes = sum(t.stream_bytes + t.zero_copy_bytes for t in plan.tables)
+        if runs is not None:
+            cold = sum(t.table.columns[c].cold_bytes("packed") for t in plan.tables if t.chunks for c in plan.spec.columns)
+            fused_bytes = fused_bytes * runs + COLD_READ_WEIGHT * cold
+        per = (f" for {runs} run{'s' * (runs > 1)}, a byte still on disk weighed as {COLD_READ_WEIGHT} read over the "
+               f"link" if runs is not None else "")
         if scan == "mission" or specialist < fused_bytes:
             notes.append(f"the mission's key scan ({pick} key): about {specialist / 1e6:,.1f} MB to read against "
-                         f"{fused_bytes / 1e6:,.1f} MB for the fused kernel")
+                         f"{fused_bytes / 1e6:,.1f} MB for the fused kernel{per}")
             return _mission_answer(query, data, scanner, mode, repeat, warmup, z, pick, notes)
         notes.append(f"the fused kernel: about {fused_bytes / 1e6:,.1f} MB to read against {specialist / 1e6:,.1f} MB "
-                     f"for the mission's key scan ({pick} key)")
+                     f"for the mission's key scan ({pick} key){per}")
     from gquery.gpu.fused import runner_of
 
     runner = runner_of(engine)
@@ -229,20 +240,25 @@ def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1
                   [r.profile.total_ms for r in runs], notes=notes, partial=first)
 
 
-def _mission_bytes(tables: list[Table], mode: str, selected: float) -> tuple[str, int]:
+def _mission_bytes(tables: list[Table], mode: str, selected: float, runs: int | None = None) -> tuple[str, int]:
     """(the key scan's better key, about the bytes it reads), estimated from the rows the zone maps say
     are selected: the key's slices and lists are not read from disk to decide whether to read them.
     Sliced: a top byte a row, a tied bucket's low bits in place (1/256 of the rows), the selected rows'
     factors in place or in bulk; indexed: the selected rows' ids and the tied bucket's low bits in
-    order, and their factors gathered by id."""
+    order, and their factors gathered by id. `runs`: the bytes of that many runs, and those the key
+    and the factors still have to read from disk, weighed by COLD_READ_WEIGHT."""
     from gquery.plan import FACTOR_READS_PER_ROW, LIST_MODES, ZERO_COPY_READ_BYTES, ZERO_COPY_SECTOR
 
     rows = sum(t.rows for t in tables)
-    factors = sum(t.columns[c].get("packed").nbytes for t in tables for c in (QUANTITY, PRICE))
+    factors = sum(packed_bytes(t.columns[c].zone_buffers()[0]) for t in tables for c in (QUANTITY, PRICE))
     gathered = selected * FACTOR_READS_PER_ROW * ZERO_COPY_READ_BYTES
     cost = {"sliced": rows + rows / 256 * ZERO_COPY_READ_BYTES + min(gathered, factors)}
     if mode in LIST_MODES:
         cost["indexed"] = selected * (4 + ZERO_COPY_SECTOR) + rows / 256 * 2 + gathered
+    if runs is not None:
+        factors_cold = sum(t.columns[c].cold_bytes("packed") for t in tables for c in (QUANTITY, PRICE))
+        cost = {k: v * runs + COLD_READ_WEIGHT * (factors_cold + sum(t.columns[KEY].cold_bytes(k) for t in tables))
+                for k, v in cost.items()}
     pick = min(cost, key=cost.get)
     return pick, int(cost[pick])
 

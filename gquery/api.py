@@ -147,6 +147,8 @@ class TableHandle:
         reference over the same table. `scan`: auto, fused or mission (the GPU's kernel choice). `gpus`: a
         number or "all": the frames divided among the GPUs, each its share's fused kernel."""
         from gquery import answer, sql
+        from gquery.answer import parts_of
+        from gquery.table import read_ahead
 
         data = self._live()
         if backend not in BACKENDS:
@@ -161,6 +163,9 @@ class TableHandle:
         if reason is None:
             from gquery.gpu.codegen import NotOnGpu
 
+            if _engine is None and (isinstance(data, Table) or data.tables is not None):
+                # the process's first GPU query: its columns are read while GPU 0's context is made
+                read_ahead(parts_of(data), query.columns())
             try:
                 if gpus != 1:  # each share on its own GPU's thread, handed out from here
                     result = answer.gpu_answer_multi(query, data, engines(gpus), mode, repeat, warmup)
@@ -207,25 +212,51 @@ def _on_gpu(job):
 
 class _EngineMemory:
     """The API engine's memory layer for a table opened before the engine is made: GPU 0's thread
-    makes its context and engine while the first query reads its columns, and the columns wait for it
-    only to be page-locked."""
+    makes its context and engine while the first query parses and reads its columns (queued there at
+    open, so before any query's job: a column read by a job's helper thread never waits for a job
+    behind its own), and the columns wait for it only to be page-locked. Without a GPU nothing is."""
 
-    def __init__(self):
-        from gquery.gpu.device import device_thread
+    def __init__(self, checked: bool):
+        from gquery.gpu.device import device_thread, warm_up
 
-        self._engine = device_thread(0).submit(_engine_here)
+        warm_up()  # the driver's start and the context, without the GIL, from now
+        self._engine = device_thread(0, checked=checked).submit(_engine_here)
 
     def pin_in_place(self, table, arrays) -> None:
-        self._engine.result().memory.pin_in_place(table, arrays)
+        if not self._engine.done():  # read ahead of the engine: page-locked once it is made, on GPU 0's thread
+            self._engine.add_done_callback(lambda made: self._pin(made, table, arrays))  # before any job after it
+            return
+        self._pin(self._engine, table, arrays)
+
+    @staticmethod
+    def _pin(made, table, arrays) -> None:
+        from gquery.gpu.device import GpuUnavailable
+
+        try:
+            engine = made.result()
+        except GpuUnavailable:  # opened unchecked on a host without a GPU: the CPU reads it as it is
+            return
+        engine.memory.pin_in_place(table, arrays)
 
 
 def open(data, pinned: bool | None = None) -> TableHandle:  # noqa: A001 (the API's verb, as in gquery.open)
     """Open a table; with a usable GPU (or pinned=True) what a query reads of a store is page-locked in
-    place. Opening a store reads its manifest only; the GPU's context is made meanwhile, on its thread."""
+    place. Opening a store reads its manifest only: the driver's start and the GPU's context are made
+    meanwhile, on threads of their own (pinned=True waits for the driver's answer, raising without a GPU)."""
     from gquery.runner import open_table
 
-    use_gpu = gpu_reason() is None if pinned is None else pinned
-    return TableHandle(open_table(data, memory=_EngineMemory() if use_gpu else None, every_column=True), use_gpu)
+    if pinned is None:  # whether a GPU is usable is learnt on its thread, not waited for here
+        memory = None if _no_driver() else _EngineMemory(checked=False)
+    else:
+        memory = _EngineMemory(checked=True) if pinned else None
+    return TableHandle(open_table(data, memory=memory, every_column=True), memory is not None)
+
+
+def _no_driver() -> bool:
+    """No pycuda, so no GPU: known at once, without starting the driver."""
+    import importlib.util
+
+    return importlib.util.find_spec("pycuda") is None
 
 
 def _data(table):

@@ -184,10 +184,7 @@ class Packed:
 
     def frame_words(self, first_frame: int, end_frame: int) -> tuple[int, int]:
         """[start, stop) of the words of frames first_frame .. end_frame - 1."""
-        if first_frame >= end_frame:
-            return 0, 0
-        last = int(self.meta[end_frame - 1, 1])  # two frames' words read, not every frame's (once a chunk)
-        return int(self.meta[first_frame, 1]) >> 8, (last >> 8) + 32 * (last & 0xFF)
+        return frame_words(self.meta, first_frame, end_frame)
 
     def decode(self) -> np.ndarray:
         out = np.empty(self.frames * FRAME_ROWS, dtype=np.int64)
@@ -223,6 +220,20 @@ class Packed:
         u = (window >> (bit & 31)) & ((1 << width) - 1)
         v = (ref + u + 2**63) % 2**64 - 2**63
         return v * self.factor
+
+
+def frame_words(meta: np.ndarray, first_frame: int, end_frame: int) -> tuple[int, int]:
+    """[start, stop) of the words of frames first_frame .. end_frame - 1 of a packed column, from its
+    frame metadata alone (the planner sizes chunks before any words are read)."""
+    if first_frame >= end_frame:
+        return 0, 0
+    last = int(meta[end_frame - 1, 1])  # two frames' words read, not every frame's (once a chunk)
+    return int(meta[first_frame, 1]) >> 8, (last >> 8) + 32 * (last & 0xFF)
+
+
+def packed_bytes(meta: np.ndarray) -> int:
+    """A packed column's bytes (metadata and words), from its frame metadata alone."""
+    return meta.nbytes + 4 * (frame_words(meta, 0, len(meta))[1] + PAD_WORDS)
 
 
 def pack(values: np.ndarray, factor: int | None = None) -> Packed:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gquery.encodings import FRAME_ROWS
+from gquery.encodings import FRAME_ROWS, frame_words, packed_bytes
 from gquery.errors import UsageError
 from gquery.gpu.codegen import KernelSpec, NotOnGpu, kernel_spec
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
@@ -206,8 +206,9 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, classes: np.ndarra
     touched = classes != NEVER
     predicate = [spec.columns[i] for i in spec.predicate_slots]
     values = [spec.columns[i] for i in spec.value_slots]
-    packed = {c: table.columns[c].get("packed") for c in spec.columns} if mode != "resident" else {}
-    shipped = sum(packed[c].nbytes for c in predicate if c in packed) / max(len(classes), 1)  # a gap frame's bytes
+    # sized from the frame metadata the zone maps came with: no column's words are read to plan
+    meta = {c: table.columns[c].zone_buffers()[0] for c in spec.columns} if mode != "resident" else {}
+    shipped = sum(packed_bytes(meta[c]) for c in predicate if c in meta) / max(len(classes), 1)  # a gap frame's bytes
     # (resident: nothing is shipped, so every run is one: ruled-out frames are skipped by their class)
     runs = _runs(touched, int(GAP_BYTES / shipped) if shipped else len(classes))
     target = chunk_frames or min(MAX_CHUNK_FRAMES, max(MIN_CHUNK_FRAMES, math.ceil(int(touched.sum()) / CHUNKS_PER_TABLE)))
@@ -222,7 +223,7 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, classes: np.ndarra
                 for c in need:
                     if mode == "resident":
                         continue
-                    w0, w1 = packed[c].frame_words(first, end)
+                    w0, w1 = frame_words(meta[c], first, end)
                     bulk = 4 * (w1 - w0) + META_BYTES * (end - first)
                     if c in predicate and not whole or mode not in MAPPED_MODES or whole:
                         streamed.append(c)

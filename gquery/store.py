@@ -267,7 +267,6 @@ class StoreFiles:
         if manifest.get("frame_rows") != FRAME_ROWS:
             _fail(path, f"frames of {manifest.get('frame_rows')!r} rows, this gquery reads frames of {FRAME_ROWS}")
         self.frames = -(-self.rows // FRAME_ROWS)
-        self.lock = threading.Lock()
 
     def read(self, buffers: list[dict], into: list[np.ndarray] | None = None) -> list[np.ndarray]:
         """Each buffer (its manifest entry) as an array, sizes and checksums checked. `into`: arrays to
@@ -431,6 +430,7 @@ def _open_single(path: Path, manifest: dict, memory=None, check_source: bool = T
         col = Column(name, {}, schema.types[name], files.dictionary(name))
         col.load = _loader(files, col, name == key)
         col.stored = ("packed",) + (("sliced", "indexed") if name == key else ())
+        col.on_disk = _disk_bytes(manifest, name, name == key)
         columns[name] = col
     table = Table(files.rows, columns, str(path), {}, pinned=memory is not None, sorted_by=manifest.get("sorted_by"),
                   left_out=dict(schema.left_out))
@@ -440,20 +440,33 @@ def _open_single(path: Path, manifest: dict, memory=None, check_source: bool = T
     return table
 
 
+def _disk_bytes(manifest: dict, name: str, is_key: bool) -> dict[str, int]:
+    """What reading each stored encoding of a column takes from disk, by its manifest (an estimate for
+    the planner: the reads themselves check every size)."""
+    try:
+        out = {"packed": int(manifest["columns"][name]["buffers"]["words"]["bytes"])}
+        if is_key:
+            buffers = manifest["key"]["buffers"]
+            for encoding, names in KEY_BUFFERS.items():
+                out[encoding] = sum(int(buffers[b]["bytes"]) for b in ("top", *names) if b in buffers)
+        return out
+    except (KeyError, TypeError, ValueError):
+        return {}
+
+
 def _loader(files: StoreFiles, col: Column, is_key: bool):
-    def load(encoding: str):
-        with files.lock:  # one read of a buffer, whichever thread asks first
-            if encoding == "zones":
-                meta, zmax = files.zones(col.name)
-                if col.dictionary is not None and files.rows and not (0 <= meta[:, 0].min() and zmax.max() < len(col.dictionary)):
-                    _fail(files.path, f"{col.name}: a code is past its dictionary")
-                return meta, zmax, int(files.column_entry(col.name)["factor"])
+    def load(encoding: str):  # called under the column's lock (Column.get): one read of each, while
+        # other columns of the store are read at the same time on other threads
+        if encoding == "zones":
+            meta, zmax = files.zones(col.name)
+            if col.dictionary is not None and files.rows and not (0 <= meta[:, 0].min() and zmax.max() < len(col.dictionary)):
+                _fail(files.path, f"{col.name}: a code is past its dictionary")
+            return meta, zmax, int(files.column_entry(col.name)["factor"])
         zones = col.zone_buffers()[:2]
-        with files.lock:
-            if encoding == "packed":
-                return files.packed(col.name, zones)
-            if is_key and encoding in KEY_BUFFERS:
-                return files.key_encoding(encoding, zones)
+        if encoding == "packed":
+            return files.packed(col.name, zones)
+        if is_key and encoding in KEY_BUFFERS:
+            return files.key_encoding(encoding, zones)
         raise KeyError(encoding)
     return load
 

@@ -57,6 +57,7 @@ class Column:
     stored: tuple[str, ...] = ()  # encodings `load` can read ("zones": the packed encoding's metadata alone)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
     _zones: tuple | None = field(default=None, repr=False, compare=False)
+    on_disk: dict = field(default_factory=dict, repr=False, compare=False)  # stored encoding → bytes its read takes
 
     def get(self, encoding: str):
         with self.lock:  # queries from several threads derive or read an encoding once
@@ -88,6 +89,10 @@ class Column:
             if self.stored:
                 return self.get(self.stored[0]).decode()
         raise ValueError(f"column {self.name} has no encoding")
+
+    def cold_bytes(self, encoding: str) -> int:
+        """Bytes reading this encoding would still take from disk (0 once read, or for an encoding in memory)."""
+        return 0 if encoding in self.encodings else self.on_disk.get(encoding, 0)
 
     def has(self, encoding: str) -> bool:
         """Whether the column holds this encoding or can read it from its store (not derive it)."""
@@ -121,6 +126,40 @@ class Column:
             return LOGICAL[self.name][1]
         t = self.type
         return 8 if t is None or t.is_decimal else INTEGER_BYTES.get(t.name, 8)
+
+
+COLUMNS_AT_ONCE = 4  # columns read together; each reads its buffers in pieces on host threads of its own
+
+
+def read_all(columns: list[Column], encoding: str) -> None:
+    """Each column's encoding at hand, those still on disk read together: a query's columns land at the
+    rate of the host's threads rather than one column after another."""
+    todo = [c for c in columns if encoding not in c.encodings]
+    if len(todo) < 2:
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(len(todo), COLUMNS_AT_ONCE)) as pool:
+        list(pool.map(lambda c: c.get(encoding), todo))
+
+
+def read_ahead(tables: list, names) -> threading.Thread:
+    """Read the named stored columns' zone maps, then their packed words, on a thread of its own while the
+    caller goes on (a process's first query reads them while the GPU's context is being made). A read
+    that fails is left for the query's own read of it to report."""
+    columns = [t.columns[n] for t in tables for n in names if n in t.columns and "packed" in t.columns[n].stored]
+
+    def run() -> None:
+        try:
+            for c in columns:
+                c.zone_buffers()
+            read_all(columns, "packed")
+        except Exception:  # noqa: BLE001 (the query reads the column again and raises its one-line error)
+            pass
+
+    thread = threading.Thread(target=run, name="gquery-read-ahead", daemon=True)
+    thread.start()
+    return thread
 
 
 def _mission_key(values: np.ndarray) -> np.ndarray:

@@ -21,6 +21,7 @@ from gquery.gpu import codegen, kernels
 from gquery.gpu.timeline import Timeline
 from gquery.host import host_threads
 from gquery.profile import Profile
+from gquery.table import read_all
 
 BLOCK_THREADS = 128  # 4 warps: a warp a frame
 MIN_BLOCKS_PER_SM = 4  # the generated kernels fit 128 registers without spills
@@ -99,9 +100,11 @@ class FusedRunner:
         tables = [tp.table for tp in plan.tables]
         for t in tables:
             memory.hold(t)
+        used = [_used(spec, tp, plan.mode) for tp in plan.tables]  # a table whose frames are all ruled out reads none
+        read_all([tp.table.columns[c] for tp, cols in zip(plan.tables, used) for c in cols], "packed")
         sources = {}  # (table index, column, buffer) → host array (mapped where it can be) or device allocation
         for i, tp in enumerate(plan.tables):
-            for c in spec.columns:
+            for c in used[i]:
                 for b in ("meta", "words"):
                     sources[(i, c, b)] = (self._device(tp.table, c, b) if plan.mode == "resident"
                                           else self._host(tp.table, c, b, plan.mode))
@@ -234,6 +237,15 @@ class FusedRunner:
                           host_path=_host_path(plan))
         eng._events.extend(tl.recorded)
         return FusedRun(runs, profile, plan)
+
+
+def _used(spec, tp, mode: str) -> list[str]:
+    """The columns a table's chunks read, in the kernel's order: resident, every column of a table with
+    a chunk; else those its chunks ship, read in place, or need."""
+    if mode == "resident":
+        return list(spec.columns) if tp.chunks else []
+    wanted = set().union(*(set(ch.streamed) | set(ch.zero_copy) | _needed(spec, ch) for ch in tp.chunks))
+    return [c for c in spec.columns if c in wanted]
 
 
 def _needed(spec, chunk) -> set:

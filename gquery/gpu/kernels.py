@@ -72,8 +72,6 @@ def cubin(b: Build, arch: str) -> bytes:
     (read now, so an edited header is a new key), its options, the architecture and the compiler,
     so a new process loads it in milliseconds where nvcc takes half a second. (PyCUDA's own cache
     runs nvcc's preprocessor first whenever the source includes a header.)"""
-    from pycuda.compiler import compile as nvcc_compile
-
     headers = "".join(p.read_text() for p in sorted(CUDA_DIR.glob("*.cuh")))
     digest = hashlib.sha256("\0".join([b.text(), headers, *b.nvcc_options(), arch, _nvcc()]).encode()).hexdigest()
     path = cache_dir() / f"{digest}.cubin"
@@ -81,6 +79,8 @@ def cubin(b: Build, arch: str) -> bytes:
         return path.read_bytes()
     except OSError:
         pass
+    from pycuda.compiler import compile as nvcc_compile  # only on a miss: importing it takes 50 ms
+
     code = nvcc_compile(b.text(), options=b.nvcc_options(), arch=arch, include_dirs=[str(CUDA_DIR)],
                         no_extern_c=True, cache_dir=False)
     try:  # written whole or not at all: another process may be reading the same key
