@@ -273,13 +273,16 @@ def proven_non_null(e: Expr, query: Query, table_statistics: bool) -> bool:
     return query.where is not None and _rejects_null(query.where, e)
 
 
-def _rejects_null(predicate: Expr, e: Expr) -> bool:
-    if isinstance(predicate, And):
-        return any(_rejects_null(p, e) for p in predicate.args)
-    if isinstance(predicate, Or):
-        return all(_rejects_null(p, e) for p in predicate.args)
-    if isinstance(predicate, Not) and isinstance(predicate.arg, Compare):
-        predicate = predicate.arg  # DuckDB rewrites NOT a < b as a >= b before it plans the aggregate
+def _rejects_null(predicate: Expr, e: Expr, negated: bool = False) -> bool:
+    """Whether no row with e NULL passes `predicate` (or, negated, its NOT): DuckDB pushes a NOT down
+    (NOT of AND is OR of NOTs, NOT of OR is AND of NOTs, NOT a < b is a >= b: so NOT BETWEEN is two
+    comparisons either of which rejects NULL) before it plans the aggregate."""
+    if isinstance(predicate, (And, Or)):
+        every = isinstance(predicate, Or) != negated  # an OR (or a NOT of an AND) rejects where each branch does
+        found = (_rejects_null(p, e, negated) for p in predicate.args)
+        return all(found) if every else any(found)
+    if isinstance(predicate, Not):
+        return _rejects_null(predicate.arg, e, not negated)
     if not isinstance(predicate, Compare):
         return False  # IN is not a comparison to DuckDB's analyzer
     for side, other in ((predicate.left, predicate.right), (predicate.right, predicate.left)):
