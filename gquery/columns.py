@@ -11,15 +11,17 @@ Narrower and bit-packed encodings join this module, next to these.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
 
 from gquery.contract import (DECIMAL_SCALE, KEY_MAX, KEY_MIN, QUERY_COLUMNS, check_schema, check_table, tbl_error,
                              tbl_reader_options)
 from gquery.errors import GqueryError
 from gquery.sources import LineitemSource
 
+if TYPE_CHECKING:  # annotations only: pyarrow is imported where a file is read
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ class LineitemColumns:
 
 def _encode_key(column: pa.ChunkedArray, where, name: str) -> np.ndarray:
     """Any Arrow integer key → int32, range-checked."""
+    import pyarrow as pa
+
     if not pa.types.is_integer(column.type):
         raise GqueryError(f"{where}: column {name} is {column.type}, expected an integer type")
     out = np.empty(len(column), dtype=np.int32)
@@ -83,6 +87,8 @@ def _encode_key(column: pa.ChunkedArray, where, name: str) -> np.ndarray:
 def _encode_decimal(column: pa.ChunkedArray, where, name: str) -> np.ndarray:
     """decimal128(_, 2) → int64 hundredths, exactly: the low word of each 128-bit value, after
     checking that the high word is only its sign."""
+    import pyarrow as pa
+
     t = column.type
     if not pa.types.is_decimal128(t):
         raise GqueryError(f"{where}: column {name} is {t}, expected decimal(_, {DECIMAL_SCALE})")
@@ -110,6 +116,7 @@ def _check_columns(table: pa.Table, where) -> None:
 
 
 def _read_parquet(source: LineitemSource) -> pa.Table:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     tables = []
@@ -126,6 +133,7 @@ def _read_parquet(source: LineitemSource) -> pa.Table:
 
 
 def _read_tbl(source: LineitemSource) -> pa.Table:
+    import pyarrow as pa
     from pyarrow import csv
 
     tables = []

@@ -15,12 +15,13 @@ from __future__ import annotations
 import re
 from decimal import Context, Decimal
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING
 
 from gquery.errors import GqueryError
 from gquery.sources import LineitemSource
+
+if TYPE_CHECKING:  # annotations only: pyarrow is imported where a file is read
+    import pyarrow as pa
 
 QUERY_COLUMNS = ("l_suppkey", "l_quantity", "l_extendedprice")
 TBL_COLUMNS = (
@@ -36,8 +37,15 @@ MAX_PRECISION = 38  # decimal128; wider parquet decimals arrive as decimal256
 INT64_EXACT_PRECISION = 18  # every decimal(18, s) value fits an int64 of its unit
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 EXACT = Context(prec=100)  # decimal arithmetic without rounding for any decimal(38) value
-TBL_DECIMAL = pa.decimal128(15, DECIMAL_SCALE)  # TPC-H's own type: what DuckDB is told too
-TBL_TYPES = {KEY_COLUMN: pa.int64(), "l_quantity": TBL_DECIMAL, "l_extendedprice": TBL_DECIMAL}
+
+
+def tbl_types() -> dict:
+    """The query columns' Arrow types in a .tbl file: TPC-H's own (what DuckDB is told too). A function,
+    so that importing gquery does not import pyarrow (a store's queries never need it)."""
+    import pyarrow as pa
+
+    decimal = pa.decimal128(15, DECIMAL_SCALE)
+    return {KEY_COLUMN: pa.int64(), "l_quantity": decimal, "l_extendedprice": decimal}
 
 
 def check_source(source: LineitemSource) -> None:
@@ -49,6 +57,8 @@ def check_source(source: LineitemSource) -> None:
 
 
 def check_schema(schema: pa.Schema, where) -> None:
+    import pyarrow as pa
+
     for name in QUERY_COLUMNS:
         if name not in schema.names:
             raise GqueryError(f"{where}: missing column {name}")
@@ -76,6 +86,8 @@ def _needs_range(name: str, t: pa.DataType) -> bool:
 
 
 def _min_max(column) -> tuple:
+    import pyarrow.compute as pc
+
     if len(column) == column.null_count:
         return None, None
     m = pc.min_max(column)
@@ -99,6 +111,7 @@ def _parquet_error(f: Path, e: Exception) -> GqueryError:
 
 
 def _check_parquet(f: Path) -> None:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
@@ -151,7 +164,7 @@ def tbl_reader_options() -> dict:
         parse_options=csv.ParseOptions(delimiter="|", quote_char=False),
         convert_options=csv.ConvertOptions(
             include_columns=list(QUERY_COLUMNS),
-            column_types=TBL_TYPES,
+            column_types=tbl_types(),
             strings_can_be_null=False, quoted_strings_can_be_null=False, null_values=[""]),
     )
 
@@ -165,6 +178,7 @@ def tbl_error(f: Path, e: Exception) -> GqueryError:
 
 
 def _check_tbl(f: Path) -> None:
+    import pyarrow as pa
     from pyarrow import csv
 
     nulls = dict.fromkeys(QUERY_COLUMNS, 0)
@@ -181,5 +195,5 @@ def _check_tbl(f: Path) -> None:
     except (pa.ArrowException, OSError) as e:
         raise tbl_error(f, e) from None
     for name in QUERY_COLUMNS:
-        _check_values(f, name, TBL_TYPES[name], nulls[name], min(lows[name], default=None),
+        _check_values(f, name, tbl_types()[name], nulls[name], min(lows[name], default=None),
                       max(highs[name], default=None))

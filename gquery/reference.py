@@ -21,9 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-import pyarrow as pa
-
-from gquery.contract import QUERY_COLUMNS, TBL_COLUMNS, TBL_TYPES
+from gquery.contract import QUERY_COLUMNS, TBL_COLUMNS, tbl_types
 from gquery.errors import GqueryError
 from gquery.mission import MissionQuery
 from gquery.sources import LineitemSource
@@ -44,6 +42,8 @@ class DuckDBResult:
 
 
 def _duckdb_type(t) -> str:
+    import pyarrow as pa
+
     return "BIGINT" if t == pa.int64() else f"DECIMAL({t.precision},{t.scale})"
 
 
@@ -70,7 +70,7 @@ class DuckDBReference:
         if source.format == "parquet":
             scan = f"read_parquet({files})"
         else:
-            types = {c: "VARCHAR" for c in TBL_COLUMNS} | {c: _duckdb_type(t) for c, t in TBL_TYPES.items()}
+            types = {c: "VARCHAR" for c in TBL_COLUMNS} | {c: _duckdb_type(t) for c, t in tbl_types().items()}
             spec = ", ".join(f"'{c}': '{t}'" for c, t in types.items())
             scan = f"read_csv({files}, delim='|', header=false, quote='', columns={{{spec}, '_trailing': 'VARCHAR'}})"
         try:

@@ -170,7 +170,7 @@ def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False
     parted store's parts from disk during queries, that many at a time, instead of holding them.
     Files or an Arrow table without a store give the mission's three columns, or with every_column
     every column the engines can hold (what SQL over them needs)."""
-    import pyarrow as pa
+    import sys
 
     from gquery import store
     from gquery.columns import LineitemColumns, encode, load_lineitem
@@ -181,7 +181,8 @@ def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False
         return data
     if isinstance(data, LineitemColumns):
         return Table.from_columns(data)
-    if isinstance(data, pa.Table):
+    arrow = sys.modules.get("pyarrow")  # an Arrow table comes with pyarrow imported: a store's open does not import it
+    if arrow is not None and isinstance(data, arrow.Table):
         if every_column:
             from gquery.arrow import table_of_arrow
 

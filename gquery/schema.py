@@ -15,16 +15,23 @@ is refused in one line saying why, and `--backend auto` has DuckDB answer it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from gquery.query import DATE, SqlType, VARCHAR
 
+if TYPE_CHECKING:  # annotations only: pyarrow is imported where a file is read
+    import pyarrow as pa
+
 MAX_DICTIONARY = 1 << 16  # distinct strings a VARCHAR column may have to be held as codes
-ARROW_INTEGERS = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
-                  pa.uint8(): "SMALLINT", pa.uint16(): "INTEGER", pa.uint32(): "BIGINT"}
+
+
+def _arrow_integers() -> dict:
+    import pyarrow as pa
+
+    return {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
+            pa.uint8(): "SMALLINT", pa.uint16(): "INTEGER", pa.uint32(): "BIGINT"}
 
 
 @dataclass(frozen=True)
@@ -51,16 +58,21 @@ class Schema:
 
 
 def _string(t: pa.DataType) -> bool:
+    import pyarrow as pa
+
     return pa.types.is_string(t) or pa.types.is_large_string(t) or getattr(pa.types, "is_string_view", lambda _: False)(t)
 
 
 def column_type(t: pa.DataType) -> tuple[SqlType | None, str | None]:
     """(the SQL type, None), or (None, why the engines cannot hold the column) from its Arrow type
     alone (nulls, ranges and distinct counts are checked on the values)."""
+    import pyarrow as pa
+
     if pa.types.is_dictionary(t):
         t = t.value_type
-    if t in ARROW_INTEGERS:
-        return SqlType(ARROW_INTEGERS[t]), None
+    integers = _arrow_integers()
+    if t in integers:
+        return SqlType(integers[t]), None
     if pa.types.is_decimal(t):
         if t.precision > 38:
             return None, f"decimal({t.precision}, {t.scale}) is wider than DECIMAL(38)"
@@ -91,6 +103,8 @@ class NotHeld(ValueError):
 def engine_values(column: pa.ChunkedArray | pa.Array, t: SqlType) -> tuple[np.ndarray, tuple[str, ...] | None]:
     """(int64 values, the sorted dictionary for VARCHAR else None), exactly; NotHeld where a value
     cannot be (a null, a decimal past int64, too many distinct strings)."""
+    import pyarrow as pa
+
     if isinstance(column, pa.Array):
         column = pa.chunked_array([column], type=column.type)
     if column.null_count:
@@ -130,6 +144,8 @@ def _unscaled(chunk: pa.Array) -> np.ndarray:
 
 
 def _days(chunk: pa.Array) -> np.ndarray:
+    import pyarrow as pa
+
     if pa.types.is_date64(chunk.type):
         ms = chunk.cast(pa.int64()).to_numpy(zero_copy_only=False)
         if np.any(ms % 86_400_000):
@@ -141,6 +157,9 @@ def _days(chunk: pa.Array) -> np.ndarray:
 def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, tuple[str, ...]]:
     """Codes into the sorted distinct strings: order of codes is the strings' order (by code point,
     which is UTF-8's byte order and DuckDB's), so < and > on codes are < and > on strings."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     column = column.cast(pa.large_string())
     distinct: set[str] = set()
     for chunk in column.chunks:  # a chunk at a time: a column of many strings is refused at its first
