@@ -1,0 +1,87 @@
+"""What a first answer rests on, without a GPU: plans sized from frame metadata alone, the bytes a store's
+encodings still have to read from disk and how a one-shot mission query weighs them, columns read
+ahead and together, and a GPU thread started unchecked on a host without a GPU."""
+
+import numpy as np
+import pytest
+
+from gquery import sql, store
+from gquery.answer import _mission_bytes, parts_of, schema_of
+from gquery.encodings import encode_column, frame_words, packed_bytes
+from gquery.fusedplan import plan_fused
+from gquery.table import KEY, PRICE, QUANTITY, read_ahead, read_all
+
+
+@pytest.fixture
+def opened(sf001):
+    return store.open_store(store.ensure_store(sf001, echo=lambda m: None))
+
+
+@pytest.mark.parametrize("rows", [0, 1, 1023, 1024, 1025, 70_001])
+def test_packed_sizes_come_from_frame_metadata_alone(rows):
+    values = np.random.default_rng(rows).integers(-10**9, 10**12, rows)
+    packed = encode_column(values, "packed", 1)
+    assert packed_bytes(packed.meta) == packed.nbytes
+    for first, end in [(0, packed.frames), (0, min(1, packed.frames)), (packed.frames // 2, packed.frames), (1, 1)]:
+        assert frame_words(packed.meta, first, end) == packed.frame_words(first, end)
+
+
+def test_planning_reads_zone_maps_but_no_words(opened):
+    query = sql.parse(sql.named_sql("q6"), schema_of(opened))
+    plan = plan_fused(query, [opened], "pinned", 132)
+    assert plan.tables[0].chunks
+    assert not any("packed" in opened.columns[c].encodings for c in query.columns())
+
+
+def test_cold_bytes_are_the_manifests_until_read(opened):
+    key = opened.columns[KEY]
+    assert key.cold_bytes("packed") > 0 and key.cold_bytes("sliced") > 0 and key.cold_bytes("indexed") > 0
+    assert opened.columns[QUANTITY].cold_bytes("sliced") == 0  # no such encoding on disk
+    key.get("packed")
+    assert key.cold_bytes("packed") == 0
+    assert key.cold_bytes("sliced") > 0
+
+
+def test_a_one_shot_mission_query_counts_what_is_still_on_disk(opened):
+    tables = parts_of(opened)
+    selected = opened.rows / 2
+    warm_pick, warm_bytes = _mission_bytes(tables, "pinned", selected)
+    pick, once = _mission_bytes(tables, "pinned", selected, runs=1)
+    key = opened.columns[KEY]
+    factors = sum(opened.columns[c].cold_bytes("packed") for c in (QUANTITY, PRICE))
+    assert once >= 10 * (factors + key.cold_bytes(pick))  # every byte of it still on disk, weighed 10x
+    read_all([opened.columns[c] for c in (QUANTITY, PRICE)], "packed")
+    key.get(pick)
+    assert _mission_bytes(tables, "pinned", selected, runs=1) == (warm_pick, warm_bytes)  # nothing left to read
+
+
+def test_read_ahead_reads_zone_maps_and_words_of_the_named_columns(opened):
+    read_ahead([opened], ["l_quantity", "l_discount", "no_such_column"]).join(timeout=60)
+    for name in ("l_quantity", "l_discount"):
+        assert "packed" in opened.columns[name].encodings and opened.columns[name]._zones is not None
+    assert "packed" not in opened.columns["l_tax"].encodings
+
+
+def test_read_ahead_leaves_a_damaged_column_for_the_query_to_report(sf001, tmp_path):
+    import shutil
+
+    path = shutil.copytree(store.ensure_store(sf001, echo=lambda m: None), tmp_path / "copy.gq")
+    words = path / "l_quantity.words.bin"
+    data = bytearray(words.read_bytes())
+    data[100] ^= 0xFF
+    words.write_bytes(bytes(data))
+    table = store.open_store(path)
+    read_ahead([table], ["l_quantity"]).join(timeout=60)
+    with pytest.raises(store.StoreError, match="l_quantity.words.bin is corrupt"):
+        table.columns["l_quantity"].get("packed")
+
+
+def test_a_gpu_thread_started_unchecked_refuses_its_jobs_without_a_gpu():
+    from gquery.gpu.device import DeviceThread, GpuUnavailable, probe
+
+    if probe()[0] is not None:
+        pytest.skip("this host has a GPU")
+    thread = DeviceThread(7)  # as gquery.open starts GPU 0's, before the driver has answered
+    with pytest.raises(GpuUnavailable, match="no usable GPU"):
+        thread.submit(lambda: 1).result(timeout=30)
+    thread.shutdown()
