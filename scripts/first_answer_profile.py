@@ -1,12 +1,15 @@
 """Where a first answer's time goes: imports, open, and the first query, every thread sampled.
 
-    python scripts/first_answer_profile.py STORE "SQL" [--top N]
-
 A sampling thread reads every other thread's stack each millisecond (cProfile cannot: on Python 3.12
 one profiler runs at a time, and the query's GPU work runs on the GPU's own thread). It prints the wall
 time of each stage and, per thread, the functions on the most samples (cumulative) and at the top of
 the most samples (self). Run it twice: the first run fills the kernel cache and the page cache, as a
-user's earlier runs would.
+user's earlier runs would. --spans also times the main steps on whichever thread runs them; wrapping
+them imports the engine's modules before the clock starts, so the first-query figure then leaves out
+those imports (about 0.4 s on a host that compiles them from source); without --spans it includes
+them, as the benchmark's figure does.
+
+    python scripts/first_answer_profile.py STORE "SQL" [--top N] [--spans]
 """
 
 import collections
