@@ -29,8 +29,8 @@ def parallel_ranges(n: int, work, min_items: int = 1024) -> None:
             pass
 
 
-def parallel_map(fn, items) -> list:
-    """fn over items on host threads, results in order."""
+def parallel_map(fn, items, most: int | None = None) -> list:
+    """fn over items on host threads (at most `most` of them where given), results in order."""
     items = list(items)
-    with ThreadPoolExecutor(max(1, min(host_threads(), len(items)))) as pool:
+    with ThreadPoolExecutor(max(1, min(host_threads(), len(items), most or len(items)))) as pool:
         return list(pool.map(fn, items))

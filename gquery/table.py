@@ -134,13 +134,11 @@ COLUMNS_AT_ONCE = 4  # columns read together; each reads its buffers in pieces o
 def read_all(columns: list[Column], encoding: str) -> None:
     """Each column's encoding at hand, those still on disk read together: a query's columns land at the
     rate of the host's threads rather than one column after another."""
-    todo = [c for c in columns if encoding not in c.encodings]
-    if len(todo) < 2:
-        return
-    from concurrent.futures import ThreadPoolExecutor
+    from gquery.host import parallel_map
 
-    with ThreadPoolExecutor(min(len(todo), COLUMNS_AT_ONCE)) as pool:
-        list(pool.map(lambda c: c.get(encoding), todo))
+    todo = [c for c in columns if encoding not in c.encodings]
+    if len(todo) > 1:
+        parallel_map(lambda c: c.get(encoding), todo, COLUMNS_AT_ONCE)
 
 
 def read_ahead(tables: list, names) -> threading.Thread:
