@@ -205,6 +205,26 @@ def test_scattered_frames_are_one_chunk_not_thousands():
     assert frames["never"] == k.frames - int(touched.sum()) and len(plan.tables[0].chunks) == 1
 
 
+def test_a_parted_store_is_cut_into_chunks_for_the_whole_query_not_for_each_part():
+    """Chunks are sized from the frames every part touches together: a part is not cut into
+    CHUNKS_PER_QUERY pieces of its own (each piece costs the host its copies and launch to queue), and
+    a run is cut into pieces of equal size, never a whole one and a sliver."""
+    from gquery.fusedplan import CHUNKS_PER_QUERY, MIN_CHUNK_FRAMES
+
+    t = table(1_200_000)  # 1,172 frames, each tested
+    q = query(Compare("<", col("k"), Literal(9_000, INTEGER)), total(PRODUCT))
+    one = plan_fused(q, [t], "pinned", 132)
+    assert len(one.tables[0].chunks) == 2 and t.frames // 2 <= MIN_CHUNK_FRAMES  # the smallest chunk rules one part
+    parts = plan_fused(q, [t] * 12, "pinned", 132)
+    per_part = [len(tp.chunks) for tp in parts.tables]
+    assert per_part == [1] * 12 and sum(per_part) >= CHUNKS_PER_QUERY
+    for tp in (one.tables[0], *parts.tables):
+        sizes = [c.frames for c in tp.chunks]
+        assert max(sizes) - min(sizes) <= 1
+        assert sorted((c.first, c.end) for c in tp.chunks)[0][0] == 0 and max(c.end for c in tp.chunks) >= \
+            int(np.flatnonzero(tp.classes != NEVER)[-1]) + 1
+
+
 def test_ranges_on_one_column_intersect_before_they_multiply():
     z = Zones(np.full(1, 1024), {"d": np.array([0])}, {"d": np.array([10])})
     between = And((Compare(">=", Column("d", D2), Literal(5, D2)), Compare("<=", Column("d", D2), Literal(7, D2))))
