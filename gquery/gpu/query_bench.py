@@ -190,6 +190,7 @@ def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, des
                                  "match": bool(d.unavailable is None and same(a.result, d.rows, bool(query.order_by))),
                                  "rows": [[str(v) for v in r] for r in a.rows], "pcie_bytes_per_row": p.pcie_bytes_per_row,
                                  "h2d_ms": p.stage_ms("h2d"), "kernel_ms": p.stage_ms("kernel"), "kernel": a.plan.encoding,
+                                 "queued_ms": p.counters.get("queued_ms"),
                                  "times_ms": a.times_ms, "duckdb_times_ms": d.times_ms, "plan": a.plan.to_dict(),
                                  "notes": a.notes, "table_rows": table.rows})
             for m in many:  # what the key scan's worker cached in the parts, freed on its own thread first
@@ -252,7 +253,8 @@ def floors(runs: list[dict], first: list[dict]) -> list[dict]:
 
 
 def _why(r: dict) -> str:
-    return (f"GPU {r['gpu_ms']:.3f} ms (H2D busy {r['h2d_ms']:.3f} ms, kernels {r['kernel_ms']:.3f} ms, "
+    queued = f", queued by the host in {r['queued_ms']:.3f} ms" if r.get("queued_ms") is not None else ""
+    return (f"GPU {r['gpu_ms']:.3f} ms (H2D busy {r['h2d_ms']:.3f} ms, kernels {r['kernel_ms']:.3f} ms{queued}, "
             f"{r['pcie_bytes_per_row']:.2f} B a row over PCIe, {r['kernel']}) against DuckDB {r['duckdb_ms']:.3f} ms")
 
 
