@@ -1,8 +1,9 @@
 #!/bin/bash
 # On the GPU host: the GPU tests, compute-sanitizer and sample runs (`tests`), the mission benchmark at SF 10
-# and 100 (`bench`), the queries report (`queries`, SF 10 and 100 unless QUERY_SF says otherwise), or `tests`
-# and `bench` (no argument). Everything lands in $OUT (at most 8 files come back).
-# Usage: GQUERY_COMMIT=$(git rev-parse --short HEAD) bash .device/run.sh bash scripts/gpu_host.sh [tests|bench|queries]
+# and 100 (`bench`), the queries report (`queries`, SF 10 and 100 unless QUERY_SF says otherwise), a fused
+# query's chunk-by-chunk timeline at several chunk sizes (`timeline`: TIMELINE_SF, TIMELINE_DESIGN,
+# TIMELINE_QUERY, TIMELINE_CHUNKS), or `tests` and `bench` (no argument). Everything lands in $OUT.
+# Usage: GQUERY_COMMIT=$(git rev-parse --short HEAD) bash .device/run.sh bash scripts/gpu_host.sh [tests|bench|queries|timeline]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export GQUERY_DATA_DIR=${GQUERY_DATA_DIR:-/tmp/dbgen_data} OUT=${OUT:-/tmp/gquery-out}
@@ -29,5 +30,20 @@ if [ "$what" = queries ]; then
   python3 -m gquery bench --queries $sfs --repeat 5 --out "$OUT" > "$OUT/queries-log.txt" 2>&1 || rc=1
   tail -5 "$OUT/queries-log.txt"
   sed -n '/## Runs/,$p' "$OUT"/queries-*.md
+fi
+if [ "$what" = timeline ]; then
+  design=${TIMELINE_DESIGN:-clustered:l_shipdate} query=${TIMELINE_QUERY:-q6}
+  for sf in ${TIMELINE_SF:-100}; do
+    if ! ls -d "$GQUERY_DATA_DIR/sf$sf"/lineitem* > /dev/null 2>&1; then  # tpchgen-cli's parts of SF 10: far faster than gquery generate
+      parts=$(python3 -c "import math; print(max(1, math.ceil($sf / 10)))")
+      tpchgen-cli parquet -s "$sf" --tables lineitem -o "/tmp/tg$sf" --parts "$parts" --no-progress
+      mkdir -p "$GQUERY_DATA_DIR/sf$sf" && mv "/tmp/tg$sf"/* "$GQUERY_DATA_DIR/sf$sf/"
+    fi
+    path=$(python3 -c "
+from gquery.gpu.query_bench import bench_source, design_store, NEEDED
+print(design_store(bench_source($sf, None, print), $sf, '$design', None, NEEDED, print))" | tail -1)
+    python3 scripts/fused_timeline.py "$path" "$query" --chunk-frames "${TIMELINE_CHUNKS:-auto,1112,4096,8192}" \
+      --json "$OUT/timeline-sf$sf-$query.json" 2>&1 | tee "$OUT/timeline-sf$sf-$query.txt" || rc=1
+  done
 fi
 exit $rc
