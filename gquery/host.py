@@ -4,10 +4,8 @@ system's rate rather than one core's)."""
 
 from __future__ import annotations
 
-import gc
 import os
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 
 MAX_HOST_THREADS = 16  # host copies stop scaling near here (measured on a 16-core GPU host)
 
@@ -36,18 +34,3 @@ def parallel_map(fn, items, most: int | None = None) -> list:
     items = list(items)
     with ThreadPoolExecutor(max(1, min(host_threads(), len(items), most or len(items)))) as pool:
         return list(pool.map(fn, items))
-
-
-@contextmanager
-def collector_paused():
-    """Python's cycle collector held off while a query's chunks are queued: a full collection of a
-    large process's objects takes milliseconds (13 ms for 53,000 objects, measured here with the
-    engine, sqlglot and DuckDB imported), and the GPU idles for as long once it has run what was
-    queued. Reference counting still frees everything meanwhile; the collector resumes after."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()

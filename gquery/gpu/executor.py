@@ -15,7 +15,7 @@ from gquery.gpu import kernels
 from gquery.gpu.device import current_info, require
 from gquery.gpu.memory import ACC_WORDS, GpuMemory
 from gquery.gpu.timeline import Timeline
-from gquery.host import collector_paused, host_threads
+from gquery.host import host_threads
 from gquery.plan import (BLOCK_THREADS, BLOCKS_PER_SM, ENCODING_CHOICES, FRAME_BLOCK_THREADS, MODES, ROWS_PER_VECTOR, VECTORS_PER_THREAD,
                          ZERO_COPY_SECTOR, Kernel, QueryPlan, plan_query, frame_block)
 from gquery.profile import Profile
@@ -261,20 +261,19 @@ class Engine:
         acc_d, acc_h = self.memory.accumulator(len(jobs))
         shared = Timeline(self._cuda, pipe.copy, pool=self._events)
         self.memory.zero_async(int(acc_d), acc_h.nbytes, pipe.copy)
-        with collector_paused():
-            for job in jobs:
-                job.timeline = Timeline(self._cuda, pipe.copy, within=shared, pool=self._events)
-                job.begin = shared.start if job.index == 0 else job.timeline.event(pipe.copy)
-                if job.params is not None:
-                    self._pipeline(pipe, job, int(acc_d) + job.index * ACC_WORDS * 8)
-                else:  # no row can pass: no kernel, the accumulator stays zero
-                    job.end = job.timeline.event(pipe.copy)
-            for end in pipe.last_kernel.values():
-                pipe.copy.wait_for_event(end)  # the results are read only after every kernel
-            last = jobs[-1]
-            d2h_begin = last.timeline.event(pipe.copy)
-            self.memory.dtoh_async(acc_h, int(acc_d), pipe.copy)
-            done = last.end = last.timeline.event(pipe.copy)
+        for job in jobs:
+            job.timeline = Timeline(self._cuda, pipe.copy, within=shared, pool=self._events)
+            job.begin = shared.start if job.index == 0 else job.timeline.event(pipe.copy)
+            if job.params is not None:
+                self._pipeline(pipe, job, int(acc_d) + job.index * ACC_WORDS * 8)
+            else:  # no row can pass: no kernel, the accumulator stays zero
+                job.end = job.timeline.event(pipe.copy)
+        for end in pipe.last_kernel.values():
+            pipe.copy.wait_for_event(end)  # the results are read only after every kernel
+        last = jobs[-1]
+        d2h_begin = last.timeline.event(pipe.copy)
+        self.memory.dtoh_async(acc_h, int(acc_d), pipe.copy)
+        done = last.end = last.timeline.event(pipe.copy)
         last.timeline.gpu("d2h", "copy" if any(j.streamed for j in jobs) else "stream 0", 0, d2h_begin, done)
         done.synchronize()
         results = [self._result(job, acc_h[job.index * ACC_WORDS:(job.index + 1) * ACC_WORDS]) for job in jobs]

@@ -19,7 +19,7 @@ from gquery.encodings import FRAME_ROWS, PAD_WORDS
 from gquery.fusedplan import FusedPlan, TablePlan
 from gquery.gpu import codegen, kernels
 from gquery.gpu.timeline import Timeline
-from gquery.host import collector_paused, host_threads
+from gquery.host import host_threads
 from gquery.profile import Profile
 from gquery.table import read_all
 
@@ -154,68 +154,67 @@ class FusedRunner:
         memory.htod_async(int(acc_d), init, copy)
         ring_free, stage_free, last_kernel = [None] * slots, [None] * len(stage_bufs), {}
         h2d_bytes = 0
-        with collector_paused():  # the GPU idles while the host is held up queueing
-            t_queue = time.perf_counter()
-            for n, (i, ch) in enumerate(chunks):
-                tp, slot = plan.tables[i], n % slots
-                table = tp.table
-                parts = {}
-                for c, (w0, w1) in spans[n].items():
-                    parts[(c, "words")] = sources[(i, c, "words")][w0:w1]
-                    parts[(c, "meta")] = sources[(i, c, "meta")][2 * ch.first:2 * ch.end]
-                if stage_bufs:  # pageable: host threads copy the chunk into a pinned buffer first
-                    s = n % len(stage_bufs)
-                    if stage_free[s] is not None:
-                        stage_free[s].synchronize()
-                    t0 = time.perf_counter()
-                    targets = {k: stage_bufs[s][k][:v.nbytes].view(v.dtype) for k, v in parts.items()}
-                    copier.copy((targets[k], parts[k]) for k in parts)
-                    tl.host("staging", n, t0, time.perf_counter())
-                    parts = targets
-                if parts:
-                    if ring_free[slot] is not None:
-                        copy.wait_for_event(ring_free[slot])
-                    begin = tl.event(copy)
-                    for k, part in parts.items():
-                        memory.htod_async(int(ring[slot][k]), part, copy)
-                        h2d_bytes += part.nbytes
-                    copied = tl.event(copy)
-                    tl.gpu("h2d", "copy", n, begin, copied)
-                    if stage_bufs:
-                        stage_free[n % len(stage_bufs)] = copied
-                lane = slot % len(compute)
-                stream = compute[lane]
-                if parts:
-                    stream.wait_for_event(copied)
-                args = []
-                for c in spec.columns:
-                    if c in ch.streamed:
-                        args += [int(ring[slot][(c, "words")]), int(ring[slot][(c, "meta")]), spans[n][c][0]]
-                    elif c in ch.zero_copy or (plan.mode != "resident" and c in _needed(spec, ch)):
-                        words, meta = sources[(i, c, "words")], sources[(i, c, "meta")]
-                        args += [memory.mapped_pointer(words), memory.mapped_pointer(meta[2 * ch.first:]), 0]
-                    elif plan.mode == "resident":
-                        args += [int(sources[(i, c, "words")]), int(sources[(i, c, "meta")]) + 16 * ch.first, 0]
-                    else:  # a predicate column a chunk that passes whole never reads
-                        args += [0, 0, 0]
-                    args.append(table.columns[c].zone_buffers()[2])
-                args += list(tp.constants) + list(tp.group_bases)
-                rows = min(ch.end * FRAME_ROWS, table.rows) - ch.first * FRAME_ROWS
-                table_words = int(acc_d) + 8 * i * words_per_table
-                args += [0 if ch.always else classes_d + class_at[i] + ch.first, ch.frames, rows,
-                         table_words + 8 * COUNTER_WORDS, len(ch.zero_copy), table_words]
-                begin = tl.event(stream)
-                fn.prepared_async_call((_blocks(ch.frames, wave), 1, 1), (BLOCK_THREADS, 1, 1), stream, *args)
-                end = tl.event(stream)
-                tl.gpu("kernel", f"stream {lane}", n, begin, end)
-                ring_free[slot] = last_kernel[lane] = end
-            queued_ms = (time.perf_counter() - t_queue) * 1e3  # the host's time to queue every chunk (the GPU runs meanwhile)
-            for end in last_kernel.values():
-                copy.wait_for_event(end)
-            d2h_begin = tl.event(copy)
-            memory.dtoh_async(acc_h, int(acc_d), copy)
-            done = tl.event(copy)
-            tl.gpu("d2h", "copy", 0, d2h_begin, done)
+        t_queue = time.perf_counter()
+        for n, (i, ch) in enumerate(chunks):
+            tp, slot = plan.tables[i], n % slots
+            table = tp.table
+            parts = {}
+            for c, (w0, w1) in spans[n].items():
+                parts[(c, "words")] = sources[(i, c, "words")][w0:w1]
+                parts[(c, "meta")] = sources[(i, c, "meta")][2 * ch.first:2 * ch.end]
+            if stage_bufs:  # pageable: host threads copy the chunk into a pinned buffer first
+                s = n % len(stage_bufs)
+                if stage_free[s] is not None:
+                    stage_free[s].synchronize()
+                t0 = time.perf_counter()
+                targets = {k: stage_bufs[s][k][:v.nbytes].view(v.dtype) for k, v in parts.items()}
+                copier.copy((targets[k], parts[k]) for k in parts)
+                tl.host("staging", n, t0, time.perf_counter())
+                parts = targets
+            if parts:
+                if ring_free[slot] is not None:
+                    copy.wait_for_event(ring_free[slot])
+                begin = tl.event(copy)
+                for k, part in parts.items():
+                    memory.htod_async(int(ring[slot][k]), part, copy)
+                    h2d_bytes += part.nbytes
+                copied = tl.event(copy)
+                tl.gpu("h2d", "copy", n, begin, copied)
+                if stage_bufs:
+                    stage_free[n % len(stage_bufs)] = copied
+            lane = slot % len(compute)
+            stream = compute[lane]
+            if parts:
+                stream.wait_for_event(copied)
+            args = []
+            for c in spec.columns:
+                if c in ch.streamed:
+                    args += [int(ring[slot][(c, "words")]), int(ring[slot][(c, "meta")]), spans[n][c][0]]
+                elif c in ch.zero_copy or (plan.mode != "resident" and c in _needed(spec, ch)):
+                    words, meta = sources[(i, c, "words")], sources[(i, c, "meta")]
+                    args += [memory.mapped_pointer(words), memory.mapped_pointer(meta[2 * ch.first:]), 0]
+                elif plan.mode == "resident":
+                    args += [int(sources[(i, c, "words")]), int(sources[(i, c, "meta")]) + 16 * ch.first, 0]
+                else:  # a predicate column a chunk that passes whole never reads
+                    args += [0, 0, 0]
+                args.append(table.columns[c].zone_buffers()[2])
+            args += list(tp.constants) + list(tp.group_bases)
+            rows = min(ch.end * FRAME_ROWS, table.rows) - ch.first * FRAME_ROWS
+            table_words = int(acc_d) + 8 * i * words_per_table
+            args += [0 if ch.always else classes_d + class_at[i] + ch.first, ch.frames, rows,
+                     table_words + 8 * COUNTER_WORDS, len(ch.zero_copy), table_words]
+            begin = tl.event(stream)
+            fn.prepared_async_call((_blocks(ch.frames, wave), 1, 1), (BLOCK_THREADS, 1, 1), stream, *args)
+            end = tl.event(stream)
+            tl.gpu("kernel", f"stream {lane}", n, begin, end)
+            ring_free[slot] = last_kernel[lane] = end
+        queued_ms = (time.perf_counter() - t_queue) * 1e3  # the host's time to queue every chunk (the GPU runs meanwhile)
+        for end in last_kernel.values():
+            copy.wait_for_event(end)
+        d2h_begin = tl.event(copy)
+        memory.dtoh_async(acc_h, int(acc_d), copy)
+        done = tl.event(copy)
+        tl.gpu("d2h", "copy", 0, d2h_begin, done)
         done.synchronize()
         runs = []
         for i, tp in enumerate(plan.tables):
