@@ -3,7 +3,8 @@
 # and 100 (`bench`), the queries report (`queries`, SF 10 and 100 unless QUERY_SF says otherwise), a fused
 # query's chunk-by-chunk timeline at several chunk sizes (`timeline`: TIMELINE_SF, TIMELINE_DESIGN,
 # TIMELINE_QUERY, TIMELINE_CHUNKS), or `tests` and `bench` (no argument). Everything lands in $OUT.
-# Usage: GQUERY_COMMIT=$(git rev-parse --short HEAD) bash .device/run.sh bash scripts/gpu_host.sh [tests|bench|queries|timeline]
+# Usage (the commit named here, in the command's text: the lent host's copy of .git may not be this checkout's):
+#   run(command=f"GQUERY_COMMIT={git rev-parse --short HEAD, here} bash .device/run.sh bash scripts/gpu_host.sh [tests|bench|queries|timeline]")
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export GQUERY_DATA_DIR=${GQUERY_DATA_DIR:-/tmp/dbgen_data} OUT=${OUT:-/tmp/gquery-out}

@@ -7,7 +7,8 @@
 #            8 at once on a 64-core host), SF 10 and 100 in the foreground, then the GPU tests of
 #            several GPUs and of Dask
 #   report   wait for SF 1000, then `gquery bench --scale` over SF 10, 100 and 1000, GPUs 1, 2, 4
-# Usage: GQUERY_COMMIT=$(git rev-parse --short HEAD) bash .device/run.sh bash scripts/scale_host.sh start|report
+# Usage: GQUERY_COMMIT=<git rev-parse --short HEAD, run here: the lent host's .git may not be this checkout's> \
+#          bash .device/run.sh bash scripts/scale_host.sh start|report
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export GQUERY_DATA_DIR=${GQUERY_DATA_DIR:-/tmp/dbgen_data} OUT=${OUT:-/tmp/gquery-out}
