@@ -147,9 +147,8 @@ def run_scale(stores: dict, gpu_counts, gpu_sf: float | None, repeat: int, windo
             "concurrent_h2d_gbps": copies, "dask": dask, "floors": floors(runs, multi, copies)}
 
 
-def _dask_overhead(path, gpu_counts, repeat: int, echo) -> list[dict] | dict:
-    """The Dask path against the in-process path on the same store and host: GPU workers (one, and
-    one a GPU), Z = 30. Where dask is not installed, the reason."""
+def dask_unavailable(path) -> dict | None:
+    """Why a report's Dask section cannot run (no store for it, or dask not installed), else None."""
     from gquery import distributed
     from gquery.errors import GqueryError
 
@@ -159,6 +158,17 @@ def _dask_overhead(path, gpu_counts, repeat: int, echo) -> list[dict] | dict:
         distributed.require_dask()
     except GqueryError as e:
         return {"unavailable": str(e)}
+    return None
+
+
+def _dask_overhead(path, gpu_counts, repeat: int, echo) -> list[dict] | dict:
+    """The Dask path against the in-process path on the same store and host: GPU workers (one, and
+    one a GPU), Z = 30. Where dask is not installed, the reason."""
+    from gquery import distributed
+
+    missing = dask_unavailable(path)
+    if missing:
+        return missing
     out = []
     for hold in (False, True):
         for workers in sorted({1, max(gpu_counts)}):
@@ -172,14 +182,17 @@ def _dask_overhead(path, gpu_counts, repeat: int, echo) -> list[dict] | dict:
     return out
 
 
+def floor_entry(name: str, what: str, value: float, why: str, at_most: bool = False) -> dict:
+    """One floor of FLOORS read against a measured value: met or not, by how much, and why where not."""
+    floor = FLOORS[name]
+    met = value <= floor if at_most else value >= floor
+    return {"name": name, "what": what, "value": value, "floor": floor, "at_most": at_most, "met": met,
+            "short_by": None if met else abs(value - floor), "why": None if met else why}
+
+
 def floors(runs: list[dict], multi: list[dict], copies: dict) -> list[dict]:
     out = []
-
-    def add(name, what, value, why, at_most=False):
-        floor = FLOORS[name]
-        met = value <= floor if at_most else value >= floor
-        out.append({"name": name, "what": what, "value": value, "floor": floor, "at_most": at_most, "met": met,
-                    "short_by": None if met else abs(value - floor), "why": None if met else why})
+    add = lambda *a, **k: out.append(floor_entry(*a, **k))  # noqa: E731
 
     single = [r for r in runs if "window" not in r]
     sfs = sorted({r["sf"] for r in single})
