@@ -584,7 +584,7 @@ def bench(sf: list[float] = typer.Option([1.0, 10.0], "--sf", help="Scale factor
           gpus: list[int] = typer.Option([1, 2, 4], "--gpus", help="--scale: GPU counts (repeat; those the host has)."),
           gpu_sf: Optional[float] = typer.Option(None, "--gpu-sf", help="--scale: the SF run on several GPUs [default: 100 if given, else the largest]."),
           window: int = typer.Option(2, "--window", help="--scale: parts a GPU holds when the largest SF streams from disk."),
-          queries: bool = typer.Option(False, "--queries", help="SQL of the class (the mission's Z sweep, Q6, Q1) in both designs against DuckDB, and the first answer; writes queries-<gpu>.json/.md."),
+          queries: bool = typer.Option(False, "--queries", help="SQL of the class (the mission's Z sweep, Q6, Q1) in both designs against DuckDB, and the first answer; writes queries-<gpu>.json/.md. With --scale: Q6, Q1 and the mission at each SF, on each --gpus count and on Dask; writes scale-queries-<gpu>.json/.md."),
           all_columns: bool = typer.Option(False, "--all-columns", help="--queries: store every column (default: the columns the queries read)."),
           data_dir: Optional[Path] = DATA_DIR):
     """Benchmark every mode at each SF for Z = 30 and half the suppliers, with DuckDB and CuPy; write a report."""
@@ -596,6 +596,24 @@ def bench(sf: list[float] = typer.Option([1.0, 10.0], "--sf", help="Scale factor
 
     if repeat < 1:
         raise UsageError("--repeat must be at least 1")
+    if queries and scale:
+        from gquery.gpu import query_bench as Q
+        from gquery.gpu import scale_queries as SQ
+        from gquery.gpu.device import device_count
+
+        check_positive(gpus=min(gpus))
+        counts = sorted({g for g in gpus if g <= device_count()})
+        sfs = sorted({tpch.check_sf(x) for x in sf})
+        stores = {x: Q.class_store(x, data_dir, note) for x in sfs}
+        target = gpu_sf if gpu_sf is not None else (100.0 if 100.0 in sfs else sfs[-1])
+        if target not in stores:
+            raise UsageError(f"--gpu-sf {target:g} must be one of the --sf values")
+        data = SQ.run_class_scale(stores, counts, target, repeat, echo=note)
+        j, m = SQ.write(data, out_dir, "gquery " + " ".join(sys.argv[1:]))
+        out.print(m.read_text())
+        if not all(r["match"] for r in data["runs"]):
+            raise GqueryError("a GPU answer differs from the reference")
+        return
     if queries:
         from gquery.gpu import query_bench as Q
 

@@ -7,6 +7,8 @@
 #            8 at once on a 64-core host), SF 10 and 100 in the foreground, then the GPU tests of
 #            several GPUs and of Dask
 #   report   wait for SF 1000, then `gquery bench --scale` over SF 10, 100 and 1000, GPUs 1, 2, 4
+#   queries  SQL of the class on every GPU and as Dask tasks (one call): the GPU tests of several GPUs and
+#            of Dask, SF 100 (SCALE_SF) with its parquet kept, then `gquery bench --scale --queries`
 # Usage: GQUERY_COMMIT=<git rev-parse --short HEAD, run here: the lent host's .git may not be this checkout's> \
 #          bash .device/run.sh bash scripts/scale_host.sh start|report
 set -uo pipefail
@@ -47,6 +49,30 @@ case "${1:-}" in
         && rm -rf "$t" && echo "part $k done $(date +%T)"' _ {} "$store" "$sf" "$parts"
     python3 -c "from gquery import store; store.finish_parted('$store', $parts)"
     ;;
-  *) echo "usage: scale_host.sh start|report" >&2; exit 2 ;;
+  queries)  # SQL of the class on every GPU and on Dask: the GPU tests of several GPUs and of Dask, then SF 100's
+    # parquet (kept: DuckDB checks every answer) and a store of the class's columns, its 10 parts encoded at once,
+    # then `gquery bench --scale --queries` on 1 and 2 ... GPUs
+    nvidia-smi -L; nproc
+    python3 -m pytest -m gpu -q -p no:cacheprovider -rs -W error::pytest.PytestUnraisableExceptionWarning \
+      tests/test_gpu_scale.py tests/test_distributed.py "tests/test_gpu_sql.py::test_sql_over_every_gpu_of_the_host" \
+      2>&1 | tee "$OUT/gpu-scale-tests.txt" | tail -6 || rc=1
+    sf=${SCALE_SF:-100}
+    dir=$GQUERY_DATA_DIR/sf$sf
+    if [ ! -d "$dir/lineitem" ]; then
+      tpchgen-cli parquet -s "$sf" --tables lineitem -o "/tmp/tg$sf" --parts $((sf / 10)) --no-progress && mkdir -p "$dir" \
+        && mv "/tmp/tg$sf/lineitem" "$dir/lineitem"
+    fi
+    store=$dir/lineitem-needed.gq
+    columns=$(python3 -c "from gquery.gpu.query_bench import NEEDED; print(','.join(NEEDED))")
+    mkdir -p "$store"
+    find "$dir/lineitem" -name "*.parquet" | sort -V | awk '{print NR, $0}' | xargs -P 16 -n 2 bash -c \
+      'python3 -m gquery encode --data "$4" --out "$(printf "%s/part-%05d.gq" "$1" "$3")" --columns "$2" > /dev/null' _ \
+      "$store" "$columns" 2>&1 | tail -3
+    python3 -c "from gquery import store; store.finish_parted('$store', $((sf / 10)))" || rc=1
+    gpus=""; for g in $(seq 1 "$(nvidia-smi -L | wc -l)"); do gpus="$gpus --gpus $g"; done
+    python3 -m gquery bench --scale --queries --sf "$sf" $gpus --repeat 5 --out "$OUT" > "$OUT/scale-queries.txt" 2>&1 || rc=1
+    tail -40 "$OUT/scale-queries.txt"
+    ;;
+  *) echo "usage: scale_host.sh start|report|queries" >&2; exit 2 ;;
 esac
 exit $rc

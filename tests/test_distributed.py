@@ -281,6 +281,24 @@ def test_sql_on_dask_equals_the_cpu_reference_over_the_whole_store(cluster, stor
         assert r.selected_rows == want.partial.rows_selected and [p.worker.startswith("tcp://") for p in r.parts]
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("hold", [False, True])
+def test_sql_on_gpu_workers_equals_the_cpu_reference_over_the_whole_store(stores, hold):
+    """On a GPU host: one worker a GPU, each part's fused kernel on its worker's GPU (opened a query,
+    or held open between queries), the exact partials added on the client."""
+    from gquery.answer import cpu_answer
+
+    for name in ("parted", "wide"):
+        path, _ = stores[name]
+        whole = store.open_store(path)
+        with D.Session(None, "gpu") as session:
+            for text in SQL_TEXTS:
+                r = session.run_sql(path, text, "pinned", repeat=2, hold=hold)
+                want = cpu_answer(r.query, whole)
+                assert r.result.rows == want.rows and r.backend == "gpu", (name, text)
+                assert r.selected_rows == want.partial.rows_selected and r.workers == len(D.gpu_ids())
+
+
 def test_sql_cli_on_a_local_cluster_is_checked_by_duckdb(parquet_store, capsys):
     path, _ = parquet_store
     code = run_main(["run", "--data", str(path), "--sql", SQL_TEXTS[0], "--scheduler", "local", "--workers", "2",

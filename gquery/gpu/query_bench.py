@@ -82,6 +82,15 @@ def design_store(source, sf: float, design: str, data_dir, columns, echo) -> Pat
     return path
 
 
+def class_store(sf: float, data_dir, echo) -> Path:
+    """The store of the columns the class's queries read, as generated: kept when whole (a large SF's,
+    built part by part beforehand, may have no parquet left), else built from the SF's parquet."""
+    path = tpch.dataset_dir(sf, data_dir) / "lineitem-needed.gq"
+    if store.is_store(path):
+        return path
+    return design_store(bench_source(sf, data_dir, echo), sf, "as-generated", data_dir, NEEDED, echo)
+
+
 GQUERY_PROBE = """import json, sys, time
 t0 = time.perf_counter()
 import gquery, gquery.api
