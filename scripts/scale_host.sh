@@ -53,9 +53,12 @@ case "${1:-}" in
     # parquet (kept: DuckDB checks every answer) and a store of the class's columns, its 10 parts encoded at once,
     # then `gquery bench --scale --queries` on 1 and 2 ... GPUs
     nvidia-smi -L; nproc
-    python3 -m pytest -m gpu -q -p no:cacheprovider -rs -W error::pytest.PytestUnraisableExceptionWarning \
+    python3 -m pytest -m gpu -q -p no:cacheprovider -rfs --tb=line -W error::pytest.PytestUnraisableExceptionWarning \
       tests/test_gpu_scale.py tests/test_distributed.py "tests/test_gpu_sql.py::test_sql_over_every_gpu_of_the_host" \
-      2>&1 | tee "$OUT/gpu-scale-tests.txt" | tail -6 || rc=1
+      > "$OUT/gpu-scale-tests-full.txt" 2>&1 || rc=1
+    grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed|Warning:|Error:" "$OUT/gpu-scale-tests-full.txt" | sort | uniq -c \
+      | sort -rn | cut -c1-400 | head -40 | tee "$OUT/gpu-scale-tests.txt"
+    rm -f "$OUT/gpu-scale-tests-full.txt"
     sf=${SCALE_SF:-100}
     dir=$GQUERY_DATA_DIR/sf$sf
     if [ ! -d "$dir/lineitem" ]; then
