@@ -46,7 +46,7 @@ def test_the_class_at_scale_reads_one_gpu_against_several_and_each_sf_against_a_
     data = {"device": "GPU", "commit": "abc", "date": "today", "repeat": 5, "runs": runs, "floors": floors(runs),
             "dask": [{"query": "q6", "workers": 2, "parts": 10, "dask_ms": 40.0, "match": True}]}
     md = markdown(data, "gquery bench --scale --queries")
-    assert "| 100 | 2 | q6 | MATCH |" in md and "| q6 | 2 | 10 | 40.0 | 30.0 | MATCH |" in md and "MISSED by 0.30" in md
+    assert "| 100 | 2 | q6 | MATCH |" in md and "| q6 | 2 | 10 | 40.0 | 30.0 | MATCH |" in md and "MISSED by 0.3" in md
     assert "Not run: no dask" in markdown({**data, "dask": {"unavailable": "no dask"}}, "x")
 
 

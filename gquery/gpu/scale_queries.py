@@ -151,7 +151,7 @@ def markdown(data: dict, command: str) -> str:
              f"{r['pcie_bytes_per_row']:.2f}"] for r in data["runs"]]
     dask = data["dask"]
     fl = [[f["what"], f"{f['value']:.2f}", ("≤ " if f["at_most"] else "≥ ") + f"{f['floor']:g}",
-           "met" if f["met"] else f"MISSED by {f['short_by']:.2f}", f["why"] or ""] for f in data["floors"]]
+           "met" if f["met"] else f"MISSED by {f['short_by']:.2g}", f["why"] or ""] for f in data["floors"]]
     in_process = {(r["query"], r["gpus"]): r["gpu_ms"] for r in data["runs"]}
     return "\n".join([
         f"# SQL of the class at scale on {data['device']}", "",
