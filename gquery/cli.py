@@ -77,7 +77,7 @@ def generate(sf: float = typer.Option(..., "--sf", help="Scale factor, 0.01 to 1
 
 @app.command()
 def encode(data: Path = typer.Option(..., "--data", help="A parquet/.tbl file or folder to encode."),
-           to: Optional[Path] = typer.Option(None, "--out", help="The store folder [default: lineitem.gq beside the data]."),
+           to: Optional[Path] = typer.Option(None, "--out", help="The store folder [default: beside the data, named for it: lineitem.gq for lineitem.parquet]."),
            force: bool = typer.Option(False, "--force", help="Rebuild even when a whole, fresh store is there."),
            sort_by: Optional[str] = typer.Option(None, "--sort-by", help="Cluster the rows by this column (each part by itself): zone maps then skip the frames a range on it rules out."),
            columns: Optional[str] = typer.Option(None, "--columns", help="Store only these columns (comma-separated) [default: every column the engines can hold].")):

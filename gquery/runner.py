@@ -195,6 +195,7 @@ def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False
     beside = store.store_path_for(source)
     if store.is_store(beside):
         try:
+            store.require_built_from(beside, source)
             return _open_store(beside, memory, window)
         except store.StoreError as e:
             echo(f"{e}; rebuilding it from {source}")
@@ -333,7 +334,7 @@ def store_for(source: LineitemSource, echo=print) -> tuple[Path, list[str]]:
     from gquery import store
 
     path = source.path if store.is_store(source.path) else store.store_path_for(source)
-    if store.is_store(path):
+    if store.is_store(path) and (path == source.path or store.built_from(path, source)):
         return Path(path), []
     t0 = time.perf_counter()
     echo(f"no store beside {source}: building {path}")

@@ -69,8 +69,27 @@ def is_store(path: Path | str) -> bool:
 
 
 def store_path_for(source) -> Path:
-    """Where the store of a parquet/.tbl source lives: beside it, named lineitem.gq."""
-    return Path(source.path).parent / STORE_NAME
+    """Where the store of a parquet/.tbl source lives: beside it, named for it (lineitem.parquet and a
+    folder lineitem/ of parts: lineitem.gq; edge.parquet: edge.gq), so two files of one folder never
+    share one store."""
+    name = Path(source.path).name
+    for suffix in (".parquet", ".tbl"):
+        name = name.removesuffix(suffix)
+    return Path(source.path).parent / f"{name}.gq"
+
+
+def built_from(path: Path | str, source) -> bool:
+    """Whether a store was built from exactly the files of `source`, no more and no fewer: a store found
+    beside data answers for that data only (a folder of parts that gained or lost a file, or the
+    .tbl beside a parquet of the same name, is other data)."""
+    recorded = [s.get("path") for s in _manifest(Path(path)).get("source", [])]
+    return recorded == [str(Path(f).resolve()) for f in source.files]
+
+
+def require_built_from(path: Path | str, source) -> None:
+    """StoreError unless the store was built from exactly `source`'s files (built_from)."""
+    if not built_from(path, source):
+        _fail(Path(path), f"built from other files than {source}")
 
 
 def size_text(nbytes: float) -> str:
@@ -812,6 +831,7 @@ def ensure_store(source, echo=print, sort_by: str | None = None) -> Path:
     path = store_path_for(source)
     if is_store(path):
         try:
+            require_built_from(path, source)
             check_store(path)
             if _manifest(path).get("sorted_by") == sort_by:
                 return path

@@ -200,7 +200,7 @@ def test_encode_of_a_folder_of_parts_says_parts(kept, tmp_path):
     r = gquery("encode", "--data", parts)
     assert r.returncode == 0, r.stderr
     assert "(3 parts, 180," in r.stdout and "part 3/3:" in r.stderr
-    path = tmp_path / store.STORE_NAME
+    path = tmp_path / "parts.gq"  # beside the folder, named for it
     assert len(store.as_source(path).files) == 3
     (parts / "lineitem.2.parquet").unlink()  # DuckDB must not answer over some of the parts
     assert store.as_source(path).files == ()

@@ -151,3 +151,72 @@ def test_a_windowed_reader_leaves_the_bucket_lists_on_disk_unless_asked(tmp_path
                 assert ("l_suppkey", "ids") in reader.slots[0] or not lists
         finally:
             reader.close()
+
+
+def _halves(sf001, folder):
+    """Two parquet files of different rows in one folder: the first and second half of SF 0.01."""
+    import pyarrow.parquet as pq
+
+    folder.mkdir()
+    whole = pq.read_table(sf001.files[0])
+    half = whole.num_rows // 2
+    a, b = folder / "a.parquet", folder / "b.parquet"
+    pq.write_table(whole.slice(0, half), a)
+    pq.write_table(whole.slice(half), b)
+    return a, b
+
+
+def test_two_files_of_one_folder_never_share_a_store(sf001, tmp_path):
+    """A store beside a.parquet answered for b.parquet in the same folder (both looked for lineitem.gq
+    there): each file now has its own store, and a store answers only for the files it was built from."""
+    from gquery.runner import open_table
+    from gquery.tpch import find_lineitem
+
+    a, b = _halves(sf001, tmp_path / "data")
+    ta = open_table(find_lineitem(a), build_store=True)
+    tb = open_table(find_lineitem(b), build_store=True)
+    assert store.store_path_for(find_lineitem(a)) == tmp_path / "data" / "a.gq"
+    assert store.source_files(tmp_path / "data" / "b.gq") == [b.resolve()]
+    assert ta.rows + tb.rows == open_table(sf001).rows and ta.rows != tb.rows
+    # a store of a's name, but of b's rows (as a renamed or copied store is): refused and rebuilt from a
+    os.replace(tmp_path / "data" / "a.gq", tmp_path / "a-old.gq")
+    os.rename(tmp_path / "data" / "b.gq", tmp_path / "data" / "a.gq")
+    notes = []
+    again = open_table(find_lineitem(a), echo=notes.append)
+    assert again.rows == ta.rows and any("built from other files" in n for n in notes), notes
+
+
+def test_a_folder_of_parts_that_gains_a_file_is_other_data(sf001, tmp_path):
+    """The store of a folder of parts records its files: one file more (or fewer) is other data, and the
+    store is rebuilt with every file's rows, never answering for the files it knew."""
+    import shutil
+
+    from gquery.runner import open_table
+    from gquery.tpch import find_lineitem
+
+    a, b = _halves(sf001, tmp_path / "halves")
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    shutil.copy(a, parts / "lineitem.1.parquet")
+    first = open_table(find_lineitem(parts), build_store=True)
+    shutil.copy(b, parts / "lineitem.2.parquet")
+    notes = []
+    both = open_table(find_lineitem(parts), echo=notes.append, build_store=True)
+    assert both.rows == open_table(sf001).rows > first.rows
+    assert any("built from other files" in n for n in notes), notes
+
+
+def test_the_cli_answers_each_file_of_a_folder_from_its_own_rows(sf001, tmp_path):
+    """As a user met it: `gquery run --data a.parquet`, then `--data b.parquet` in the same folder,
+    answered b's query from a's store (DuckDB's check caught it: MISMATCH)."""
+    import json
+
+    from conftest import gquery
+
+    a, b = _halves(sf001, tmp_path / "data")
+    text = "SELECT COUNT(*), SUM(l_quantity) FROM lineitem"
+    for f in (a, b, a):
+        r = gquery("run", "--data", f, "--backend", "cpu", "--json", "--repeat", 1, "--sql", text)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["check"] is True and out["rows"] == out["duckdb"]["rows"], (f, out["rows"])
