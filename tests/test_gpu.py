@@ -343,3 +343,49 @@ def test_a_sparse_query_over_a_store_reads_the_lists_and_little_else(engine, tmp
     dense = run(engine, table, 50_000, "pinned")
     assert dense.plan.encoding == "sliced" and dense.value == exact(cols, 50_000)
     engine.memory.release_table(table)
+
+
+def test_page_locked_memory_is_freed_on_whichever_thread_collects_it(engine):
+    """Page-locked host memory made on a GPU's own thread, left in a reference cycle and collected on a
+    thread with no context current, is freed there (PyCUDA's page-locked arrays could be freed only on
+    their context's thread: on 2 GPUs such garbage leaked with "out-of-thread context could not be
+    cleaned up", which this suite fails on). The driver then no longer knows the addresses."""
+    import ctypes
+    import gc
+    import threading
+    import weakref
+
+    from gquery.gpu.device import device_thread
+    from gquery.gpu.memory import _libcuda
+
+    class Holder:
+        pass
+
+    def make():
+        made = []
+        for a in (engine.memory.pinned_empty(5000, np.int64), engine.memory.mapped_empty(3000, np.uint32)):
+            a[:] = np.arange(len(a))
+            h = Holder()
+            h.cycle, h.view = h, a[7:70]
+            made.append((h, a.ctypes.data, weakref.ref(a.base)))
+        return made
+
+    made = device_thread(0).call(make)
+    lib = _libcuda()
+    flags = ctypes.c_uint()
+    for h, address, _ in made:
+        assert lib.cuMemHostGetFlags(ctypes.byref(flags), ctypes.c_void_p(address)) == 0  # page-locked now
+        assert h.view[0] == 7
+    buffers = [ref for _, _, ref in made]
+    addresses = [address for _, address, _ in made]
+    del made, h
+    gc.disable()  # the cycles are collected on the other thread, not here
+    try:
+        collector = threading.Thread(target=gc.collect, name="collector")
+        collector.start()
+        collector.join()
+    finally:
+        gc.enable()
+    assert all(ref() is None for ref in buffers)
+    for address in addresses:  # freed: the driver no longer counts the address as page-locked
+        assert lib.cuMemHostGetFlags(ctypes.byref(flags), ctypes.c_void_p(address)) != 0

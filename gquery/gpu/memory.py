@@ -13,6 +13,7 @@ Mapped host memory is recorded with its device address, so a kernel can read any
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import threading
 import math
@@ -81,10 +82,72 @@ class Registration:
             _check(self._lib.cuMemHostUnregister(self._ptr), "cuMemHostUnregister")
 
 
+@functools.lru_cache(maxsize=1)
 def _libcuda():
     import ctypes
 
     return ctypes.CDLL("libcuda.so.1")
+
+
+class PinnedHost:
+    """Page-locked host memory (cuMemHostAlloc, portable: every GPU's context sees it page-locked and
+    mapped), through the driver's C API rather than PyCUDA. Its free runs on whichever thread drops the
+    last reference, with the allocating context pushed there for the call: PyCUDA frees page-locked
+    memory only on the thread of the context that made it, and an array in a reference cycle collected
+    on another thread leaked with a warning ("out-of-thread context could not be cleaned up"). The
+    allocation holds a retain of its device's primary context, so the context outlives its memory.
+    NumPy arrays view it (np.frombuffer over `buffer`); the last view's death frees it."""
+
+    PORTABLE, DEVICEMAP = 0x01, 0x02  # CU_MEMHOSTALLOC_*
+
+    def __init__(self, nbytes: int, mapped: bool):
+        import ctypes
+
+        lib = _libcuda()
+        context, device = ctypes.c_void_p(), ctypes.c_int()
+        _check(lib.cuCtxGetCurrent(ctypes.byref(context)), "cuCtxGetCurrent")
+        if not context.value:
+            from gquery.errors import GqueryError
+
+            raise GqueryError("page-locked memory asked for on a thread with no GPU context current")
+        _check(lib.cuCtxGetDevice(ctypes.byref(device)), "cuCtxGetDevice")
+        primary = ctypes.c_void_p()
+        _check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(primary), device), "cuDevicePrimaryCtxRetain")
+        ptr = ctypes.c_void_p()
+        flags = self.PORTABLE | (self.DEVICEMAP if mapped else 0)
+        code = lib.cuMemHostAlloc(ctypes.byref(ptr), ctypes.c_size_t(max(int(nbytes), 1)), flags)
+        if code != 0:
+            _release_primary(lib, device.value)
+            _check(code, f"cuMemHostAlloc of {nbytes:,} bytes")
+        self.address = ptr.value
+        self.nbytes = int(nbytes)
+        self.buffer = (ctypes.c_ubyte * max(self.nbytes, 1)).from_address(self.address)
+        self.device_pointer = 0
+        if mapped:
+            dev = ctypes.c_uint64(0)
+            _check(lib.cuMemHostGetDevicePointer_v2(ctypes.byref(dev), ptr, 0), "cuMemHostGetDevicePointer")
+            self.device_pointer = dev.value
+        # the free belongs to the buffer the arrays view: it runs once no array (and no self) holds it
+        weakref.finalize(self.buffer, _free_pinned, lib, self.address, primary.value, device.value)
+
+    def array(self, n: int, dtype) -> np.ndarray:
+        return np.frombuffer(self.buffer, dtype=dtype, count=int(n))
+
+
+def _free_pinned(lib, address: int, context: int, device: int) -> None:
+    """cuMemFreeHost with the allocating device's primary context pushed on this thread, whichever it
+    is, then the allocation's retain of that context let go."""
+    import ctypes
+
+    if lib.cuCtxPushCurrent_v2(ctypes.c_void_p(context)) == 0:
+        lib.cuMemFreeHost(ctypes.c_void_p(address))
+        lib.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
+    _release_primary(lib, device)
+
+
+def _release_primary(lib, device: int) -> None:
+    release = getattr(lib, "cuDevicePrimaryCtxRelease_v2", None) or lib.cuDevicePrimaryCtxRelease
+    release(device)
 
 
 def _check(code: int, what: str) -> None:
@@ -147,13 +210,14 @@ class GpuMemory:
         return self._cuda.mem_alloc(max(int(nbytes), 1))
 
     def pinned_empty(self, n: int, dtype) -> np.ndarray:
-        return self._cuda.pagelocked_empty(int(n), dtype, mem_flags=self._cuda.host_alloc_flags.PORTABLE)
+        """Page-locked host memory (PinnedHost: freed from any thread)."""
+        return PinnedHost(int(n) * np.dtype(dtype).itemsize, mapped=False).array(n, dtype)
 
     def mapped_empty(self, n: int, dtype) -> np.ndarray:
         """Page-locked host memory that kernels of every GPU can also read in place (zero-copy)."""
-        flags = self._cuda.host_alloc_flags
-        a = self._cuda.pagelocked_empty(int(max(n, 1)), dtype, mem_flags=flags.DEVICEMAP | flags.PORTABLE)
-        self._record_mapped(a, a.base.get_device_pointer())
+        host = PinnedHost(int(max(n, 1)) * np.dtype(dtype).itemsize, mapped=True)
+        a = host.array(max(n, 1), dtype)
+        self._record_mapped(a, host.device_pointer)
         return a[:n]
 
     @staticmethod
