@@ -1,0 +1,77 @@
+"""On a GPU host: random SQL of the class (tests/querygen.py, drawn as the CPU reference's test draws it)
+on the GPU equals DuckDB asked the same text, over TPC-H SF 0.01 as generated, clustered by l_shipdate
+(zone maps prune), and parted in three files whose dictionaries differ; each query in one mode, the
+modes in turn. A query the fused kernel refuses (a value that may pass 128 bits, too many groups) must
+say so in one line, and most must run on the GPU."""
+
+import datetime
+import random
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import querygen
+from gquery import answer, sql, store, tpch
+from gquery.gpu.codegen import NotOnGpu
+from gquery.reference import DuckDBTable
+from gquery.result import same
+
+pytestmark = pytest.mark.gpu
+MODES = ("resident", "pinned", "registered", "pageable")
+QUERIES = 60  # the same in every design: each is a kernel of its own shape, compiled once (about half a second)
+COLUMNS = sorted({*querygen.GROUPS, *querygen.NUMBERS, "l_commitdate"})  # what querygen's queries read
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from gquery.gpu.executor import Engine, close_last
+
+    e = Engine()
+    yield e
+    close_last(e)
+
+
+def design_store(design: str, sf001, folder):
+    """(store path, DuckDB's source) of one design of SF 0.01."""
+    if design == "parted":  # three files: before 1995, after (no 'O' status before: other dictionaries), a sliver
+        whole = pq.read_table(sf001.files[0])
+        whole = whole.cast(pa.schema([f.with_type(pa.large_string()) if pa.types.is_string_view(f.type) else f
+                                      for f in whole.schema]))  # pyarrow filters no string_view
+        early = pc.less(whole["l_shipdate"], pa.scalar(datetime.date(1995, 1, 1), pa.date32()))
+        data = folder / "parts"
+        data.mkdir()
+        for k, t in enumerate((whole.filter(early), whole.filter(pc.invert(early)).slice(7), whole.slice(0, 7)), start=1):
+            pq.write_table(t, data / f"lineitem.{k}.parquet")
+        source = tpch.find_lineitem(data)
+        return store.write_parted(source, folder / "parts.gq", echo=lambda m: None), source
+    sort_by = design.split(":")[1] if ":" in design else None
+    return store.write_store(sf001, folder / "lineitem.gq", sf001, echo=lambda m: None, sort_by=sort_by), sf001
+
+
+@pytest.mark.parametrize("design", ["as-generated", "clustered:l_shipdate", "parted"])
+def test_random_queries_equal_duckdb(engine, sf001, tmp_path, design):
+    path, source = design_store(design, sf001, tmp_path)
+    table = store.open_store(path, engine.memory)
+    duck = DuckDBTable(source, COLUMNS, threads=2)
+    refused, on_gpu = [], 0
+    try:
+        for k in range(QUERIES):
+            text = querygen.query(random.Random(f"gpu {k}"))
+            query = sql.parse(text, answer.schema_of(table))
+            want = duck.run_sql(text, repeat=1)
+            assert want.unavailable is None, (text, want.unavailable)
+            mode = MODES[k % len(MODES)]
+            try:
+                got = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False)
+            except NotOnGpu as e:
+                assert "\n" not in str(e)
+                refused.append((text, str(e)))
+                continue
+            assert same(got.result, want.rows, bool(query.order_by)), (design, mode, text, got.rows[:4], want.rows[:4])
+            on_gpu += 1
+    finally:
+        duck.close()
+        engine.memory.release_table(table)
+    assert on_gpu >= 0.8 * QUERIES, refused
