@@ -158,8 +158,8 @@ def fused_partial(query: Query, run) -> Partial:
             for card in reversed(spec.group_cards):
                 digits.append(rest % card)
                 rest //= card
-            for c, base, digit in zip(query.group_by, t.plan.group_bases, reversed(digits)):
-                v = base + digit
+            for c, base, step, digit in zip(query.group_by, t.plan.group_bases, spec.group_steps, reversed(digits)):
+                v = (base + digit) * step
                 d = table.columns[c.name].dictionary
                 key.append(d[v] if d is not None else v)
             states = [[rows] if k is None else [values[k], rows] for a, k in zip(query.aggregates, index)]

@@ -116,7 +116,8 @@ class FusedPlan:
         if zero:
             out.append(("gather", f"read in place from mapped host memory for selected rows: {', '.join(zero)} "
                                   f"(about {sum(t.zero_copy_bytes for t in self.tables) / 1e6:,.1f} MB)"))
-        agg = f"{self.spec.groups:,} group(s) x {self.spec.words} words in shared memory" if self.spec.groups > 1 else "registers"
+        agg = "registers" if self.spec.groups == 1 else \
+            f"{self.spec.groups:,} group(s) x {self.spec.words} words in {'shared' if self.spec.in_shared else 'device'} memory"
         out.append(("combine", f"exact 128-bit sums, counts, min and max in {agg}; atomically added per table; one copy back"))
         return out
 
@@ -179,19 +180,23 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     # a group column's values are bounded per part, and narrowed by the predicate: its groups are counted
     # from each part's smallest value a selected row can have
     selectable = [narrowed(low, r) for low, r in zip(lowered, ranges_by_table)]
-    # rounded up to a power of two: tables of nearly the same ranges share one compiled kernel
-    cards = tuple(1 << (max(r[c.name][1] - r[c.name][0] + 1 for r in selectable) - 1).bit_length() for c in query.group_by)
-    spec, _ = kernel_spec(query, lowered[0], ranges, max(t.rows for t in tables), cards)
+    # a group column's values are multiples of its common factor in every table (l_quantity's of 100): its
+    # groups are counted in those steps, from each table's base (its smallest selectable value, in steps,
+    # rounded down), and rounded up to a power of two: tables of nearly the same ranges share one kernel
+    steps = tuple(math.gcd(*(int(t.columns[c.name].zone_buffers()[2]) for t in tables)) or 1 for c in query.group_by)
+    cards = tuple(1 << (max(r[c.name][1] // step - r[c.name][0] // step + 1 for r in selectable) - 1).bit_length()
+                  for c, step in zip(query.group_by, steps))
+    spec, _ = kernel_spec(query, lowered[0], ranges, max(t.rows for t in tables), cards, steps, len(tables))
     reasons = [f"kernel columns {', '.join(spec.columns)}; predicate `{spec.predicate or 'none'}`; "
                f"{len(spec.accumulators)} accumulator(s), {spec.groups:,} group(s)"]
     classified = []
     for t, low, r in zip(tables, lowered, selectable):
-        other, constants = kernel_spec(query, low, ranges, max(tt.rows for tt in tables), cards)
+        other, constants = kernel_spec(query, low, ranges, max(tt.rows for tt in tables), cards, steps, len(tables))
         if other != spec:
             raise NotOnGpu("the parts lower the query to different kernels")
         zones = frame_zones(t, low.columns() if low is not None else (), t.rows)
         classes, fraction = classify(low, zones)
-        bases = tuple(r[c.name][0] for c in query.group_by)
+        bases = tuple(r[c.name][0] // step for c, step in zip(query.group_by, steps))
         classified.append((t, classes, fraction * zones.rows, tuple(constants), bases))
     touched = sum(int(np.count_nonzero(c != NEVER)) for _, c, *_ in classified)
     target = chunk_frames or min(MAX_CHUNK_FRAMES, max(MIN_CHUNK_FRAMES, math.ceil(touched / CHUNKS_PER_QUERY)))

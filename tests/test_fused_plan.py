@@ -149,11 +149,26 @@ def test_one_kernel_serves_every_part_and_constants_are_arguments():
     assert fused_build(other.spec) == fused_build(plan.spec)  # a new constant never recompiles
 
 
-def test_group_accumulators_fit_shared_memory_or_are_refused():
+def test_group_accumulators_in_shared_memory_else_in_device_memory_else_refused():
     groups = plan_fused(query(None, total(PRODUCT), Aggregate("count", None, BIGINT), group_by=(col("s"),)), [table()], "pinned", 132)
-    assert groups.spec.groups == 4 and groups.spec.words == 3  # 3 codes, rounded up to a power of two
-    with pytest.raises(codegen.NotOnGpu, match="shared memory"):
-        plan_fused(query(None, Aggregate("count", None, BIGINT), group_by=(col("k"),)), [table()], "pinned", 132)
+    assert groups.spec.groups == 4 and groups.spec.words == 3 and groups.spec.in_shared  # 3 codes, rounded up to a power of two
+    many = plan_fused(query(None, Aggregate("count", None, BIGINT), group_by=(col("k"),)), [table()], "pinned", 132)
+    assert many.spec.groups == 16384 and not many.spec.in_shared  # 9,999 keys: the table's words in device memory
+    assert "in device memory" in many.describe() and "FUSED_BEGIN_IN_DEVICE_MEMORY(acc)" in codegen.source(many.spec, 128)
+    pairs = query(None, total(PRODUCT), group_by=(col("k"), col("p")))  # 16,384 x 2^25 groups
+    with pytest.raises(codegen.NotOnGpu, match="MB of device memory"):
+        plan_fused(pairs, [table()], "pinned", 132)
+
+
+def test_a_group_columns_common_factor_divides_its_groups():
+    """l_quantity's values are whole hundredths (100 .. 5,000): 50 groups in steps of 100, not 4,901 values, and
+    the keys read back are the values themselves."""
+    plan = plan_fused(query(None, Aggregate("count", None, BIGINT), group_by=(col("q"),)), [table()], "pinned", 132)
+    assert plan.spec.group_steps == (100,) and plan.spec.groups == 64 and plan.tables[0].group_bases == (1,)
+    assert "(v0 / 100LL - g0)" in codegen.source(plan.spec, 128)
+    narrowed = plan_fused(query(Compare(">", col("q"), Literal(2450, D2)), Aggregate("count", None, BIGINT), group_by=(col("q"),)),
+                          [table()], "pinned", 132)
+    assert narrowed.tables[0].group_bases[0] * 100 <= 2500  # a bound between steps is rounded down: every value >= base
 
 
 SHAPES = [
@@ -164,6 +179,8 @@ SHAPES = [
     query(Or((InList(col("s"), (Literal("A", VARCHAR), Literal("R", VARCHAR))), Not(Compare("=", col("d"), Literal(4, D2))))),
           total(Arith("-", Arith("*", col("p"), Arith("-", Literal(1, INTEGER), col("d"), decimal(16, 2)), decimal(18, 4)),
                       col("q"), decimal(19, 4)), decimal(38, 4)), Aggregate("count", None, BIGINT), group_by=(col("s"), col("d"))),
+    query(Compare("<", col("q"), Literal(2400, D2)), total(PRODUCT), Aggregate("min", col("t"), DATE),
+          group_by=(col("k"), col("q"))),  # 16,384 x 32 groups: in device memory
 ]
 
 

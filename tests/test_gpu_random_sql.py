@@ -1,8 +1,8 @@
 """On a GPU host: random SQL of the class (tests/querygen.py, drawn as the CPU reference's test draws it)
 on the GPU equals DuckDB asked the same text, over TPC-H SF 0.01 as generated, clustered by l_shipdate
 (zone maps prune), and parted in three files whose dictionaries differ; each query in one mode, the
-modes in turn. A query the fused kernel refuses (a value that may pass 128 bits, too many groups) must
-say so in one line, and most must run on the GPU."""
+modes in turn. A query the fused kernel refuses (a value that may pass 128 bits, groups past the device
+memory it may take) must say so in one line, and nearly all must run on the GPU."""
 
 import datetime
 import random
@@ -65,8 +65,8 @@ def test_random_queries_equal_duckdb(engine, sf001, tmp_path, design):
             mode = MODES[k % len(MODES)]
             try:
                 got = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False)
-            except NotOnGpu as e:
-                assert "\n" not in str(e)
+            except NotOnGpu as e:  # the documented reasons only, in one line
+                assert "\n" not in str(e) and ("128 bits" in str(e) or "MB of device memory" in str(e)), (text, e)
                 refused.append((text, str(e)))
                 continue
             assert same(got.result, want.rows, bool(query.order_by)), (design, mode, text, got.rows[:4], want.rows[:4])
@@ -74,4 +74,4 @@ def test_random_queries_equal_duckdb(engine, sf001, tmp_path, design):
     finally:
         duck.close()
         engine.memory.release_table(table)
-    assert on_gpu >= 0.8 * QUERIES, refused
+    assert on_gpu >= 0.9 * QUERIES, refused

@@ -35,6 +35,11 @@ QUERIES = [
     "SELECT COUNT(*), SUM(l_quantity) FROM lineitem WHERE l_returnflag = 'nope'",
     "SELECT l_shipdate, COUNT(*) FROM lineitem WHERE l_shipdate BETWEEN DATE '1995-03-01' AND DATE '1995-03-03' GROUP BY l_shipdate ORDER BY l_shipdate",
     "SELECT SUM(CAST(l_quantity AS DECIMAL(38,2)) * l_extendedprice * l_extendedprice) FROM lineitem",
+    # groups past a block's shared memory (in device memory), and a decimal's groups in steps of its common factor
+    "SELECT l_shipdate, COUNT(*), SUM(l_extendedprice), MAX(l_discount) FROM lineitem WHERE l_tax < 0.05 GROUP BY l_shipdate",
+    "SELECT l_suppkey, l_quantity, COUNT(*), SUM(l_quantity * l_extendedprice), MIN(l_shipdate) FROM lineitem "
+    "GROUP BY l_suppkey, l_quantity ORDER BY 4 DESC, 1, 2 LIMIT 20",
+    "SELECT l_quantity, COUNT(*), AVG(l_extendedprice) FROM lineitem WHERE l_quantity > 24.5 GROUP BY l_quantity",
 ]
 
 

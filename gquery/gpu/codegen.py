@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from gquery.errors import GqueryError
 from gquery.query import (And, Arith, Cast, Column, Compare, Expr, InList, Literal, Negate, Not, Or, Query, bounds,
                           scale_of)
@@ -25,6 +27,10 @@ I64_LIMIT = 2**63
 I128_LIMIT = 2**127
 MAX_GROUPS = 1024  # groups a block accumulates in shared memory
 SHARED_ACC_BYTES = 40 << 10  # what the groups' accumulators may take of a block's shared memory
+# Past those, a query's groups accumulate in device memory (each warp's rows of one group added by one
+# lane's atomics, as in shared memory), up to this many bytes of accumulator words over all its tables
+# (they are copied in, initial, and back with the answer): past it the CPU answers
+GLOBAL_ACC_BYTES = 256 << 20
 
 
 class NotOnGpu(GqueryError):
@@ -57,6 +63,7 @@ class KernelSpec:
     accumulators: tuple[Accumulator, ...]
     group_slots: tuple[int, ...]  # group columns' slots (0 to 2)
     group_cards: tuple[int, ...]  # values a group column may take in a part: the groups are their product
+    group_steps: tuple[int, ...] = ()  # what every value of a group column is a multiple of (its common factor)
     comment: str = ""
 
     @property
@@ -70,6 +77,11 @@ class KernelSpec:
     def words(self) -> int:
         """Accumulator words a group: its row count, then each accumulator's."""
         return 1 + sum(a.words for a in self.accumulators)
+
+    @property
+    def in_shared(self) -> bool:
+        """A block's groups fit its shared memory (else they accumulate in device memory)."""
+        return self.groups <= MAX_GROUPS and self.groups * self.words * 8 <= SHARED_ACC_BYTES
 
 
 class _Emitter:
@@ -148,11 +160,12 @@ def _scaled(code: str, k: int, ctype: str) -> str:
 
 
 def kernel_spec(query: Query, lowered: Expr | None, ranges: dict[str, tuple[int, int]], rows: int,
-                group_cards: tuple[int, ...]) -> tuple[KernelSpec, list[int]]:
+                group_cards: tuple[int, ...], group_steps: tuple[int, ...] = (), tables: int = 1) -> tuple[KernelSpec, list[int]]:
     """The kernel's shape for a query, and one part's constants. `lowered`: the part's predicate
     (prune.lower); `ranges`: every column's range over all parts (so every part gets the same
     shape); `rows`: the most rows a part has (what a sum may add up to); `group_cards`: values each
-    group column may take within a part."""
+    group column may take within a part, in multiples of its `group_steps` (1 where not given);
+    `tables`: how many tables' accumulator words a run keeps."""
     predicate_columns = [] if lowered is None else list(lowered.columns())
     value_columns = [c for c in query.value_columns() if c not in predicate_columns]
     columns = tuple(predicate_columns + value_columns)
@@ -178,9 +191,10 @@ def kernel_spec(query: Query, lowered: Expr | None, ranges: dict[str, tuple[int,
     group_slots = tuple(slots[c.name] for c in query.group_by)
     spec = KernelSpec(columns, tuple(range(len(predicate_columns))),
                       tuple(slots[c] for c in query.value_columns()), predicate, len(em.values), tuple(accumulators),
-                      group_slots, tuple(group_cards), comment=_shape(query))
-    if spec.groups > MAX_GROUPS or spec.groups * spec.words * 8 > SHARED_ACC_BYTES:
-        raise NotOnGpu(f"{spec.groups:,} groups of {spec.words} accumulator words do not fit a block's shared memory")
+                      group_slots, tuple(group_cards), tuple(group_steps) or (1,) * len(group_slots), comment=_shape(query))
+    if spec.groups * spec.words * 8 * tables > GLOBAL_ACC_BYTES:
+        raise NotOnGpu(f"{spec.groups:,} groups of {spec.words} accumulator words in {tables} table(s) take more than "
+                       f"{GLOBAL_ACC_BYTES >> 20} MB of device memory")
     return spec, em.values
 
 
@@ -217,14 +231,17 @@ def source(spec: KernelSpec, block_threads: int) -> str:
     params += [f"long long g{j}" for j in range(len(spec.group_slots))]
     params += ["const signed char* __restrict__ classes", "long long frames", "long long rows", "u64* __restrict__ acc",
                "long long in_place", "u64* __restrict__ counters"]
-    init = ", ".join(f"{w}ull" for w in initial_words(spec)[:spec.words])
+    init = ", ".join(f"{w}ull" for w in _group_initial(spec))
     lines = [f"// {spec.comment}", f"// columns: {', '.join(f'v{i} = {c}' for i, c in enumerate(spec.columns))}",
              '#include "fused.cuh"', "",
              f"#define GROUPS {spec.groups}", f"#define WORDS {spec.words}",
              f"__constant__ u64 INITIAL[WORDS] = {{{init}}};  // a group's words before any row", "",
              f'extern "C" __global__ void __launch_bounds__({block_threads})',
              "fused(" + ",\n      ".join(params) + ") {"]
-    body = ["    FUSED_BEGIN(GROUPS, WORDS, INITIAL);"]
+    if spec.in_shared:
+        body = ["    FUSED_BEGIN(GROUPS, WORDS, INITIAL);"]
+    else:  # the table's words in device memory, set to INITIAL before the kernel: no block-wide merge at the end
+        body = ["    FUSED_BEGIN_IN_DEVICE_MEMORY(acc);"]
     body += [f"    {_register(a, k)}" for k, a in enumerate(spec.accumulators)] if spec.groups == 1 else []
     body += ["    for (long long f = first_frame(); f < frames; f += frame_stride()) {",
              "        const int cls = classes ? classes[f] : ALWAYS;",
@@ -260,8 +277,10 @@ def source(spec: KernelSpec, block_threads: int) -> str:
         for k, a in enumerate(spec.accumulators):
             body += [f"    {_flush_register(a, k, offset)}"]
             offset += a.words
-    body += ["    count_in_place(in_place, rows_selected, frames_read);",
-             "    __syncthreads();  // every warp's rows are in the block's words: add them to the table's",
+    body += ["    count_in_place(in_place, rows_selected, frames_read);"]
+    if not spec.in_shared:
+        return "\n".join(lines + body + ["    __syncthreads();", "    flush_in_place(counters);", "}"]) + "\n"
+    body += ["    __syncthreads();  // every warp's rows are in the block's words: add them to the table's",
              "    for (int group = threadIdx.x; group < GROUPS; group += blockDim.x) {",
              "        const u64* const from = group_acc + group * WORDS;",
              "        u64* const to = acc + (long long)group * WORDS;",
@@ -354,14 +373,16 @@ def _flush_register(a: Accumulator, k: int, offset: int) -> str:
 
 
 def _group_index(spec: KernelSpec) -> str:
-    """(v_a - g0) * card_b + (v_b - g1): the group's index from its columns' values and a part's bases."""
-    terms = [f"(v{s} - g{j})" for j, s in enumerate(spec.group_slots)]
+    """(v_a / step_a - g0) * card_b + (v_b / step_b - g1): the group's index from its columns' values (each a
+    multiple of its step, so the division is exact) and a part's bases."""
+    terms = [f"(v{s} / {step}LL - g{j})" if step != 1 else f"(v{s} - g{j})"
+             for j, (s, step) in enumerate(zip(spec.group_slots, spec.group_steps))]
     if len(terms) == 1:
         return terms[0]
     return f"{terms[0]} * {spec.group_cards[1]}LL + {terms[1]}"
 
 
-def initial_words(spec: KernelSpec) -> list[int]:
+def _group_initial(spec: KernelSpec) -> list[int]:
     """A group's accumulator words before any row: zero counts and sums, min at INT64_MAX, max at INT64_MIN."""
     words = [0]
     for a in spec.accumulators:
@@ -369,7 +390,18 @@ def initial_words(spec: KernelSpec) -> list[int]:
             words.append((2**63 - 1) if a.kind == "min" else 2**63)  # as uint64 bit patterns
         else:
             words += [0] * a.words
-    return words * spec.groups
+    return words
+
+
+def initial_words(spec: KernelSpec) -> np.ndarray:
+    """Every group's accumulator words before any row (uint64)."""
+    return np.tile(np.array(_group_initial(spec), dtype=np.uint64), spec.groups)
+
+
+def selected_groups(spec: KernelSpec, words) -> np.ndarray:
+    """The indices of the groups that selected a row, from the accumulator words (each group's first is its
+    row count): what read_group is asked for, found without a Python loop over up to millions of groups."""
+    return np.flatnonzero(np.asarray(words[:spec.groups * spec.words])[::spec.words])
 
 
 def read_group(spec: KernelSpec, words, g: int) -> tuple[int, list]:

@@ -147,7 +147,7 @@ class FusedRunner:
         acc_d = memory.scratch_device("fused:acc", 8 * words_per_table * len(plan.tables))
         acc_h = memory.scratch_host("fused:acc", words_per_table * len(plan.tables), np.uint64, pinned=True)
         init = memory.scratch_host("fused:init", words_per_table * len(plan.tables), np.uint64, pinned=True)
-        image = np.array([0] * COUNTER_WORDS + codegen.initial_words(spec), dtype=np.uint64)
+        image = np.concatenate([np.zeros(COUNTER_WORDS, np.uint64), codegen.initial_words(spec)])
         init[:] = np.tile(image, len(plan.tables))
 
         tl = Timeline(cuda, copy, pool=eng._events)
@@ -220,10 +220,8 @@ class FusedRunner:
         for i, tp in enumerate(plan.tables):
             words = acc_h[i * words_per_table:(i + 1) * words_per_table]
             groups = {}
-            for g in range(spec.groups):
-                rows, values = codegen.read_group(spec, words[COUNTER_WORDS:], g)
-                if rows:
-                    groups[g] = (rows, values)
+            for g in codegen.selected_groups(spec, words[COUNTER_WORDS:]).tolist():
+                groups[g] = codegen.read_group(spec, words[COUNTER_WORDS:], g)
             runs.append(TableRun(tp, groups, int(words[0]), int(words[1])))
         total_ms = done.time_since(tl.start)
         selected = sum(r for run in runs for r, _ in run.groups.values())

@@ -8,6 +8,7 @@
 // Accumulators: a block keeps WORDS words a group in shared memory (a row count, 128-bit sums as two
 // words, min and max as one); FUSED_BEGIN sets them to INITIAL, the generated epilogue adds them to
 // the table's words in global memory with 128-bit atomic adds (carries kept) and 64-bit atomic min/max.
+// More groups than shared memory holds go straight to the table's words (FUSED_BEGIN_IN_DEVICE_MEMORY).
 #pragma once
 #include <climits>
 #include "tile.cuh"
@@ -65,6 +66,15 @@ __device__ __forceinline__ long long warp_max(long long v) {
     __shared__ u64 in_place_reads[2];                                                   \
     for (int i = threadIdx.x; i < (GROUPS_) * (WORDS_); i += blockDim.x)                \
         group_acc[i] = INITIAL_[i % (WORDS_)];                                          \
+    if (threadIdx.x < 2) in_place_reads[threadIdx.x] = 0;                               \
+    __syncthreads();                                                                    \
+    u64 rows_selected = 0, frames_read = 0
+
+// Groups past a block's shared memory: the warps add to the table's words in device memory (set to each
+// group's INITIAL words before the launch) with the same warp-aggregated atomics, and no block merges.
+#define FUSED_BEGIN_IN_DEVICE_MEMORY(ACC)                                               \
+    u64* const group_acc = (ACC);                                                       \
+    __shared__ u64 in_place_reads[2];                                                   \
     if (threadIdx.x < 2) in_place_reads[threadIdx.x] = 0;                               \
     __syncthreads();                                                                    \
     u64 rows_selected = 0, frames_read = 0
