@@ -11,6 +11,16 @@ export GQUERY_DATA_DIR=${GQUERY_DATA_DIR:-/tmp/dbgen_data} OUT=${OUT:-/tmp/gquer
 mkdir -p "$OUT"
 what=${1:-all}
 rc=0
+# SF's parquet as tpchgen-cli's parts of SF 10 (16 cores: SF 100 in about 70 s), where none is there yet: the
+# benchmarks then encode the parts in parallel processes (gquery generate encodes part after part: 13 min at SF 100)
+tpch_parts() {
+  local sf=$1 parts
+  ls -d "$GQUERY_DATA_DIR/sf$sf"/lineitem* > /dev/null 2>&1 && return 0
+  parts=$(python3 -c "import math; print(max(1, math.ceil($sf / 10)))")
+  [ "$parts" -gt 1 ] || return 0  # one file: gquery generate writes it as the benchmarks expect
+  tpchgen-cli parquet -s "$sf" --tables lineitem -o "/tmp/tg$sf" --parts "$parts" --no-progress || return 1
+  mkdir -p "$GQUERY_DATA_DIR/sf$sf" && mv "/tmp/tg$sf"/* "$GQUERY_DATA_DIR/sf$sf/"
+}
 if [ "$what" = tests ] || [ "$what" = all ]; then
   python3 -m pytest -m gpu -q -rs -W error::pytest.PytestUnraisableExceptionWarning tests 2>&1 | tee "$OUT/gpu-tests.txt" | tail -15 || rc=1
   for tool in memcheck racecheck; do
@@ -21,13 +31,14 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   tail -60 "$OUT/run-sf10-q1.txt"
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
+  tpch_parts 10 && tpch_parts 100 || rc=1
   python3 -m gquery bench --sf 10 --sf 100 --repeat 5 --out "$OUT" > /dev/null || rc=1
   ls -la "$OUT"
   sed -n '/## Floors/,$p' "$OUT"/bench-*.md
 fi
 if [ "$what" = queries ]; then
   sfs=""
-  for sf in ${QUERY_SF:-10 100}; do sfs="$sfs --sf $sf"; done
+  for sf in ${QUERY_SF:-10 100}; do sfs="$sfs --sf $sf"; tpch_parts "$sf" || rc=1; done
   python3 -m gquery bench --queries $sfs --repeat 5 --out "$OUT" > "$OUT/queries-log.txt" 2>&1 || rc=1
   tail -5 "$OUT/queries-log.txt"
   sed -n '/## Runs/,$p' "$OUT"/queries-*.md
@@ -35,11 +46,7 @@ fi
 if [ "$what" = timeline ]; then
   design=${TIMELINE_DESIGN:-clustered:l_shipdate} query=${TIMELINE_QUERY:-q6}
   for sf in ${TIMELINE_SF:-100}; do
-    if ! ls -d "$GQUERY_DATA_DIR/sf$sf"/lineitem* > /dev/null 2>&1; then  # tpchgen-cli's parts of SF 10: far faster than gquery generate
-      parts=$(python3 -c "import math; print(max(1, math.ceil($sf / 10)))")
-      tpchgen-cli parquet -s "$sf" --tables lineitem -o "/tmp/tg$sf" --parts "$parts" --no-progress
-      mkdir -p "$GQUERY_DATA_DIR/sf$sf" && mv "/tmp/tg$sf"/* "$GQUERY_DATA_DIR/sf$sf/"
-    fi
+    tpch_parts "$sf" || rc=1
     path=$(python3 -c "
 from gquery.gpu.query_bench import bench_source, design_store, NEEDED
 print(design_store(bench_source($sf, None, print), $sf, '$design', None, NEEDED, print))" | tail -1)
