@@ -162,7 +162,12 @@ class _Writer:
         array = np.ascontiguousarray(array)
         meta = {"file": f"{name}.bin", "dtype": array.dtype.str, "shape": list(array.shape), "bytes": array.nbytes,
                 "crc32": _piece_crcs(array)}
-        array.tofile(self.folder / meta["file"])
+        path = self.folder / meta["file"]
+        try:  # not ndarray.tofile: on a full disk it says only "N requested and 0 written"
+            with open(path, "wb") as f:
+                f.write(memoryview(array.reshape(-1)).cast("B"))
+        except OSError as e:
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from None
         self.bytes += array.nbytes
         return meta
 

@@ -220,3 +220,13 @@ def test_the_cli_answers_each_file_of_a_folder_from_its_own_rows(sf001, tmp_path
         assert r.returncode == 0, r.stderr
         out = json.loads(r.stdout)
         assert out["check"] is True and out["rows"] == out["duckdb"]["rows"], (f, out["rows"])
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+def test_a_full_disk_names_the_file_and_the_reason(tmp_path):
+    """A store written to a full disk said only "117164 requested and 0 written" (ndarray.tofile's words,
+    seen on a GPU host): the error now names the file and the system's reason, for the CLI's one line."""
+    (tmp_path / "l_quantity.words.bin").symlink_to("/dev/full")  # every write there fails as a full disk does
+    with pytest.raises(OSError) as e:
+        store._Writer(tmp_path).buffer("l_quantity.words", np.arange(100_000))
+    assert e.value.filename == str(tmp_path / "l_quantity.words.bin") and "No space left" in e.value.strerror
