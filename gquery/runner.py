@@ -337,7 +337,8 @@ def store_for(source: LineitemSource, echo=print) -> tuple[Path, list[str]]:
     if store.is_store(path) and (path == source.path or store.built_from(path, source)):
         return Path(path), []
     t0 = time.perf_counter()
-    echo(f"no store beside {source}: building {path}")
+    echo(f"{path} was built from other files: rebuilding it from {source}" if store.is_store(path)
+         else f"no store beside {source}: building {path}")
     built = store.ensure_store(source, echo=echo)
     note = f"built {built} ({store.summary(built)}) from {source} in {time.perf_counter() - t0:.1f} s"
     echo(note)

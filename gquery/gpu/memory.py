@@ -122,13 +122,13 @@ class PinnedHost:
         self.address = ptr.value
         self.nbytes = int(nbytes)
         self.buffer = (ctypes.c_ubyte * max(self.nbytes, 1)).from_address(self.address)
+        # the free belongs to the buffer the arrays view: it runs once no array (and no self) holds it
+        weakref.finalize(self.buffer, _free_pinned, lib, self.address, primary.value, device.value)
         self.device_pointer = 0
         if mapped:
             dev = ctypes.c_uint64(0)
             _check(lib.cuMemHostGetDevicePointer_v2(ctypes.byref(dev), ptr, 0), "cuMemHostGetDevicePointer")
             self.device_pointer = dev.value
-        # the free belongs to the buffer the arrays view: it runs once no array (and no self) holds it
-        weakref.finalize(self.buffer, _free_pinned, lib, self.address, primary.value, device.value)
 
     def array(self, n: int, dtype) -> np.ndarray:
         return np.frombuffer(self.buffer, dtype=dtype, count=int(n))
