@@ -411,12 +411,46 @@ def to_python(value, t: SqlType):
     if t.is_integer:
         return int(value)
     if t.name == "DATE":
-        return EPOCH + datetime.timedelta(days=int(value))
+        return _date(int(value))
     if t.name == "TIMESTAMP":
-        return datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=int(value))
+        days, micros = divmod(int(value), DAY_MICROS)
+        day = _date(days)
+        if isinstance(day, datetime.date):
+            return datetime.datetime.combine(day, datetime.time()) + datetime.timedelta(microseconds=micros)
+        seconds, fraction = divmod(micros, 1_000_000)
+        text = f"{day} {seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        return text + (f".{fraction:06d}".rstrip("0") if fraction else "")
     if t.name == "DOUBLE":
         return float(value)
     return value
+
+
+PYTHON_DAYS = ((datetime.date.min - EPOCH).days, (datetime.date.max - EPOCH).days)  # 0001-01-01 .. 9999-12-31
+DATE_INFINITY = 2**31 - 1  # DuckDB's 'infinity' date; its client gives it as 9999-12-31 (and -infinity as 0001-01-01)
+
+
+def _date(days: int):
+    """A day count as DuckDB's client gives it: a datetime.date where Python has one, else DuckDB's own text
+    ('0902-02-05 (BC)', '10000-01-01'), so a date of any year compares equal to DuckDB's."""
+    if abs(days) == DATE_INFINITY:
+        return datetime.date.max if days > 0 else datetime.date.min
+    if PYTHON_DAYS[0] <= days <= PYTHON_DAYS[1]:
+        return EPOCH + datetime.timedelta(days=days)
+    year, month, day = _civil(days)
+    return f"{1 - year:04d}-{month:02d}-{day:02d} (BC)" if year <= 0 else f"{year:04d}-{month:02d}-{day:02d}"
+
+
+def _civil(days: int) -> tuple[int, int, int]:
+    """The proleptic Gregorian (year, month, day) of a day count from 1970-01-01, for any integer (year 0 is
+    1 BC): H. Hinnant's days_from_civil inverted, in eras of 400 years."""
+    z = days + 719_468
+    era = z // 146_097
+    doe = z - era * 146_097
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    month = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (month <= 2), month, doy - (153 * mp + 2) // 5 + 1
 
 
 def rescale(value: int, from_scale: int, to_scale: int) -> int:

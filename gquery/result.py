@@ -121,22 +121,28 @@ def finalize(query: Query, partial: Partial, table_statistics: bool = True) -> R
     groups = dict(partial.groups)
     if not query.group_by and () not in groups:
         groups[()] = [initial_state(a.func) for a in aggregates]
-    rows = []
+    rows = []  # (the row as DuckDB's client gives it, the values ORDER BY compares)
     for key in sorted(groups):
         states = groups[key]
-        row = []
+        row, order = [], []
         for output in query.outputs:
             if output.expr in aggregates:
                 i = aggregates.index(output.expr)
-                row.append(_final_value(output.expr, states[i], over_count[i]))
+                value = _final_value(output.expr, states[i], over_count[i])
+                row.append(value)
+                order.append(states[i][0] if output.expr.func in ("min", "max") else value)
             else:
-                row.append(to_python(key[query.group_by.index(output.expr)], output.expr.type))
-        rows.append(tuple(row))
+                k = key[query.group_by.index(output.expr)]
+                row.append(to_python(k, output.expr.type))
+                order.append(k)
+        rows.append((tuple(row), tuple(order)))
+    # ordered by the engine's values, not the client's: a date past Python's years is DuckDB's text
+    # ('0902-02-05 (BC)'), which neither compares with a datetime.date nor sorts as the date does
     for index, descending in reversed(query.order_by):
-        rows.sort(key=lambda r: _sort_key(r[index], descending), reverse=descending)
+        rows.sort(key=lambda r: _sort_key(r[1][index], descending), reverse=descending)
     if query.limit is not None:
         rows = rows[:query.limit]
-    return Result([(o.name, o.expr.type) for o in query.outputs], rows)
+    return Result([(o.name, o.expr.type) for o in query.outputs], [row for row, _ in rows])
 
 
 def _final_value(aggregate, state: list, over_count: bool):

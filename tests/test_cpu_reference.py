@@ -234,3 +234,26 @@ def test_evaluate_checks_its_columns():
     count = parse("SELECT count(*) FROM lineitem", schema)
     assert evaluate(count, {"k": [5, 6, 7]}, {}).groups == {(): [[3]]}
     assert evaluate(query, {"k": [], "g": []}, {"g": ()}).groups == {}
+
+
+def test_dates_past_pythons_years_are_duckdbs_text_and_sort_as_dates(tmp_path):
+    """date32 holds years before 1 and after 9999, which Python's datetime.date does not: DuckDB's client
+    gives them as text ('0902-02-05 (BC)', '10000-01-01'). A MIN over such a column raised OverflowError
+    (a traceback from `gquery run`), and ORDER BY over them compared a date with a str; now each is
+    DuckDB's value, and rows are ordered by the dates themselves."""
+    days = [-2**20, -719_163, -719_162, 0, 2_932_896, 2_932_897, 2**22, 2**31 - 1, -(2**31 - 1)]
+    table = pa.table({"d": pa.array(days, pa.date32()), "k": pa.array(range(len(days)), pa.int64())})
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path)
+    schema = read_schema(table.schema)
+    parts = [engine_part(table.slice(0, 4), schema), engine_part(table.slice(4), schema)]
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{path}')")
+    for sql in ("SELECT MIN(d), MAX(d), COUNT(*) FROM t", "SELECT d, COUNT(*) FROM t GROUP BY d ORDER BY d",
+                "SELECT d, SUM(k) FROM t GROUP BY d ORDER BY d DESC LIMIT 4", "SELECT k, MIN(d) FROM t GROUP BY k ORDER BY 2, 1",
+                "SELECT MAX(d + 1000000), MIN(d - 1) FROM t WHERE d < DATE '1970-01-01' AND d > DATE '0001-01-01'"):
+        query = parse(sql.replace("FROM t", "FROM lineitem"), schema)
+        ours = finalize(query, answer(query, parts), table_statistics=False)
+        theirs = con.execute(sql).fetchall()
+        assert same(ours, theirs, ordered=bool(query.order_by)), (sql, ours.rows, theirs)
+    assert {type(v) for row in con.execute("SELECT d FROM t").fetchall() for v in row} == {str, datetime.date}
