@@ -200,17 +200,22 @@ def edge_table(rows) -> pa.Table:
                      "n": pa.array(columns[5], pa.int64())})
 
 
+def file_and_parts(tmp_path, table: pa.Table, split: int):
+    """(schema, the table as two parts split at row `split`, DuckDB with a view t over it as a parquet file)."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path)
+    schema = read_schema(table.schema)
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{path}')")
+    return schema, [engine_part(table.slice(0, split), schema), engine_part(table.slice(split), schema)], con
+
+
 @pytest.mark.parametrize("name", list(EDGE_TABLES))
 def test_edges_of_int64_are_exact(tmp_path, name):
     """Every query equals plain Python integers row by row, and DuckDB wherever it answers (where it
     does not, its DECIMAL(38) or int64 arithmetic overflowed)."""
     table = edge_table(EDGE_TABLES[name])
-    path = tmp_path / "t.parquet"
-    pq.write_table(table, path)
-    schema = read_schema(table.schema)
-    parts = [engine_part(table.slice(0, 1), schema), engine_part(table.slice(1), schema)]
-    con = duckdb.connect()
-    con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{path}')")
+    schema, parts, con = file_and_parts(tmp_path, table, 1)
     for sql in EDGE_QUERIES:
         query = parse(sql.replace("FROM t", "FROM lineitem"), schema)
         ours = finalize(query, answer(query, parts), table_statistics=False)
@@ -243,12 +248,7 @@ def test_dates_past_pythons_years_are_duckdbs_text_and_sort_as_dates(tmp_path):
     DuckDB's value, and rows are ordered by the dates themselves."""
     days = [-2**20, -719_163, -719_162, 0, 2_932_896, 2_932_897, 2**22, 2**31 - 1, -(2**31 - 1)]
     table = pa.table({"d": pa.array(days, pa.date32()), "k": pa.array(range(len(days)), pa.int64())})
-    path = tmp_path / "t.parquet"
-    pq.write_table(table, path)
-    schema = read_schema(table.schema)
-    parts = [engine_part(table.slice(0, 4), schema), engine_part(table.slice(4), schema)]
-    con = duckdb.connect()
-    con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{path}')")
+    schema, parts, con = file_and_parts(tmp_path, table, 4)
     for sql in ("SELECT MIN(d), MAX(d), COUNT(*) FROM t", "SELECT d, COUNT(*) FROM t GROUP BY d ORDER BY d",
                 "SELECT d, SUM(k) FROM t GROUP BY d ORDER BY d DESC LIMIT 4", "SELECT k, MIN(d) FROM t GROUP BY k ORDER BY 2, 1",
                 "SELECT MAX(d + 1000000), MIN(d - 1) FROM t WHERE d < DATE '1970-01-01' AND d > DATE '0001-01-01'"):
