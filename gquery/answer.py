@@ -40,6 +40,7 @@ class Answer:
     times_ms: list[float] = field(default_factory=list)  # every timed run's, sorted
     check: bool | None = None  # equal to the reference; None when not checked
     checked_against: str | None = None
+    check_note: str | None = None  # equal, but said: doubles one unit in the last place apart (result.compare)
     expected: Result | list | None = None  # the reference's rows
     notes: list[str] = field(default_factory=list)
     partial: Partial | None = field(default=None, repr=False)  # what it was finalized from: parts and GPUs add these
@@ -77,6 +78,7 @@ class Answer:
         return {"sql": self.sql, "columns": self.result.names,
                 "types": [str(t) for _, t in self.result.columns], "rows": [[json_value(v) for v in row] for row in self.rows],
                 "backend": self.backend, "why": self.why, "check": self.check, "checked_against": self.checked_against,
+                "check_note": self.check_note,
                 "gpu_ms": self.profile.total_ms if self.profile is not None else None,
                 "times_ms": self.times_ms, "notes": self.notes,
                 "plan": None if self.plan is None else self.plan.to_dict(),

@@ -262,6 +262,8 @@ def _print_sql(o, explain: bool) -> None:
         for a in o.answers:
             if a.why:
                 note(a.why)
+            if a.check_note:
+                note(a.check_note)
             if explain:
                 out.print(a.explain(), markup=False)
                 for n in a.notes:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import calendar
 import datetime
+import functools
+import importlib.metadata
 import re
 from dataclasses import dataclass, replace
 
@@ -216,10 +218,23 @@ def number_literal(text: str, negative: bool) -> Literal:
         value = int(whole + fraction or "0")
         return Literal(-value if negative else value, SqlType("DECIMAL", width, len(fraction)))
     value = -int(digits) if negative else int(digits)
+    if value == -(2**31) and _integer_minimum_is_bigint():
+        return Literal(value, SqlType("BIGINT"))
     try:
         return Literal(value, integer_literal_type(value))
     except ValueError:
         raise refuse(f"an integer literal wider than HUGEINT ({text})") from None
+
+
+@functools.cache
+def _integer_minimum_is_bigint() -> bool:
+    """Whether the DuckDB installed types the literal -2147483648 as BIGINT (2.0.1 does; 2.0.0 typed it
+    INTEGER): gquery's types are those of the DuckDB beside it, which checks them."""
+    try:
+        version = tuple(int(p) for p in re.findall(r"\d+", importlib.metadata.version("duckdb"))[:3])
+    except importlib.metadata.PackageNotFoundError:
+        return True
+    return version >= (2, 0, 1)
 
 
 def date_days(text: str) -> int:
@@ -536,7 +551,7 @@ class _Binder:
 
     def _signed_literal(self, node: exp.Neg) -> Literal | None:
         """-(-(1.50)) is the constant 1.50 to DuckDB's parser, typed after the sign is applied
-        (-2147483648 is an INTEGER)."""
+        (-9223372036854775808 is a BIGINT)."""
         negative = False
         while isinstance(node, exp.Neg):
             negative = not negative

@@ -1,6 +1,7 @@
-"""Partials, the final answer, and AVG computed bit for bit as DuckDB 2.0 computes it."""
+"""Partials, the final answer, AVG as the correctly rounded exact mean, and comparing with DuckDB."""
 
 import datetime
+import math
 import random
 from decimal import Decimal
 from fractions import Fraction
@@ -10,8 +11,7 @@ import pyarrow as pa
 import pytest
 
 from gquery.query import DOUBLE, SqlType, decimal, scale_of
-from gquery.result import (DOUBLE_BITS, Partial, Result, duckdb_avg, duckdb_sum_over_count, finalize, nearest, same,
-                           same_value)
+from gquery.result import Partial, Result, compare, exact_mean, finalize, same, same_value
 from gquery.schema import Schema
 from gquery.sql import parse
 
@@ -65,9 +65,10 @@ def unscaled_text(value: int, scale: int) -> str:
 
 
 @pytest.mark.parametrize("type_text, limit", AVG_TYPES)
-def test_avg_is_duckdbs(type_text, limit):
-    """Our two AVGs (the native aggregate and the SUM/COUNT DuckDB's optimizer rewrites it to) equal
-    DuckDB's, case by case, over totals chosen where the roundings part ways."""
+def test_avg_is_the_exact_mean_and_duckdbs_within_one_ulp(type_text, limit):
+    """Our AVG is the exact rational mean rounded once; DuckDB's (its native aggregate, and the
+    SUM/COUNT its optimizer rewrites it to) is within one unit in the last place of it whatever its
+    version, over totals chosen where the roundings part ways, and compare() counts where they differ."""
     t = sql_type(type_text)
     rng = random.Random(type_text)
     cases = avg_cases(rng, limit, scale_of(t), DECIMAL_SUM if t.is_decimal else HUGE)
@@ -82,21 +83,28 @@ def test_avg_is_duckdbs(type_text, limit):
     con.execute(f"CREATE TABLE t AS SELECT g, CAST(x AS {type_text}) AS x FROM source")
     native = dict(con.execute("SELECT g, avg(x) FROM t GROUP BY g").fetchall())
     rewritten = {g: a for g, a, _ in con.execute("SELECT g, avg(x), sum(x) FROM t GROUP BY g").fetchall()}
-    differ = 0
+    ours = Result([("g", SqlType("INTEGER")), ("avg", DOUBLE)],
+                  [(g, exact_mean(total, rows, t)) for g, (total, rows) in enumerate(cases)])
     for g, (total, rows) in enumerate(cases):
-        assert duckdb_avg(total, rows, t) == native[g], (type_text, total, rows)
-        assert duckdb_sum_over_count(total, rows, t) == rewritten[g], (type_text, total, rows)
-        differ += duckdb_avg(total, rows, t) != float(Fraction(total, rows * 10 ** scale_of(t)))
-    if limit * 999 > 2**66:  # where sums reach past 2^66 the cases must show the double rounding
-        assert differ, "no case where DuckDB's native AVG is not the correctly rounded quotient"
+        assert exact_mean(total, rows, t) == float(Fraction(total, rows * 10 ** scale_of(t))), (type_text, total, rows)
+    for theirs in (native, rewritten):
+        comparison = compare(ours, list(theirs.items()), ordered=False)
+        assert comparison.equal, type_text
+        differ = sum(exact_mean(total, rows, t) != theirs[g] for g, (total, rows) in enumerate(cases))
+        assert comparison.last_place == differ
+        assert (comparison.says("DuckDB") is None) == (differ == 0)
 
 
-def test_nearest_rounds_half_to_even():
-    assert nearest(2**53 + 1, DOUBLE_BITS) == 2**53 and nearest(2**53 + 3, DOUBLE_BITS) == 2**53 + 4
-    assert nearest(-(2**53 + 1), DOUBLE_BITS) == -(2**53) and nearest(Fraction(1, 3), 2) == Fraction(3, 8)
-    assert nearest(0, DOUBLE_BITS) == 0 and nearest(2**64 - 1, 64) == 2**64 - 1 and nearest(2**64 - 1, 53) == 2**64
+def test_exact_mean_rounds_once_half_to_even():
+    assert exact_mean(2**53 + 1, 1, SqlType("BIGINT")) == 2.0**53  # a tie: to the even neighbour
+    assert exact_mean(2**53 + 3, 1, SqlType("BIGINT")) == 2.0**53 + 4
+    assert exact_mean(-(2**53 + 1), 1, SqlType("HUGEINT")) == -(2.0**53)
+    assert exact_mean(5, 100, decimal(4, 2)) == 0.0005 and exact_mean(10, 200, SqlType("INTEGER")) == 0.05
+    assert exact_mean(2**127 - 1, 1, SqlType("HUGEINT")) == 2.0**127
     for n in range(1, 200):
-        assert float(nearest(Fraction(1, n), DOUBLE_BITS)) == 1 / n
+        assert exact_mean(1, n, SqlType("INTEGER")) == 1 / n
+    with pytest.raises(ValueError):
+        exact_mean(0, 0, SqlType("INTEGER"))
 
 
 # --- partials -----------------------------------------------------------------------------------------------
@@ -163,9 +171,21 @@ def test_same_is_exact():
     assert same(ours, [(None, 2.0), (Decimal("1.50"), 0.1)], ordered=False)
     assert not same(ours, [(None, 2.0), (Decimal("1.50"), 0.1)], ordered=True)
     assert not same(ours, [(Decimal("1.5"), 0.1), (None, 2.0)], ordered=True)  # same value, other digits
-    assert not same(ours, [(Decimal("1.50"), 0.1 + 2**-56), (None, 2.0)], ordered=True)
+    assert not same(ours, [(Decimal("1.50"), 0.1 + 2**-52), (None, 2.0)], ordered=True)  # sixteen units apart
     assert not same(ours, [(Decimal("1.50"), 0.1)], ordered=False)
     assert not same_value(datetime.date(1995, 1, 1), datetime.datetime(1995, 1, 1))
     assert not same_value(1, True) and not same_value(1, 1.0) and same_value("A", "A")
     assert same(Result([("n", SqlType("BIGINT"))], [(1,), (1,), (2,)]), [(2,), (1,), (1,)], ordered=False)
     assert not same(Result([("n", SqlType("BIGINT"))], [(1,), (1,), (2,)]), [(2,), (2,), (1,)], ordered=False)
+
+
+def test_compare_takes_a_double_one_unit_apart_and_says_so():
+    ours = Result([("a", decimal(38, 2)), ("b", DOUBLE)], [(Decimal("1.50"), 0.1), (None, 2.0)])
+    one_up = math.nextafter(0.1, 1.0)
+    c = compare(ours, [(None, 2.0), (Decimal("1.50"), one_up)], ordered=False)
+    assert c.equal and c.last_place == 1 and "1 double differs from DuckDB's" in c.says("DuckDB")
+    assert compare(ours, ours.rows, ordered=True) == type(c)(True, 0) and compare(ours, ours.rows, True).says("x") is None
+    assert not compare(ours, [(Decimal("1.50"), math.nextafter(one_up, 1.0)), (None, 2.0)], ordered=True).equal
+    assert compare(ours, [(Decimal("1.50"), 0.1), (None, math.nextafter(2.0, 3.0))], ordered=False).last_place == 1
+    assert not compare(Result([("n", SqlType("BIGINT"))], [(1,)]), [(2,)], ordered=True).equal  # integers are exact
+    assert not compare(ours, [(Decimal("1.51"), 0.1), (None, 2.0)], ordered=True).equal
