@@ -6,7 +6,7 @@ __version__ = "0.1.0"
 
 
 def open(data, pinned=None):  # noqa: A001
-    """gquery.open(path) → an opened table; table.sql(text) → Answer, table.query(z) → Result. See gquery.api."""
+    """gquery.open(path) → an opened table; table.sql(text) → Answer, table.query(z) → the mission's Answer. See gquery.api."""
     from gquery import api
 
     return api.open(data, pinned)

@@ -4,7 +4,7 @@
     table = gquery.open("dbgen_data/sf10")          # a store, parquet, .tbl, an Arrow table or arrays
     a = table.sql("SELECT SUM(l_extendedprice * l_discount) FROM lineitem WHERE l_quantity < 24")
     a.rows, a.check, a.profile.total_ms, print(a.explain())
-    r = table.query(30, mode="pinned")              # the mission query at Z = 30: r.value, r.check
+    m = table.query(30, mode="pinned")              # the mission query at Z = 30: the same Answer as its SQL's
     table.close()
 
 `open` prefers the encoded store (lineitem.gq beside the data); it reads only its manifest, and a
@@ -25,31 +25,11 @@ from __future__ import annotations
 
 import atexit
 import threading
-from dataclasses import dataclass
-from decimal import Decimal
-
 from gquery.errors import GqueryError, UsageError
-from gquery.mission import MissionQuery
+from gquery.options import check_repeat
 from gquery.table import Table
 
 BACKENDS = ("auto", "gpu", "cpu")
-
-
-@dataclass
-class Result:
-    """The mission query's answer (table.query(z))."""
-
-    value: Decimal | None  # SQL's NULL (None) for an empty selection
-    check: bool | None  # equal to the CPU reference; None when not checked
-    reference: Decimal | None
-    profile: object  # gquery.profile.Profile of the median run (None on the CPU)
-    plan: object  # gquery.plan.QueryPlan (None on the CPU)
-    times_ms: list[float]
-    backend: str = "gpu"
-    why: str | None = None  # why the GPU did not answer, where it did not
-
-    def explain(self) -> str:
-        return self.plan.describe() if self.plan is not None else f"answered on the CPU: {self.why}"
 
 
 _engine = None
@@ -153,8 +133,7 @@ class TableHandle:
         data = self._live()
         if backend not in BACKENDS:
             raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-        if repeat < 1:
-            raise UsageError(f"repeat must be at least 1, got {repeat}")
+        check_repeat(repeat)
         query = sql.parse(text, answer.schema_of(data))
         reason = gpu_reason() if backend != "cpu" else "backend cpu"
         if backend == "gpu" and reason is not None:
@@ -184,9 +163,14 @@ class TableHandle:
             result.check, result.checked_against, result.expected = expected.rows == result.rows, "the CPU reference", expected
         return result
 
-    def query(self, z: int, **options) -> Result:
-        """The mission query at Z (see gquery.api.query for the options)."""
-        return query(self, z, **options)
+    def query(self, z: int, **options):
+        """The mission query at Z, SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE
+        l_suppkey < z: its SQL asked of sql() with the same options, answered alike."""
+        from gquery.sql import named_sql
+
+        if isinstance(z, bool) or not isinstance(z, int):
+            raise UsageError(f"Z must be an integer, got {z!r}")
+        return self.sql(named_sql("mission", z), **options)
 
     def close(self) -> None:
         """Free what the table holds on the GPUs and in page-locked memory; later queries are refused."""
@@ -259,45 +243,6 @@ def _no_driver() -> bool:
     return importlib.util.find_spec("pycuda") is None
 
 
-def _data(table):
-    """The data of an opened table, or the table itself (a Table or PartedTable)."""
-    return table._live() if isinstance(table, TableHandle) else table
-
-
-def query(table, z: int, mode: str = "pinned", encoding: str = "auto", repeat: int = 1,
-          check: bool = True, gpus=1, warmup: bool = True, backend: str = "auto", **plan_options) -> Result:
-    """SELECT SUM(l_quantity * l_extendedprice) FROM table WHERE l_suppkey < z, on the GPU (on
-    `gpus` GPUs: a number or "all"; a parted table goes through the many-table engine). Untimed
-    warm-up runs come first (25 ms of them) unless warmup=False; the result is the median of
-    `repeat` runs. Without a GPU, backend="auto" answers on the CPU and says why."""
-    from gquery.mission import select_sum
-    from gquery.plan import runnable
-    from gquery.mission import measure
-    from gquery.runner import check_options, parse_encodings, parse_modes
-
-    if backend not in BACKENDS:
-        raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    check_options("gpu", repeat)
-    runnable(parse_modes(mode), parse_encodings(encoding))
-    table = _data(table)
-    q = MissionQuery(z)
-    reason = gpu_reason() if backend != "cpu" else "backend cpu"
-    if reason is not None:
-        if backend == "gpu":
-            raise GqueryError(f"no usable GPU: {reason}")
-        value = select_sum(table, q)
-        return Result(value, None, None, None, None, [], "cpu", f"GPU not used: {reason}" if backend == "auto" else None)
-    reference = select_sum(table, q) if check else None
-    if gpus == 1 and isinstance(table, Table):
-        eng = engine()
-        run = _on_gpu(lambda: measure(eng, table, q, mode, encoding, repeat, reference, check, warmup, min_ms=0.0,
-                                      **plan_options))
-    else:  # the many-table engine hands each device's share to that device's thread itself
-        run = measure(engines(gpus), table, q, mode, encoding, repeat, reference, check, warmup, min_ms=0.0,
-                      **plan_options)
-    return Result(run.value, run.match, reference, run.result.profile, run.result.plan, run.totals_ms)
-
-
 def close(table) -> None:
     """Free what the table holds on the GPUs and in page-locked memory."""
     table = table.data if isinstance(table, TableHandle) else table
@@ -309,4 +254,4 @@ def close(table) -> None:
         _on_gpu(lambda: single.memory.release_table(table))
 
 
-__all__ = ["open", "query", "close", "engine", "engines", "Result", "TableHandle", "GqueryError"]
+__all__ = ["open", "close", "engine", "engines", "TableHandle", "GqueryError"]

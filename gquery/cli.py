@@ -20,8 +20,9 @@ from gquery.errors import GqueryError, Stopped, UsageError
 
 # Plain click help: rich markup would eat "[...]" in help texts and show flags as "<bool>".
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="A columnar GPU query engine for SELECT SUM(l_quantity*l_extendedprice) "
-                       "FROM lineitem WHERE l_suppkey < Z, checked against DuckDB.")
+                  help="A columnar GPU query engine for selection+aggregate SQL (TPC-H's Q6 and Q1, the mission's "
+                       "SUM(l_quantity*l_extendedprice) WHERE l_suppkey < Z, and queries of that shape), "
+                       "each answer checked against DuckDB.")
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)  # pipes get whole tables
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -100,95 +101,39 @@ def encode(data: Path = typer.Option(..., "--data", help="A parquet/.tbl file or
 
 @app.command()
 def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; generated if absent."),
-        z: Optional[int] = typer.Option(None, "--z", help="The mission query's bound: l_suppkey < Z (any integer); alone, the mission query."),
+        z: Optional[int] = typer.Option(None, "--z", help="The mission query's bound, l_suppkey < Z (any integer): alone, the mission query, as --query mission does."),
         sql_text: Optional[str] = typer.Option(None, "--sql", help="A selection+aggregate over lineitem, in SQL; DuckDB is asked the same text."),
         named: Optional[str] = typer.Option(None, "--query", help="A named query: mission (with --z), q1 or q6 (TPC-H's own)."),
         backend: str = typer.Option("auto", "--backend", help="auto (GPU when usable; outside the class, DuckDB), gpu, cpu (the NumPy reference over the store) or duckdb; with --scheduler, cpu or gpu."),
-        mode: str = typer.Option("all", "--mode", help="resident, pinned, registered, pageable or all."),
-        encoding: str = typer.Option("auto", "--encoding", help="auto (the planner chooses), plain, packed, sliced, indexed or all."),
+        mode: str = typer.Option("all", "--mode", help="How the GPU reads host memory: resident, pinned, registered, pageable or all [default: all with --backend gpu, else pinned]."),
         repeat: int = typer.Option(5, "--repeat", help="Timed runs of each engine, at least (GPU runs go on for 0.1 s); medians are reported."),
-        validate: bool = typer.Option(True, "--validate/--no-validate", help="Check the GPU's answer against DuckDB."),
-        explain: bool = typer.Option(False, "--explain", help="Print each mode's plan with the results."),
-        chunk_rows: Optional[int] = typer.Option(None, "--chunk-rows", help="Rows per chunk (pinned, pageable)."),
-        streams: Optional[int] = typer.Option(None, "--streams", help="CUDA streams (pinned, pageable)."),
-        staging_threads: Optional[int] = typer.Option(None, "--staging-threads", help="Host threads staging chunks (pageable)."),
-        plot: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG: stream timeline and bandwidth against limits."),
+        validate: bool = typer.Option(True, "--validate/--no-validate", help="Check the answer against DuckDB (or the CPU reference over the store, where DuckDB cannot answer)."),
+        explain: bool = typer.Option(False, "--explain", help="Print each answer's plan (the planner's choices and why) and its generated kernel."),
+        chunk_rows: Optional[int] = typer.Option(None, "--chunk-rows", help="Rows per chunk the fused plan copies (pinned, pageable) [default: the planner's]."),
         gpus: str = typer.Option("1", "--gpus", help="GPUs to divide the rows among: a number, or all."),
-        window: Optional[int] = typer.Option(None, "--window", help="Parted stores: hold no part; read parts from disk, this many at a time a GPU."),
-        as_json: bool = JSON, data: Optional[Path] = DATA, data_dir: Optional[Path] = DATA_DIR,
+        data: Optional[Path] = DATA, data_dir: Optional[Path] = DATA_DIR, as_json: bool = JSON,
         scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Run on Dask, a task a store part: 'local' (a cluster on this host) or a scheduler's address."),
         workers: Optional[int] = typer.Option(None, "--workers", help="With --scheduler local: worker processes (gpu: one a GPU, at most the GPUs); else wait for this many.")):
-    """Run a query on the GPU and DuckDB; print the result, the check and where the time went."""
-    from gquery.mission import MissionQuery
-    from gquery.plan import list_mode_problem, runnable
-    from gquery.runner import check_options, parse_encodings, parse_modes, run_query
-
-    from gquery.options import check_run
-
+    """Answer a query of the class (SQL, a named query, or the mission's --z) on the GPU or the CPU
+    reference, checked against DuckDB asked the same text; print the rows, the check and the time."""
     text = _sql_text(sql_text, named, z)
-    if text is None and z is not None and backend == "cpu" and scheduler is None and workers is None:
-        text = _sql_text(None, "mission", z)  # the CPU reference answers the mission here, not on Dask
-    if text is not None and scheduler is None and workers is None:
-        unused = {"--encoding": encoding != "auto", "--plot": plot is not None, "--streams": streams is not None,
-                  "--staging-threads": staging_threads is not None, "--window": window is not None}
-        flags = [f for f, given in unused.items() if given]
-        if flags:
-            raise UsageError(f"{', '.join(flags)}: not with --sql or --query (they set the mission scan)")
-        from gquery.options import sql_gpus
+    if text is None:
+        raise UsageError("give --z (the mission query), --sql TEXT or --query mission|q1|q6")
+    if scheduler is None and workers is None:
+        from gquery.options import run_gpus
 
         return _run_sql(text, sf, data, data_dir, backend, mode, repeat, validate, explain, as_json,
-                        sql_gpus(gpus, backend, chunk_rows, echo=note), chunk_rows)
-    if z is None and text is None:
-        raise UsageError("give --z (the mission query), --sql TEXT or --query mission|q1|q6")
-    if text is not None:  # SQL on Dask workers
-        flags = [f for f, given in {"--encoding": encoding != "auto", "--explain": explain, "--plot": plot is not None,
-                                    "--chunk-rows": chunk_rows is not None, "--streams": streams is not None,
-                                    "--staging-threads": staging_threads is not None, "--gpus": gpus != "1",
-                                    "--window": window is not None}.items() if given]
-        if flags:
-            raise UsageError(f"{', '.join(flags)}: not with --scheduler (a Dask run reports its parts, not plans or profiles)")
-        return _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, as_json,
-                             lambda: _store(sf, data, data_dir))
-    if scheduler is not None or workers is not None:
-        unused = {"--encoding": encoding != "auto", "--explain": explain, "--plot": plot is not None,
-                  "--chunk-rows": chunk_rows is not None, "--streams": streams is not None,
-                  "--staging-threads": staging_threads is not None, "--gpus": gpus != "1",
-                  "--window": window is not None}
-        return _run_dask(scheduler, workers, backend, mode, MissionQuery(z), repeat, validate, as_json, unused,
+                        run_gpus(gpus, backend, chunk_rows, echo=note), chunk_rows)
+    flags = [f for f, given in {"--explain": explain, "--chunk-rows": chunk_rows is not None,
+                                "--gpus": gpus != "1"}.items() if given]
+    if flags:
+        raise UsageError(f"{', '.join(flags)}: not with --scheduler (a Dask run reports its parts, not plans or profiles)")
+    return _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, as_json,
                          lambda: _store(sf, data, data_dir))
-
-    modes = parse_modes(mode)
-    encodings = parse_encodings(encoding)
-    check_options(backend, repeat)
-    _, skipped = runnable(modes, encodings)
-    for e, m in skipped:
-        note(f"{e} in {m} mode is skipped: {list_mode_problem(m)}")
-    n_gpus = check_run(backend, chunk_rows=chunk_rows, streams=streams, staging_threads=staging_threads, plot=plot,
-                       explain=explain, echo=note, gpus=gpus, window=window)
-    source = _source(sf, data, data_dir)
-    options = {k: v for k, v in (("chunk_rows", chunk_rows), ("streams", streams),
-                                 ("staging_threads", staging_threads)) if v is not None}
-    outcome = run_query(source, MissionQuery(z), backend=backend, modes=modes, encodings=encodings, repeat=repeat,
-                        validate=validate, echo=note, gpus=n_gpus, window=window, **options)
-    if outcome.gpu_reason and backend != "gpu":
-        note(f"GPU not used: {outcome.gpu_reason}")
-    if plot is not None and outcome.runs:
-        from gquery.plots import plot_run
-
-        plot_run([r.result.profile for r in outcome.runs], outcome.limits, plot)
-        note(f"wrote {plot}")
-    if as_json:
-        print(json.dumps(outcome.to_dict(), indent=2))
-    else:
-        _print_outcome(outcome, explain)
-    if backend == "gpu" and outcome.gpu_reason:
-        raise GqueryError(f"no usable GPU: {outcome.gpu_reason}")
-    if not outcome.all_match:
-        raise GqueryError("the GPU's result differs from DuckDB's")
 
 
 def _sql_text(sql_text: Optional[str], named: Optional[str], z: Optional[int]) -> Optional[str]:
-    """The SQL a run asks: --sql, or the named query (mission with --z); None for --z alone."""
+    """The SQL a run asks: --sql, or the named query (the mission with --z, or --z alone); None for none."""
     from gquery.sql import NAMED, named_sql
 
     if sql_text is not None and named is not None:
@@ -201,14 +146,17 @@ def _sql_text(sql_text: Optional[str], named: Optional[str], z: Optional[int]) -
         return named_sql(named, z)
     if sql_text is not None and z is not None:
         raise UsageError("--z sets the mission query's bound; with --sql, write it in the SQL")
+    if sql_text is None and z is not None:
+        return named_sql("mission", z)
     return sql_text
 
 
 def _run_sql(text, sf, data, data_dir, backend, mode, repeat, validate, explain, as_json, gpus: int,
              chunk_rows: Optional[int]) -> None:
-    from gquery.runner import parse_modes, run_sql
+    from gquery.runner import check_run_options, parse_modes, run_sql
 
     modes = ["pinned"] if mode == "all" and backend != "gpu" else parse_modes(mode)
+    check_run_options(backend, modes, repeat)  # before any data is generated
     source = _source(sf, data, data_dir)
     outcome = run_sql(source, text, backend=backend, modes=modes, repeat=repeat, validate=validate, echo=note,
                       gpus=gpus, chunk_frames=None if chunk_rows is None else -(-chunk_rows // 1024))
@@ -293,79 +241,22 @@ def _dask_backend(backend: str, mode: str, workers) -> tuple[str, str]:
     return backend, mode
 
 
-def _run_dask(scheduler, workers, backend, mode, query, repeat, validate, as_json, unused, store_path) -> None:
-    """`run --scheduler`: the query as Dask tasks, a store part each (gquery.distributed), checked
-    against DuckDB over the store's source files, or against the CPU reference where they are gone."""
-    from gquery import distributed as D
-    from gquery import store
-    from gquery.mission import select_sum
-
-    if scheduler is None:
-        raise UsageError("--workers and --backend cpu run on Dask workers: give --scheduler local or an address")
-    flags = [flag for flag, given in unused.items() if given]
-    if flags:
-        raise UsageError(f"{', '.join(flags)}: not with --scheduler (a Dask run reports its parts, not plans or profiles)")
-    backend, mode = _dask_backend(backend, mode, workers)
-    if repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {repeat}")
-    D.require_dask()  # without dask: one line saying how to install it, before any data is made
-    path = store_path()
-    r = D.run_distributed(path, query, scheduler, backend, workers, mode, repeat)
-    check = None  # (what the answer is checked against, its answer)
-    if validate:
-        if store.unchanged_sources(path):
-            from gquery.reference import DuckDBReference
-
-            source = store.as_source(path)
-            note(f"DuckDB: loading {len(source.files)} source file(s) of {path}")
-            ref = DuckDBReference(source)
-            duck = ref.run(query, repeat=1)
-            ref.close()
-            if duck.unavailable is None:
-                check = ("DuckDB", duck.value)
-            else:
-                note(f"DuckDB cannot answer ({duck.unavailable}): checking against the CPU reference over the store")
-        else:
-            note("the store's source files are gone or changed: checking against the CPU reference over the store")
-        if check is None:
-            check = ("the CPU reference over the store", select_sum(store.open_store(path, check_source=False, window=1), query))
-    match = None if check is None else check[1] == r.value
-    if as_json:
-        print(json.dumps(r.to_dict() | {"query": query.sql(), "store": str(path), "match": match,
-                                        "checked_against": check and check[0]}, indent=2))
-    else:
-        out.print(f"[bold]{query.sql()}[/bold]")
-        out.print(f"data     {path}  ({len(r.parts)} part{'s' * (len(r.parts) > 1)}, {r.rows:,} rows)")
-        out.print(f"dask     {'a local cluster at ' if r.local else 'the scheduler at '}{r.scheduler}, {r.workers} "
-                  f"worker{'s' * (r.workers > 1)}, backend {backend}" + f", mode {mode}" * (backend == "gpu"))
-        out.print(f"result   {_fmt(r.value)}   {r.selected_rows:,} rows selected")
-        out.print("check    not validated (--no-validate)" if check is None else
-                  f"check    {'[green]MATCH[/green]' if match else '[red]MISMATCH[/red]'} against {check[0]} ({_fmt(check[1])})")
-        out.print(f"wall     median {r.wall_ms:,.1f} ms of {len(r.times_ms)} (first {r.times_ms[0]:,.1f} ms); "
-                  f"{'cluster start' if r.local else 'connect'} {r.connect_ms:,.0f} ms, not in wall")
-        t = Table(title="parts (the median run)", title_justify="left")
-        for col in ("part", "rows", "selected", "ms", "worker"):
-            t.add_column(col, justify="left" if col in ("part", "worker") else "right")
-        for p in r.parts:
-            t.add_row(Path(p.part).name, f"{p.rows:,}", f"{p.selected_rows:,}", f"{p.ms:,.1f}", p.worker)
-        out.print(t)
-    if match is False:
-        raise GqueryError(f"the Dask answer differs from {check[0]}'s")
-
-
 def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, as_json, store_path) -> None:
-    """SQL on Dask: a task a store part, each worker's exact partials added on the client; checked
-    against DuckDB over the store's source files, or the CPU reference over the store where they are gone."""
+    """`run --scheduler`: the query as Dask tasks, a store part each (gquery.distributed), each worker's
+    exact partials added on the client; checked against DuckDB over the store's source files, or the CPU
+    reference over the store where they are gone."""
     from gquery import distributed as D
     from gquery import store
+    from gquery.options import check_repeat
     from gquery.result import same
 
     if scheduler is None:
         raise UsageError("--workers runs on Dask workers: give --scheduler local or an address")
     backend, mode = _dask_backend(backend, mode, workers)
-    D.require_dask()
+    check_repeat(repeat)
+    D.require_dask()  # without dask: one line saying how to install it, before any data is made
     path = store_path()
-    r = D.run_sql_distributed(path, text, scheduler, backend, workers, mode, repeat)
+    r = D.run_distributed(path, text, scheduler, backend, workers, mode, repeat)
     check = None
     if validate:
         ordered = bool(r.query.order_by)
@@ -377,6 +268,10 @@ def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, as_
             duck.close()
             if answer.unavailable is None:
                 check = ("DuckDB", same(r.result, answer.rows, ordered))
+            else:
+                note(f"DuckDB cannot answer ({answer.unavailable}): checking against the CPU reference over the store")
+        else:
+            note("the store's source files are gone or changed: checking against the CPU reference over the store")
         if check is None:
             from gquery.answer import cpu_answer
 
@@ -398,66 +293,16 @@ def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, as_
         out.print(t)
         out.print("check    not validated (--no-validate)" if check is None else
                   f"check    {'[green]MATCH[/green]' if check[1] else '[red]MISMATCH[/red]'} against {check[0]}")
-        out.print(f"wall     median {r.wall_ms:,.1f} ms of {len(r.times_ms)}; "
+        out.print(f"wall     median {r.wall_ms:,.1f} ms of {len(r.times_ms)} (first {r.times_ms[0]:,.1f} ms); "
                   f"{'cluster start' if r.local else 'connect'} {r.connect_ms:,.0f} ms, not in wall")
-    if check is not None and not check[1]:
+        parts = Table(title="parts (the median run)", title_justify="left")
+        for col in ("part", "rows", "selected", "ms", "worker"):
+            parts.add_column(col, justify="left" if col in ("part", "worker") else "right")
+        for p in r.parts:
+            parts.add_row(Path(p.part).name, f"{p.rows:,}", f"{p.selected_rows:,}", f"{p.ms:,.1f}", p.worker)
+        out.print(parts)
+    if check is not None and check[1] is False:
         raise GqueryError(f"the Dask answer differs from {check[0]}'s")
-
-
-def _print_outcome(o, explain: bool = False) -> None:
-    out.print(f"[bold]{o.query.sql()}[/bold]")
-    out.print(f"data     {o.source}" + (f"  ({o.rows:,} rows)" if o.rows else ""))
-    if o.device:
-        d = o.device
-        out.print(f"device   {d['name']} ({d['arch']}, {d['sm_count']} SMs, {d['total_bytes'] / 2**30:.0f} GiB)")
-    if o.duckdb and o.duckdb.unavailable:
-        out.print(f"DuckDB   cannot answer: {o.duckdb.unavailable}")
-    elif o.duckdb:
-        d = o.duckdb
-        out.print(f"DuckDB   {_fmt(d.value)}   median {d.median_ms:.2f} ms of {len(d.times_ms)}, "
-                  f"{d.threads} threads, DuckDB {d.version}" + ", on DECIMAL(38,2) factors" * d.widened)
-    if o.numpy:
-        role = "the reference the GPU is checked against" if o.runs else "not validated (DuckDB cannot answer)"
-        out.print(f"NumPy    {_fmt(o.numpy.value)}   exact, {o.numpy.ms:.2f} ms; {role}")
-    if o.limits:
-        L = o.limits
-        out.print(f"limits   H2D pinned {L['h2d_pinned_gbps']:.1f} GB/s · pageable {L['h2d_pageable_gbps']:.1f} GB/s"
-                  f" · D2H pinned {L['d2h_pinned_gbps']:.1f} GB/s · device copy {L['d2d_gbps']:.0f} GB/s (read+write)"
-                  f" · host staging {L['host_staging_gbps']:.1f} GB/s")
-    if o.kernel:
-        k = o.kernel
-        out.print(f"kernel   select_sum: {k['registers']} registers, {k['shared_bytes']} B shared, "
-                  f"{k['local_bytes']} B local, occupancy {_pct(k['occupancy'])}")
-    if not o.runs:
-        return
-    t = Table(title="GPU runs (medians; ms)", title_justify="left")
-    for col in ("mode", "encoding", "result", "check", "total", "staging", "H2D", "kernel", "D2H", "PCIe B/row",
-                "of pinned H2D", "kernel of D2D", "kernels hidden", "vs DuckDB"):
-        t.add_column(col, justify="left" if col in ("mode", "encoding", "result", "check") else "right")
-    for r in o.runs:
-        p = r.result.profile
-        s = p.summary(o.limits)
-        f = s.get("fraction_of_limits", {})
-        check = {True: "[green]MATCH[/green]", False: "[red]MISMATCH[/red]", None: "not checked"}[r.match]
-        t.add_row(r.mode, r.encoding, _fmt(r.value), check, _ms(p.total_ms), _ms(s["staging_ms"] or None),
-                  _ms(s["h2d_ms"] or None), _ms(s["kernel_ms"]), _ms(s["d2h_ms"]),
-                  f"{p.pcie_bytes_per_row:,.2f}", _pct(f.get("end_to_end_of_pinned_h2d")),
-                  _pct(f.get("kernel_of_d2d")), _pct(s["kernel_hidden"]),
-                  f"{o.duckdb.median_ms / p.total_ms:.1f}x" if o.duckdb and o.duckdb.median_ms else "")
-    out.print(t)
-    for r in o.runs:
-        for g in r.result.profile.per_gpu:
-            out.print(f"gpu {g['gpu']}    {r.mode}/{r.encoding}: {g['tables']} table(s), {g['rows']:,} rows, "
-                      f"busy {g['gpu_ms']:,.2f} ms, device memory peak {g['device_memory_peak_bytes'] / 2**30:.2f} GiB")
-    if explain:
-        for line in o.table:
-            out.print(f"table    {line}", markup=False)
-        for r in o.runs:
-            out.print(r.result.plan.describe(), markup=False)
-    out.print("[dim]PCIe B/row: bytes copied plus bytes read in place (kernel counters x 32 B sectors), per row; "
-              "of pinned H2D: logical bytes (20 a row) over total time, against the pinned copy rate. "
-              "Setup once per table, not in total: "
-              + ", ".join(f"{r.mode}/{r.encoding} {r.result.profile.setup_ms:.0f} ms" for r in o.runs) + "[/dim]")
 
 
 @app.command()
@@ -508,9 +353,8 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
     from gquery.gpu.ladder import LadderRunner
     from gquery.plan import MODES
     from gquery.plots import plot_ladder, plot_run
-    from gquery.mission import MissionQuery, numpy_select_sum, scaled_int
+    from gquery.mission import MissionQuery, Outcome, numpy_select_sum, run_modes, scaled_int
     from gquery.reference import DuckDBReference
-    from gquery.runner import Outcome, run_modes
 
     if repeat < 1:
         raise UsageError("--repeat must be at least 1")
@@ -581,24 +425,22 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
 def bench(sf: list[float] = typer.Option([1.0, 10.0], "--sf", help="Scale factors (repeat the option)."),
           repeat: int = typer.Option(10, "--repeat", help="Timed runs of everything; medians are reported."),
           out_dir: Path = typer.Option(Path("reports"), "--out", help="Where bench-<gpu>.json/.md go."),
-          scale: bool = typer.Option(False, "--scale", help="The scale report instead: each SF's store on one GPU, "
-                                     "--gpu-sf on each --gpus count; writes scale-<gpu>.json/.md."),
+          scale: bool = typer.Option(False, "--scale", help="The class at scale instead: Q6, Q1 and the mission at each SF on one GPU, at --gpu-sf on each --gpus count and as Dask tasks on GPU workers; writes scale-queries-<gpu>.json/.md."),
           gpus: list[int] = typer.Option([1, 2, 4], "--gpus", help="--scale: GPU counts (repeat; those the host has)."),
           gpu_sf: Optional[float] = typer.Option(None, "--gpu-sf", help="--scale: the SF run on several GPUs [default: 100 if given, else the largest]."),
-          window: int = typer.Option(2, "--window", help="--scale: parts a GPU holds when the largest SF streams from disk."),
-          queries: bool = typer.Option(False, "--queries", help="SQL of the class (the mission's Z sweep, Q6, Q1) in both designs against DuckDB, and the first answer; writes queries-<gpu>.json/.md. With --scale: Q6, Q1 and the mission at each SF, on each --gpus count and on Dask; writes scale-queries-<gpu>.json/.md."),
+          queries: bool = typer.Option(False, "--queries", help="SQL of the class (the mission's Z sweep, Q6, Q1) in both designs against DuckDB, and the first answer; writes queries-<gpu>.json/.md."),
           all_columns: bool = typer.Option(False, "--all-columns", help="--queries: store every column (default: the columns the queries read)."),
           data_dir: Optional[Path] = DATA_DIR):
-    """Benchmark every mode at each SF for Z = 30 and half the suppliers, with DuckDB and CuPy; write a report."""
+    """Benchmark and write a report: the key-scan engine's modes and encodings at each SF for Z = 30 and
+    half the suppliers, with DuckDB and CuPy; --queries, the class against DuckDB; --scale, the class at scale."""
     from gquery import tpch
-    from gquery.options import check_positive, require_gpu
+    from gquery.options import check_positive, check_repeat, require_gpu
 
     require_gpu("bench")  # before the import below, which needs pycuda
     from gquery.gpu import bench as B
 
-    if repeat < 1:
-        raise UsageError("--repeat must be at least 1")
-    if queries and scale:
+    check_repeat(repeat)
+    if scale:
         from gquery.gpu import query_bench as Q
         from gquery.gpu import scale_queries as SQ
         from gquery.gpu.device import device_count
@@ -625,31 +467,6 @@ def bench(sf: list[float] = typer.Option([1.0, 10.0], "--sf", help="Scale factor
         out.print(m.read_text())
         if not all(r["match"] for r in data["runs"]):
             raise GqueryError("a GPU answer differs from DuckDB's")
-        return
-    if scale:
-        from gquery import store, tpch
-        from gquery.gpu import scale as S
-        from gquery.gpu.device import device_count
-
-        check_positive(window=window, gpus=min(gpus))
-        counts = sorted({g for g in gpus if g <= device_count()})
-        skipped = sorted(set(gpus) - set(counts))
-        if skipped:
-            note(f"--gpus {', '.join(map(str, skipped))}: this host has {device_count()} GPU(s); not run")
-        sfs = sorted({tpch.check_sf(x) for x in sf})
-        def store_of(x: float):  # a whole store is used as it is: its parquet may be gone (part by part)
-            path = tpch.dataset_dir(x, data_dir) / store.STORE_NAME
-            return path if store.is_store(path) else store.ensure_store(tpch.generate(x, data_dir, keep_parquet=x <= 100, echo=note), echo=note)
-
-        stores = {x: store_of(x) for x in sfs}
-        target = gpu_sf if gpu_sf is not None else (100.0 if 100.0 in sfs else sfs[-1])
-        if target not in stores:
-            raise UsageError(f"--gpu-sf {target:g} must be one of the --sf values")
-        data = S.run_scale(stores, counts, target, repeat, window, echo=note)
-        j, m = S.write(data, out_dir, "gquery " + " ".join(sys.argv[1:]))
-        out.print(m.read_text())
-        if not all(r["match"] for r in data["runs"] + data["multi_gpu"]):
-            raise GqueryError("a GPU result differs from the reference")
         return
     data = B.run_bench(sf, repeat, data_dir, echo=note)
     j, m = B.write(data, out_dir, "gquery " + " ".join(sys.argv[1:]))

@@ -1,18 +1,19 @@
-"""Beyond one host: the query over a store's parts as Dask tasks. Each worker runs the same engine on
-its parts; the client adds the exact partials.
+"""Beyond one host: a query of the class over a store's parts as Dask tasks. Each worker answers its
+parts with the same engines (the CPU reference, or the GPU's fused plan through gquery.api); the
+client adds the exact partial aggregates and finalizes once, as in process.
 
     from gquery.distributed import run_distributed
-    r = run_distributed("dbgen_data/sf100/lineitem.gq", MissionQuery(30), scheduler="tcp://head:8786")
-    r.value, r.selected_rows, r.wall_ms, [(p.part, p.ms, p.worker) for p in r.parts]
+    r = run_distributed("dbgen_data/sf100/lineitem.gq", "SELECT SUM(l_tax) FROM lineitem", scheduler="tcp://head:8786")
+    r.result.rows, r.selected_rows, r.wall_ms, [(p.part, p.ms, p.worker) for p in r.parts]
 
-A task is one part (a single store is one task). It gets the part's absolute path and Z, opens the
-part itself, and returns the part's exact total in ten-thousandths (as a decimal string), its
-selected rows and its time. So **workers share the filesystem**: the store's path must name the
-same files on every worker (one host, or a shared or replicated folder), and every worker needs
-gquery installed. The client adds the partials as Python ints, so the answer equals the
-in-process one by construction.
+A task is one part (a single store is one task). It gets the part's absolute path and the SQL text,
+opens the part itself, parses the text against it and returns the part's exact partial aggregates as
+JSON (integers as decimal strings), its selected rows and its time. So **workers share the
+filesystem**: the store's path must name the same files on every worker (one host, or a shared or
+replicated folder), and every worker needs gquery installed. The client adds the partials as Python
+ints, so the answer equals the in-process one by construction.
 
-    backend "cpu"   the CPU reference over the part (gquery.table.select_sum_exact)
+    backend "cpu"   the CPU reference over the part (gquery.answer.cpu_partial)
     backend "gpu"   the GPU engine (gquery.api) on the worker's GPU: the part opened into mapped pinned
                     memory, queried, released; the engine lives as long as the worker process
 
@@ -40,11 +41,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from decimal import Decimal
 from pathlib import Path
 
 from gquery.errors import GqueryError, UsageError
-from gquery.mission import MissionQuery, to_decimal
 
 BACKENDS = ("cpu", "gpu")
 GPU_MODES = ("pinned", "registered", "pageable")  # resident keeps a table on a GPU; a task keeps none
@@ -63,25 +62,6 @@ class PartRun:
 
 @dataclass
 class DistributedResult:
-    value: Decimal | None  # SQL's NULL (None) for an empty selection
-    total: int  # exact, in ten-thousandths
-    selected_rows: int
-    parts: list[PartRun]  # in the store's order, from the median run
-    wall_ms: float  # the median run: the first task submitted to the last partial added, on the client
-    scheduler: str  # its address
-    local: bool  # a cluster made on this host for the call
-    workers: int
-    backend: str
-    rows: int = 0
-    times_ms: list[float] = field(default_factory=list)  # every run's wall time, in order
-    connect_ms: float = 0.0  # starting the local cluster, or connecting to the scheduler
-
-    def to_dict(self) -> dict:
-        return asdict(self) | {"value": None if self.value is None else str(self.value), "total": str(self.total)}
-
-
-@dataclass
-class DistributedSqlResult:
     sql: str
     query: object  # gquery.query.Query
     result: object  # gquery.result.Result: the rows, as DuckDB gives them
@@ -95,6 +75,7 @@ class DistributedSqlResult:
     rows: int = 0
     times_ms: list[float] = field(default_factory=list)
     connect_ms: float = 0.0
+    partial: object = field(default=None, repr=False)  # gquery.result.Partial: the parts' exact partials added
 
     def to_dict(self) -> dict:
         from gquery.answer import json_value
@@ -137,30 +118,19 @@ def store_parts(store_path: Path | str) -> list[tuple[Path, int]]:
 
 
 # --- on a worker ------------------------------------------------------------------------------
-def part_task(path: str, z: int, backend: str = "cpu", mode: str = "pinned", hold: bool = False) -> tuple[str, int, float, str]:
-    """One part, on a worker: (exact total in ten-thousandths as a decimal string, selected rows,
-    milliseconds, the worker's address). Never a float for a count or a sum."""
-    t0 = time.perf_counter()
-    if backend == "gpu":
-        total, selected = _gpu_thread().submit(_gpu_part, path, z, mode, hold).result()
-    else:
-        total, selected = _cpu_part(path, z, hold)
-    return str(total), int(selected), (time.perf_counter() - t0) * 1e3, _worker_address()
-
-
-def sql_part_task(path: str, text: str, backend: str = "cpu", mode: str = "pinned",
+def part_task(path: str, text: str, backend: str = "cpu", mode: str = "pinned",
                   hold: bool = False) -> tuple[dict, int, float, str]:
     """One part of SQL of the class, on a worker: (its exact partial aggregates as JSON, rows selected,
     milliseconds, the worker's address)."""
     t0 = time.perf_counter()
     if backend == "gpu":
-        partial = _gpu_thread().submit(_gpu_sql_part, path, text, mode, hold).result()
+        partial = _gpu_thread().submit(_gpu_part, path, text, mode, hold).result()
     else:
-        partial = _cpu_sql_part(path, text, hold)
+        partial = _cpu_part(path, text, hold)
     return partial.to_json(), partial.rows_selected, (time.perf_counter() - t0) * 1e3, _worker_address()
 
 
-def _cpu_sql_part(path: str, text: str, hold: bool):
+def _cpu_part(path: str, text: str, hold: bool):
     from gquery import answer, sql
     from gquery.store import open_store
 
@@ -168,7 +138,7 @@ def _cpu_sql_part(path: str, text: str, hold: bool):
     return answer.cpu_partial(sql.parse(text, table.schema), [table])
 
 
-def _gpu_sql_part(path: str, text: str, mode: str, hold: bool):
+def _gpu_part(path: str, text: str, mode: str, hold: bool):
     from gquery import api
     from gquery.gpu.device import require
 
@@ -216,34 +186,6 @@ def release_held() -> int:
     if gpu:  # on the thread whose context page-locked them
         _gpu_thread().submit(lambda: [_close_held(k) for k in gpu]).result()
     return len(keys)
-
-
-def _cpu_part(path: str, z: int, hold: bool = False) -> tuple[int, int]:
-    from gquery.store import open_store
-    from gquery.mission import select_sum_exact
-
-    return select_sum_exact(_opened("cpu", path, hold, lambda: open_store(path, check_source=False)), MissionQuery(z))
-
-
-def _gpu_part(path: str, z: int, mode: str, hold: bool = False) -> tuple[int, int]:
-    from gquery import api
-    from gquery.gpu.device import require
-
-    require()  # no GPU here: one line saying why, before the engine imports pycuda
-    table = _opened("gpu", path, hold, lambda: api.open(path, pinned=True))
-    try:
-        return _gpu_answer(table, z, mode)
-    finally:
-        if not hold:
-            api.close(table)
-
-
-def _gpu_answer(table, z: int, mode: str) -> tuple[int, int]:
-    from gquery import api
-    from gquery.mission import scaled_int
-
-    r = api.query(table, z, mode=mode, check=False, repeat=1, warmup=False)  # once: a task is one query
-    return scaled_int(r.value), int(r.profile.counters["selected_rows"])
 
 
 _gpu_pool: ThreadPoolExecutor | None = None
@@ -388,27 +330,8 @@ class Session:
     def workers(self) -> int:
         return len(self.client.nthreads())
 
-    def run(self, store_path: Path | str, query: MissionQuery, mode: str = "pinned", repeat: int = 1,
-            hold: bool = False) -> DistributedResult:
-        """The query over the store's parts, `repeat` times; the median run's timings are kept.
-        hold: each part always to the same worker, which keeps it open (see the module's notes)."""
-        check(self.backend, mode, None)
-        parts = store_parts(store_path)
-        self.holding |= hold
-        runs = [self._run_once(parts, part_task, hold, z=query.z, backend=self.backend, mode=mode)
-                for _ in range(max(1, repeat))]
-        totals = [sum(int(t) for t in payloads) for payloads, _, _, _ in runs]
-        if len(set(totals)) != 1:
-            raise GqueryError("repeated runs gave different totals")  # cannot happen: each is exact
-        median = sorted(range(len(runs)), key=lambda k: runs[k][2])[len(runs) // 2]
-        _, selected, wall, part_runs = runs[median]
-        total = totals[median]
-        return DistributedResult(to_decimal(total, selected), total, selected, part_runs, wall, self.scheduler,
-                                 self.local, self.workers, self.backend, sum(n for _, n in parts), [r[2] for r in runs],
-                                 self.connect_ms)
-
-    def run_sql(self, store_path: Path | str, text: str, mode: str = "pinned", repeat: int = 1,
-                hold: bool = False) -> "DistributedSqlResult":
+    def run(self, store_path: Path | str, text: str, mode: str = "pinned", repeat: int = 1,
+                hold: bool = False) -> "DistributedResult":
         """SQL of the class over the store's parts: each worker parses the text against its part, answers
         it with its backend (the CPU reference, or the GPU's fused kernel) and returns exact partial
         aggregates; the client adds them and gives the rows once, as DuckDB would."""
@@ -419,7 +342,7 @@ class Session:
         parts = store_parts(store_path)
         query = sql.parse(text, store.open_store(parts[0][0], check_source=False).schema)  # refused here first
         self.holding |= hold
-        runs = [self._run_once(parts, sql_part_task, hold, text=text, backend=self.backend, mode=mode)
+        runs = [self._run_once(parts, part_task, hold, text=text, backend=self.backend, mode=mode)
                 for _ in range(max(1, repeat))]
         partials = []
         for payloads, _, _, _ in runs:
@@ -431,9 +354,9 @@ class Session:
             raise GqueryError("repeated runs gave different answers")  # cannot happen: each is exact
         median = sorted(range(len(runs)), key=lambda k: runs[k][2])[len(runs) // 2]
         _, selected, wall, part_runs = runs[median]
-        return DistributedSqlResult(text, query, finalize(query, partials[median]), selected, part_runs, wall,
-                                    self.scheduler, self.local, self.workers, self.backend, sum(n for _, n in parts),
-                                    [r[2] for r in runs], self.connect_ms)
+        return DistributedResult(text, query, finalize(query, partials[median]), selected, part_runs, wall,
+                                 self.scheduler, self.local, self.workers, self.backend, sum(n for _, n in parts),
+                                 [r[2] for r in runs], self.connect_ms, partials[median])
 
     def _run_once(self, parts, task, hold: bool, **options):
         """One run of `task` a part: (each part's payload, rows selected, wall ms, each part's run)."""
@@ -486,22 +409,12 @@ class Session:
         self.close()
 
 
-def run_distributed(store_path: Path | str, query: MissionQuery, scheduler: str | None = None, backend: str = "cpu",
-                    workers: int | None = None, mode: str = "pinned", repeat: int = 1,
-                    timeout: float = CONNECT_TIMEOUT_S) -> DistributedResult:
-    """SELECT SUM(l_quantity * l_extendedprice) FROM store WHERE l_suppkey < Z, a Dask task a part.
-    The store is checked (manifests only) before any cluster starts; a local CPU cluster gets one
-    worker a part up to one a core."""
-    with _session(store_path, scheduler, backend, workers, mode, timeout) as session:
-        return session.run(store_path, query, mode, repeat)
-
-
-def run_sql_distributed(store_path: Path | str, text: str, scheduler: str | None = None, backend: str = "cpu",
+def run_distributed(store_path: Path | str, text: str, scheduler: str | None = None, backend: str = "cpu",
                         workers: int | None = None, mode: str = "pinned", repeat: int = 1,
-                        timeout: float = CONNECT_TIMEOUT_S) -> DistributedSqlResult:
+                        timeout: float = CONNECT_TIMEOUT_S) -> DistributedResult:
     """SQL of the class over a store, a Dask task a part (see Session.run_sql)."""
     with _session(store_path, scheduler, backend, workers, mode, timeout) as session:
-        return session.run_sql(store_path, text, mode, repeat)
+        return session.run(store_path, text, mode, repeat)
 
 
 def _session(store_path, scheduler, backend: str, workers, mode: str, timeout: float) -> Session:
@@ -514,24 +427,29 @@ def _session(store_path, scheduler, backend: str, workers, mode: str, timeout: f
     return Session(scheduler, backend, workers, timeout)
 
 
-def in_process(store_path: Path | str, query: MissionQuery, backend: str = "cpu", mode: str = "pinned") -> tuple[int, int]:
-    """The same query in this process, the baseline the Dask path is measured against: (exact total,
-    selected rows). cpu: the CPU reference over the store, its parts read from disk on threads. gpu
-    (the hook a GPU host times): the same per-part GPU path as a task, over every part in turn on
-    this process's GPU, through gquery.api."""
-    if backend == "gpu":  # on this thread, as any caller of gquery.api
-        partials = [_gpu_part(str(p), query.z, mode) for p, _ in store_parts(store_path)]
-        return sum(t for t, _ in partials), sum(n for _, n in partials)
+def in_process(store_path: Path | str, text: str, backend: str = "cpu", mode: str = "pinned"):
+    """The same query in this process, the baseline the Dask path is measured against: its exact
+    partial. cpu: the CPU reference over the store, its parts read from disk on threads. gpu (the hook
+    a GPU host times): the same per-part GPU path as a task, over every part in turn on this process's
+    GPU, through gquery.api."""
+    from gquery import answer, sql
+    from gquery.result import Partial
     from gquery.store import open_store
-    from gquery.mission import select_sum_exact
 
-    store_parts(store_path)  # the same one-line error as the Dask path for what is not a store
-    return select_sum_exact(open_store(store_path, check_source=False, window=1), query)
+    parts = store_parts(store_path)  # the same one-line error as the Dask path for what is not a store
+    if backend == "gpu":  # on this thread, as any caller of gquery.api
+        first = _gpu_part(str(parts[0][0]), text, mode, False)
+        total = Partial(first.funcs, rows_selected=0).merge(first)
+        for p, _ in parts[1:]:
+            total.merge(_gpu_part(str(p), text, mode, False))
+        return total
+    table = open_store(store_path, check_source=False, window=1)
+    return answer.cpu_partial(sql.parse(text, answer.schema_of(table)), answer.parts_of(table))
 
 
-def _in_process_runs(store_path, query: MissionQuery, backend: str, mode: str, repeat: int, hold: bool):
-    """(answer, times in ms of `repeat` runs after a warm-up) in this process. hold: the whole store
-    opened once (pinned, for gpu) and queried as the engine queries a store it holds."""
+def _in_process_runs(store_path, text: str, backend: str, mode: str, repeat: int, hold: bool):
+    """(the exact partial, times in ms of `repeat` runs after a warm-up) in this process. hold: the
+    whole store opened once (pinned, for gpu) and queried as the engine queries a store it holds."""
     table = None
     if hold:
         store_parts(store_path)  # the same one-line error as the Dask path for what is not a store
@@ -539,47 +457,52 @@ def _in_process_runs(store_path, query: MissionQuery, backend: str, mode: str, r
             from gquery import api
 
             table = api.open(store_path, pinned=True)
-            run = lambda: _gpu_answer(table, query.z, mode)  # noqa: E731
+            run = lambda: table.sql(text, backend="gpu", mode=mode, check=False, warmup=False).partial  # noqa: E731
         else:
+            from gquery import answer, sql
             from gquery.store import open_store
-            from gquery.mission import select_sum_exact
 
             table = open_store(store_path, check_source=False)
-            run = lambda: select_sum_exact(table, query)  # noqa: E731
+            query = sql.parse(text, answer.schema_of(table))
+            run = lambda: answer.cpu_partial(query, answer.parts_of(table))  # noqa: E731
     else:
-        run = lambda: in_process(store_path, query, backend, mode)  # noqa: E731
+        run = lambda: in_process(store_path, text, backend, mode)  # noqa: E731
     times = []
     try:
         for k in range(repeat + 1):
             t0 = time.perf_counter()
-            answer = run()
+            partial = run()
             if k:
                 times.append((time.perf_counter() - t0) * 1e3)
     finally:
         if table is not None and backend == "gpu":
-            api.close(table)
-    return answer, times
+            table.close()
+    return partial, times
 
 
-def overhead(store_path: Path | str, query: MissionQuery, scheduler: str | None = None, backend: str = "cpu",
+def overhead(store_path: Path | str, text: str, scheduler: str | None = None, backend: str = "cpu",
              workers: int | None = None, mode: str = "pinned", repeat: int = 5, hold: bool = False) -> dict:
     """What Dask costs over the same query in-process (in_process): medians of `repeat` runs of each,
     after one warm-up of each (worker imports and GPU engines are not counted). A dict a report can
     embed. For gpu the in-process path uses one GPU: workers=1 compares like with like, more
     workers show what the other GPUs add. hold: both sides keep the store open between queries
     (in-process the whole store, through the engine; Dask each worker its parts)."""
+    from gquery.result import finalize
+
     check(backend, mode, workers)
     parts = store_parts(store_path)
-    local, local_ms = _in_process_runs(store_path, query, backend, mode, repeat, hold)
+    local, local_ms = _in_process_runs(store_path, text, backend, mode, repeat, hold)
     if workers is None and backend == "cpu" and scheduler in (None, "local"):
         workers = max(1, min(len(parts), os.cpu_count() or 1))
     with Session(scheduler, backend, workers) as session:
-        session.run(store_path, query, mode, hold=hold)  # warm-up (hold: the parts are opened here)
-        dask = session.run(store_path, query, mode, repeat, hold=hold)
-    if (dask.total, dask.selected_rows) != local:
-        raise GqueryError(f"Dask gave {dask.total} over {dask.selected_rows} rows, in-process {local[0]} over {local[1]}")
+        session.run(store_path, text, mode, hold=hold)  # warm-up (hold: the parts are opened here)
+        dask = session.run(store_path, text, mode, repeat, hold=hold)
+    if dask.partial.groups != local.groups:
+        raise GqueryError(f"Dask gave {dask.result.rows} over {dask.selected_rows} rows, in-process "
+                          f"{finalize(dask.query, local).rows} over {local.rows_selected}")
     in_ms = statistics.median(local_ms)
-    return {"backend": backend, "mode": mode if backend == "gpu" else None, "hold": hold, "z": query.z, "result": str(dask.value),
+    return {"backend": backend, "mode": mode if backend == "gpu" else None, "hold": hold, "sql": text,
+            "result": [[str(v) for v in row] for row in dask.result.rows],
             "parts": len(parts), "rows": dask.rows, "workers": dask.workers, "scheduler": dask.scheduler, "local": dask.local,
             "repeat": repeat, "in_process_ms": in_ms, "dask_ms": dask.wall_ms, "ratio": dask.wall_ms / in_ms,
             "in_process_times_ms": local_ms, "dask_times_ms": dask.times_ms,

@@ -10,7 +10,7 @@ product may need 127 bits: exact_product_sum multiplies in 32-bit halves and nev
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 import numpy as np
@@ -20,6 +20,7 @@ from gquery.columns import LineitemColumns
 from gquery.contract import QUERY_COLUMNS
 from gquery.exact import INT64_MAX, INT64_MIN, exact_product_sum
 from gquery.host import host_threads
+from gquery.plan import runnable
 from gquery.store import open_store
 from gquery.table import Table
 
@@ -139,3 +140,60 @@ def measure(engine, table, query: MissionQuery, mode: str, encoding: str = "auto
     values = {r.value for r in results + warm}
     match = (values == {expected}) if validate else None
     return ModeRun(mode, median, [r.profile.total_ms for r in results], match)
+
+
+def run_modes(engine, table: Table, query: MissionQuery, modes, repeat: int, expected: Decimal | None = None,
+              validate: bool = True, encodings=("auto",), **plan_options) -> list[ModeRun]:
+    """Every mode x encoding that can run (plan.runnable: not the indexed key in pageable memory)."""
+    return [measure(engine, table, query, mode, encoding, repeat, expected, validate, **plan_options)
+            for encoding, mode in runnable(modes, encodings)[0]]
+
+
+@dataclass
+class Outcome:
+    """The mission query on the key-scan engine in every mode (the ladder's modes table)."""
+
+    query: MissionQuery
+    source: str
+    rows: int | None = None
+    load_ms: float | None = None  # parquet/.tbl → encoded numpy columns
+    duckdb: object | None = None  # reference.DuckDBResult
+    gpu_reason: str | None = None  # why the GPU did not run, when it did not
+    device: dict | None = None
+    limits: dict | None = None
+    kernel: dict | None = None
+    runs: list[ModeRun] = field(default_factory=list)
+    table: list[str] = field(default_factory=list)  # each encoding's columns, as the runs read them
+
+    @property
+    def all_match(self) -> bool:
+        return all(r.match is not False for r in self.runs)
+
+    def to_dict(self) -> dict:
+        d = self.duckdb
+        return {
+            "query": self.query.sql(), "z": self.query.z, "source": self.source, "rows": self.rows,
+            "load_ms": self.load_ms,
+            "duckdb": None if d is None else {
+                "result": _str(d.value), "median_ms": d.median_ms, "times_ms": d.times_ms,
+                "threads": d.threads, "version": d.version, "widened": d.widened,
+                "unavailable": d.unavailable},
+            "gpu": None if self.gpu_reason is None else {"unavailable": self.gpu_reason},
+            "device": self.device, "limits": self.limits, "kernel": self.kernel, "encodings": self.table,
+            "runs": [{
+                "mode": r.mode, "encoding": r.encoding, "result": _str(r.value),
+                "selected_rows": r.result.selected_rows,
+                "match": r.match, "plan": r.result.plan.to_dict(),
+                "profile": r.result.profile.to_dict(self.limits), "totals_ms": r.totals_ms,
+                "speedup_vs_duckdb": (d.median_ms / r.result.profile.total_ms) if d and d.median_ms else None,
+                "pcie_bytes": r.result.profile.pcie_bytes, "pcie_bytes_per_row": r.result.profile.pcie_bytes_per_row,
+            } for r in self.runs],
+        }
+
+
+def _str(v: Decimal | None) -> str | None:
+    return None if v is None else str(v)
+
+
+def _str(v: Decimal | None) -> str | None:
+    return None if v is None else str(v)

@@ -4,8 +4,6 @@ ignored with one note saying why (--backend auto or duckdb), never silently."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from gquery.errors import GqueryError, UsageError
 
 
@@ -14,6 +12,12 @@ def check_positive(**flags: int | None) -> None:
     for name, value in flags.items():
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+
+
+def check_repeat(repeat: int) -> None:
+    """Timed runs: at least one (the CLI, the API and the benchmarks ask it alike)."""
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise UsageError(f"repeat must be at least 1, got {repeat!r}")
 
 
 def parse_gpus(gpus: str | int | None):
@@ -37,8 +41,8 @@ def resolve_gpus(gpus, available: int) -> int:
     return n
 
 
-def sql_gpus(gpus, backend: str, chunk_rows: int | None, echo) -> int:
-    """`gquery run --sql`'s --gpus, before any work: the GPUs to divide the frames among (1 where the
+def run_gpus(gpus, backend: str, chunk_rows: int | None, echo) -> int:
+    """`gquery run`'s --gpus, before any work: the GPUs to divide the frames among (1 where the
     answer is not the GPU's: --backend cpu or duckdb, or no GPU, saying so)."""
     check_positive(chunk_rows=chunk_rows)
     n = parse_gpus(gpus)
@@ -52,34 +56,6 @@ def sql_gpus(gpus, backend: str, chunk_rows: int | None, echo) -> int:
         echo(f"ignored --gpus: {'--backend ' + backend + ' runs no GPU' if backend in ('cpu', 'duckdb') else probe()[1]}")
         return 1
     return resolve_gpus(n, device_count())
-
-
-def check_run(backend: str, *, chunk_rows: int | None, streams: int | None, staging_threads: int | None,
-              plot: Path | None, explain: bool, echo, gpus="1", window: int | None = None) -> int | str:
-    """`gquery run`'s options, before its data is found or generated. Returns --gpus parsed."""
-    check_positive(chunk_rows=chunk_rows, streams=streams, staging_threads=staging_threads, window=window)
-    n = parse_gpus(gpus)
-    if plot is not None and plot.suffix.lower() != ".png":
-        raise UsageError(f"--plot writes a PNG: give a path ending in .png, got {plot}")
-    if backend == "duckdb":
-        reason = "--backend duckdb runs no GPU"
-    else:
-        from gquery.gpu.device import GpuUnavailable, probe
-
-        info, reason = probe()
-        if info is not None:
-            from gquery.gpu.device import device_count
-
-            return resolve_gpus(n, device_count())
-        if backend == "gpu":
-            raise GpuUnavailable(f"no usable GPU: {reason}")
-    given = {"--plot": plot is not None, "--explain": explain, "--chunk-rows": chunk_rows is not None,
-             "--streams": streams is not None, "--staging-threads": staging_threads is not None,
-             "--gpus": n != 1}
-    ignored = [flag for flag, present in given.items() if present]
-    if ignored:
-        echo(f"ignored {', '.join(ignored)}: they need the GPU, and {reason}")
-    return 1
 
 
 def require_gpu(command: str) -> None:

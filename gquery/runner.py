@@ -1,86 +1,19 @@
-"""One query end to end: find or generate the data, ask DuckDB, run the GPU modes, compare.
-The CLI, the Python API (gquery.api), the benchmark and the ladder all go through here; every timed
-GPU run goes through measure(): warm-up runs, then the median of `repeat` or more (gquery.timing)."""
+"""One query end to end, as `gquery run` asks it: find or generate the data and its store, parse the
+SQL against the store's schema, ask DuckDB the same text, answer on each backend and mode asked for
+(gquery.answer), and check each answer against DuckDB or the CPU reference. Tables are opened here
+for the API too (open_table)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from decimal import Decimal
 
-from gquery.columns import load_lineitem
-from gquery.contract import check_source
 from gquery.errors import GqueryError, UsageError
-from gquery.plan import ENCODING_CHOICES, MODES, runnable
-from gquery.mission import MissionQuery, ModeRun, measure, numpy_select_sum
+from gquery.options import check_repeat
+from gquery.plan import MODES
 from gquery.table import PartedTable, Table
-from gquery.reference import DuckDBReference, DuckDBResult
 from gquery.sources import LineitemSource
-
-BACKENDS = ("auto", "gpu", "duckdb")
-
-
-@dataclass
-class CpuAnswer:
-    """NumPy's exact answer, given where DuckDB cannot answer and no GPU runs."""
-
-    value: Decimal | None
-    ms: float
-
-
-@dataclass
-class Outcome:
-    query: MissionQuery
-    source: str
-    rows: int | None = None
-    load_ms: float | None = None  # parquet/.tbl → encoded numpy columns
-    duckdb: DuckDBResult | None = None
-    gpu_reason: str | None = None  # why the GPU did not run, when it did not
-    device: dict | None = None
-    limits: dict | None = None
-    kernel: dict | None = None
-    runs: list[ModeRun] = field(default_factory=list)
-    table: list[str] = field(default_factory=list)  # each encoding's columns, as the runs read them
-    numpy: CpuAnswer | None = None
-
-    @property
-    def all_match(self) -> bool:
-        return all(r.match is not False for r in self.runs)
-
-    def to_dict(self) -> dict:
-        d = self.duckdb
-        return {
-            "query": self.query.sql(), "z": self.query.z, "source": self.source, "rows": self.rows,
-            "load_ms": self.load_ms,
-            "duckdb": None if d is None else {
-                "result": _str(d.value), "median_ms": d.median_ms, "times_ms": d.times_ms,
-                "threads": d.threads, "version": d.version, "widened": d.widened,
-                "unavailable": d.unavailable},
-            "numpy": None if self.numpy is None else {"result": _str(self.numpy.value), "ms": self.numpy.ms},
-            "gpu": None if self.gpu_reason is None else {"unavailable": self.gpu_reason},
-            "device": self.device, "limits": self.limits, "kernel": self.kernel, "encodings": self.table,
-            "runs": [{
-                "mode": r.mode, "encoding": r.encoding, "result": _str(r.value),
-                "selected_rows": r.result.selected_rows,
-                "match": r.match, "plan": r.result.plan.to_dict(),
-                "profile": r.result.profile.to_dict(self.limits), "totals_ms": r.totals_ms,
-                "speedup_vs_duckdb": (d.median_ms / r.result.profile.total_ms) if d and d.median_ms else None,
-                "pcie_bytes": r.result.profile.pcie_bytes, "pcie_bytes_per_row": r.result.profile.pcie_bytes_per_row,
-            } for r in self.runs],
-        }
-
-
-def _str(v: Decimal | None) -> str | None:
-    return None if v is None else str(v)
-
-
-def parse_encodings(encoding: str) -> list[str]:
-    if encoding == "all":
-        return [e for e in ENCODING_CHOICES if e != "auto"]
-    if encoding not in ENCODING_CHOICES:
-        raise UsageError(f"encoding must be one of {', '.join(ENCODING_CHOICES)} or all, got {encoding!r}")
-    return [encoding]
 
 
 def parse_modes(mode: str) -> list[str]:
@@ -89,77 +22,6 @@ def parse_modes(mode: str) -> list[str]:
     if mode not in MODES:
         raise UsageError(f"mode must be one of {', '.join(MODES)} or all, got {mode!r}")
     return [mode]
-
-
-def check_options(backend: str, repeat: int) -> None:
-    """Refuse bad options before any work (no data is generated for a command that cannot run)."""
-    if backend not in BACKENDS:
-        raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if repeat < 1:
-        raise UsageError(f"repeat must be at least 1, got {repeat}")
-
-
-def run_modes(engine, table: Table, query: MissionQuery, modes, repeat: int, expected: Decimal | None = None,
-              validate: bool = True, encodings=("auto",), **plan_options) -> list[ModeRun]:
-    """Every mode x encoding that can run (plan.runnable: not the indexed key in pageable memory)."""
-    return [measure(engine, table, query, mode, encoding, repeat, expected, validate, **plan_options)
-            for encoding, mode in runnable(modes, encodings)[0]]
-
-
-def make_engine(gpus=1, window: int | None = None):
-    """One GPU's Engine for a table in memory; the MultiEngine for several GPUs or a window."""
-    if gpus in (1, "1") and window is None:
-        from gquery.gpu.executor import Engine
-
-        return Engine()
-    from gquery.gpu.multi import MultiEngine
-
-    return MultiEngine(gpus)
-
-
-def run_query(source: LineitemSource, query: MissionQuery, *, backend: str = "auto", modes=("resident",),
-              encodings=("auto",), repeat: int = 5, validate: bool = True, echo=print, gpus=1,
-              window: int | None = None, **plan_options) -> Outcome:
-    check_options(backend, repeat)
-    if source.files:  # a store without its source files was checked when it was encoded
-        check_source(source)  # the one input contract, before any engine reads the data
-    outcome = Outcome(query, str(source))
-    engine = None
-    if backend != "duckdb":
-        from gquery.gpu.device import probe
-
-        info, reason = probe()
-        if info is None:
-            outcome.gpu_reason = reason
-        else:
-            engine = make_engine(gpus, window)
-            outcome.device = info.to_dict()
-    if not source.files:  # a store whose parquet was deleted (part-by-part generation does so)
-        return _run_store_only(outcome, source, query, engine, modes, encodings, repeat, validate, echo,
-                               gpus, window, plan_options)
-    if engine is None or validate:
-        echo(f"DuckDB: loading {source}")
-        ref = DuckDBReference(source)
-        outcome.duckdb = ref.run(query, repeat=repeat)
-        ref.close()
-        if outcome.duckdb.widened:
-            echo("DuckDB: DECIMAL(18) products overflow; asked again on DECIMAL(38,2) factors")
-    check_with_numpy = bool(outcome.duckdb and outcome.duckdb.unavailable)
-    if check_with_numpy:
-        echo(f"DuckDB cannot answer ({outcome.duckdb.unavailable}): "
-             + ("the GPU is checked against NumPy's exact answer" if engine is not None
-                else "the result is not validated; NumPy answers exactly"))
-        if engine is None:  # a user always gets an exact answer: NumPy's, in 128-bit products
-            columns = load_lineitem(source)
-            outcome.rows = columns.rows
-            t0 = time.perf_counter()
-            value = numpy_select_sum(columns, query)
-            outcome.numpy = CpuAnswer(value, (time.perf_counter() - t0) * 1e3)
-    if engine is not None:
-        expected = outcome.duckdb.value if outcome.duckdb else None
-        _run_gpu(outcome, source, query, engine, modes, encodings, repeat, validate, echo, window, plan_options,
-                 expected, check_with_numpy)
-    return outcome
 
 
 def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False, window: int | None = None,
@@ -220,59 +82,6 @@ def _open_store(path: Path, memory, window: int | None):
     return store.open_store(path, memory, window=window)
 
 
-def _run_store_only(outcome, source, query, engine, modes, encodings, repeat, validate, echo, gpus, window,
-                    plan_options) -> Outcome:
-    """A store without the files it was built from: DuckDB has nothing to read, so the CPU
-    reference over the same store (exact, in 128-bit products) checks the GPU, or answers alone."""
-    outcome.duckdb = DuckDBResult(None, unavailable="the parquet this store was built from is gone")
-    if engine is None:
-        from gquery.store import open_store
-        from gquery.mission import select_sum
-
-        echo(f"CPU: the exact reference over {source} (no GPU: {outcome.gpu_reason})")
-        table = open_store(source.path, window=window)
-        outcome.rows = table.rows
-        t0 = time.perf_counter()
-        outcome.numpy = CpuAnswer(select_sum(table, query), (time.perf_counter() - t0) * 1e3)
-        return outcome
-    echo("DuckDB: the parquet this store was built from is gone; "
-         + ("the GPU is checked against the CPU's exact answer over the store" if validate else "not validated"))
-    _run_gpu(outcome, source, query, engine, modes, encodings, repeat, validate, echo, window, plan_options,
-             None, validate)
-    return outcome
-
-
-def _run_gpu(outcome, source, query, engine, modes, encodings, repeat, validate, echo, window, plan_options,
-             expected, check_on_cpu: bool) -> None:
-    from gquery.gpu.bandwidth import measure as bandwidth
-    from gquery.mission import select_sum
-
-    echo(f"GPU: loading columns from {source}")
-    t0 = time.perf_counter()
-    table = open_table(source, memory=engine.memory, echo=echo, window=window)
-    outcome.load_ms = (time.perf_counter() - t0) * 1e3
-    held = "" if window is None else f"; parts read from disk {window} at a time"
-    echo(f"GPU: opened {table.rows:,} rows ({table.logical_bytes() / 1e9:.2f} GB of logical columns) "
-         f"in {outcome.load_ms / 1e3:.2f} s{held}")
-    if isinstance(table, PartedTable) and not hasattr(engine, "workers"):
-        engine.close()  # parts go through the many-table engine; the table's memory is portable
-        engine = make_engine(1, 0)
-    outcome.rows = table.rows
-    outcome.limits = bandwidth(engine.memory)
-    outcome.kernel = engine.resources()
-    if check_on_cpu:  # exact in 128-bit products: where DuckDB's DECIMAL(38) overflows, or it has no files
-        t0 = time.perf_counter()
-        expected = select_sum(table, query)
-        outcome.numpy = CpuAnswer(expected, (time.perf_counter() - t0) * 1e3)
-    outcome.runs = run_modes(engine, table, query, modes, repeat, expected, validate, encodings, **plan_options)
-    if not isinstance(table, PartedTable) or table.tables:
-        outcome.table = [f"{e}: " + "; ".join(table.describe(e)) for e in {r.encoding for r in outcome.runs}
-                         if e != "mixed"]
-    engine.memory.release_table(table)
-    engine.close()
-
-
-
 # --- SQL -------------------------------------------------------------------------------------------------------
 SQL_BACKENDS = ("auto", "gpu", "cpu", "duckdb")
 
@@ -302,8 +111,15 @@ class SqlOutcome:
 
     def to_dict(self) -> dict:
         a = self.first()
-        out = a.to_json() if a is not None else {"sql": self.sql, "columns": self.duckdb.columns if self.duckdb else [],
-                                                 "rows": [[_plain(v) for v in r] for r in self.duckdb.rows] if self.duckdb else []}
+        if a is not None:
+            out = a.to_json()
+        else:  # DuckDB answered alone (--backend duckdb, or outside the class): the same keys as an engine's answer
+            d = self.duckdb
+            out = {"sql": self.sql, "columns": d.columns if d else [], "types": d.types if d else [],
+                   "rows": [[_plain(v) for v in r] for r in d.rows] if d else [], "backend": "duckdb",
+                   "why": None if self.outside is None else f"outside the GPU's class: {self.outside}",
+                   "check": None, "checked_against": None, "check_note": None, "gpu_ms": None,
+                   "times_ms": d.times_ms if d else [], "notes": [], "plan": None, "profile": None}
         out.update({"source": self.source, "rows_in_table": self.rows, "outside_class": self.outside,
                     "gpu": None if self.gpu_reason is None else {"unavailable": self.gpu_reason}, "device": self.device,
                     "built": self.build_notes,
@@ -326,6 +142,24 @@ def _plain(v):
     from gquery.answer import json_value
 
     return json_value(v)
+
+
+def check_run_options(backend: str, modes, repeat: int):
+    """A run's options, before any data is found or generated: (the GPU's DeviceInfo or None, why
+    not where the backend would use it). --backend gpu without a usable GPU is refused here."""
+    if backend not in SQL_BACKENDS:
+        raise UsageError(f"backend must be one of {', '.join(SQL_BACKENDS)}, got {backend!r}")
+    check_repeat(repeat)
+    for mode in modes:
+        parse_modes(mode)
+    if backend not in ("auto", "gpu"):
+        return None, None
+    from gquery.gpu.device import probe
+
+    info, reason = probe()
+    if info is None and backend == "gpu":
+        raise GqueryError(f"no usable GPU: {reason}")
+    return info, reason
 
 
 def store_for(source: LineitemSource, echo=print) -> tuple[Path, list[str]]:
@@ -354,17 +188,8 @@ def run_sql(source: LineitemSource, text: str, *, backend: str = "auto", modes=(
     from gquery import answer, sql, store
     from gquery.reference import DuckDBTable
 
-    if backend not in SQL_BACKENDS:
-        raise UsageError(f"backend must be one of {', '.join(SQL_BACKENDS)}, got {backend!r}")
-    check_options("auto", repeat)
-    outcome = SqlOutcome(text, str(source))
-    if backend in ("auto", "gpu"):
-        from gquery.gpu.device import probe
-
-        info, outcome.gpu_reason = probe()
-        if info is None and backend == "gpu":
-            raise GqueryError(f"no usable GPU: {outcome.gpu_reason}")
-        outcome.device = info.to_dict() if info is not None else None
+    info, gpu_reason = check_run_options(backend, modes, repeat)
+    outcome = SqlOutcome(text, str(source), gpu_reason=gpu_reason, device=info.to_dict() if info is not None else None)
     path, outcome.build_notes = (None, []) if backend == "duckdb" else store_for(source, echo)
     table = None
     if path is not None:

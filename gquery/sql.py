@@ -38,6 +38,11 @@ class OutOfClass(GqueryError):
     """A query gquery's engines do not answer: the message names the construct, in one line."""
 
 
+class UnknownName(GqueryError):
+    """A column or table the table does not have: the user's typo, said in one line with the names
+    there are, never a reason to ask DuckDB (which would only load the table to say the same)."""
+
+
 class SqlSyntaxError(OutOfClass):
     """Text sqlglot cannot parse (DuckDB may still read it: `--backend auto` asks it)."""
 
@@ -519,12 +524,12 @@ class _Binder:
             raise refuse(f"a column of another schema ({_short(node)})")
         qualifier = node.table.lower()
         if qualifier and qualifier not in self.qualifiers:
-            raise OutOfClass(f"unknown table {node.table} (the class reads lineitem only)")
+            raise UnknownName(f"unknown table {node.table} in {_short(node)} (the query reads lineitem)")
         name = self.columns.get(node.name.lower())
         if name is None:
             alias = self.aliases.get(node.name.lower()) if aliases and not qualifier else None
             if alias is None:
-                raise OutOfClass(f"unknown column {node.name}")
+                raise UnknownName(f"unknown column {node.name}; the table has {', '.join(self.columns.values())}")
             if not isinstance(_unparenthesized(alias), exp.Column):
                 raise refuse(f"a reference to the select item {node.name} ({_short(alias)}) outside ORDER BY")
             return self._column(_unparenthesized(alias), aliases=False)

@@ -6,9 +6,9 @@
 #            store, its parquet deleted: what `gquery generate --sf 1000` does one part at a time,
 #            8 at once on a 64-core host), SF 10 and 100 in the foreground, then the GPU tests of
 #            several GPUs and of Dask
-#   report   wait for SF 1000, then `gquery bench --scale` over SF 10, 100 and 1000, GPUs 1, 2, 4
+#   report   wait for SF 1000, then `gquery bench --scale` (the class at scale) over SF 10, 100 and 1000, GPUs 1, 2, 4
 #   queries  SQL of the class on every GPU and as Dask tasks (one call): the GPU tests of several GPUs and
-#            of Dask, SF 100 (SCALE_SF) with its parquet kept, then `gquery bench --scale --queries`
+#            of Dask, SF 100 (SCALE_SF) with its parquet kept, then `gquery bench --scale`
 # Usage: GQUERY_COMMIT=<git rev-parse --short HEAD, run here: the lent host's .git may not be this checkout's> \
 #          bash .device/run.sh bash scripts/scale_host.sh start|report
 set -uo pipefail
@@ -51,7 +51,7 @@ case "${1:-}" in
     ;;
   queries)  # SQL of the class on every GPU and on Dask: the GPU tests of several GPUs and of Dask, then SF 100's
     # parquet (kept: DuckDB checks every answer) and a store of the class's columns, its 10 parts encoded at once,
-    # then `gquery bench --scale --queries` on 1 and 2 ... GPUs
+    # then `gquery bench --scale` on 1 and 2 ... GPUs
     nvidia-smi -L; nproc
     python3 -m pytest -m gpu -q -p no:cacheprovider -rfs --tb=line -W error::pytest.PytestUnraisableExceptionWarning \
       tests/test_gpu_scale.py tests/test_distributed.py "tests/test_gpu_sql.py::test_sql_over_every_gpu_of_the_host" \
@@ -73,7 +73,7 @@ case "${1:-}" in
       "$store" "$columns" 2>&1 | tail -3
     python3 -c "from gquery import store; store.finish_parted('$store', $((sf / 10)))" || rc=1
     gpus=""; for g in $(seq 1 "$(nvidia-smi -L | wc -l)"); do gpus="$gpus --gpus $g"; done
-    python3 -m gquery bench --scale --queries --sf "$sf" $gpus --repeat 5 --out "$OUT" > "$OUT/scale-queries.txt" 2>&1 || rc=1
+    python3 -m gquery bench --scale --sf "$sf" $gpus --repeat 5 --out "$OUT" > "$OUT/scale-queries.txt" 2>&1 || rc=1
     tail -40 "$OUT/scale-queries.txt"
     ;;
   *) echo "usage: scale_host.sh start|report|queries" >&2; exit 2 ;;

@@ -25,8 +25,19 @@ def test_duckdb_json_equals_exact_numpy(sf001, data_dir):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     exact = numpy_select_sum(load_lineitem(sf001), MissionQuery(30))
-    assert out["duckdb"]["result"] == str(exact)
-    assert out["runs"] == [] and out["duckdb"]["threads"] >= 1 and len(out["duckdb"]["times_ms"]) == 5
+    assert out["rows"] == [[str(exact)]] and out["backend"] == "duckdb"
+    assert out["runs"] == [] and out["duckdb"]["median_ms"] > 0 and len(out["duckdb"]["times_ms"]) == 5
+
+
+def test_z_and_its_sql_print_the_same_json(sf001):
+    """--z is sugar for the mission's SQL: one road, one answer object, one JSON shape and check."""
+    by_z = json.loads(gquery("run", "--z", "30", "--backend", "cpu", "--json", "--repeat", "1", "--data", sf001.files[0]).stdout)
+    text = "SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < 30"
+    by_sql = json.loads(gquery("run", "--sql", text, "--backend", "cpu", "--json", "--repeat", "1", "--data", sf001.files[0]).stdout)
+    assert by_z.keys() == by_sql.keys() and by_z["sql"] == by_sql["sql"] == text
+    assert by_z["rows"] == by_sql["rows"] and by_z["check"] is by_sql["check"] is True
+    duck = json.loads(gquery("run", "--z", "30", "--backend", "duckdb", "--json", "--data", sf001.files[0]).stdout)
+    assert duck.keys() == by_z.keys() and duck["rows"] == by_z["rows"]
 
 
 def test_table_output(sf001, data_dir):
@@ -52,17 +63,17 @@ def test_backend_gpu_without_gpu_fails_before_any_work(tmp_path):
 
 @pytest.mark.skipif(HAS_GPU, reason="checks the behaviour without a GPU")
 def test_gpu_options_without_gpu_are_ignored_with_one_note(sf001):
-    r = gquery("run", "--z", "30", "--backend", "duckdb", "--explain", "--streams", "2", "--data", sf001.files[0])
+    r = gquery("run", "--z", "30", "--backend", "duckdb", "--gpus", "2", "--data", sf001.files[0])
     assert r.returncode == 0, r.stderr
     notes = [line for line in r.stderr.splitlines() if line.startswith("ignored")]
-    assert notes == ["ignored --explain, --streams: they need the GPU, and --backend duckdb runs no GPU"]
+    assert notes == ["ignored --gpus: --backend duckdb runs no GPU"]
 
 
 @pytest.mark.parametrize("args", [
     ["--sf", "abc", "--z", "1"], ["--sf", "0", "--z", "1"], ["--sf", "-1", "--z", "1"], ["--sf", "nan", "--z", "1"],
     ["--sf", "2000", "--z", "1"], ["--sf", "1", "--z", "1.5"], ["--sf", "1", "--z", "x"], ["--sf", "1"],
     ["--z", "1"], ["--sf", "1", "--z", "1", "--mode", "warp"], ["--sf", "1", "--z", "1", "--backend", "tpu"],
-    ["--sf", "1", "--z", "1", "--repeat", "0"], ["--sf", "1", "--z", "1", "--plot", "x.svg"],
+    ["--sf", "1", "--z", "1", "--repeat", "0"], ["--sf", "1", "--z", "1", "--plot", "x.png"],
 ])
 def test_usage_errors_exit_2_in_one_line(args, tmp_path):
     r = gquery("run", *args, "--data-dir", tmp_path)
@@ -93,7 +104,7 @@ def test_generate_then_reuse(tmp_path):
 def test_data_path_and_tbl(sf001_tbl, sf001):
     r = gquery("run", "--z", "30", "--backend", "duckdb", "--json", "--data", sf001_tbl.files[0])
     assert r.returncode == 0
-    assert json.loads(r.stdout)["duckdb"]["result"] == str(numpy_select_sum(load_lineitem(sf001), MissionQuery(30)))
+    assert json.loads(r.stdout)["rows"] == [[str(numpy_select_sum(load_lineitem(sf001), MissionQuery(30)))]]
 
 
 @pytest.mark.parametrize("args", [["--help"], []], ids=["help", "no-arguments"])

@@ -19,9 +19,9 @@ from gquery import store
 from gquery.cli import main
 from gquery.columns import LineitemColumns
 from gquery.errors import GqueryError, UsageError
-from gquery.mission import MissionQuery, to_decimal
+from gquery.result import Partial, finalize
+from gquery.sql import named_sql
 from gquery.table import Table
-from gquery.mission import select_sum
 from gquery.tpch import find_lineitem
 
 pytest.importorskip("distributed", reason="the Dask path needs pip install 'gquery[dist]'")
@@ -44,9 +44,15 @@ def parted_store(path, parts: list[LineitemColumns]):
 
 
 def python_sum(parts: list[LineitemColumns], z: int):
-    """The answer in Python's own integers, row by row."""
+    """The answer in Python's own integers, row by row: SUM in ten-thousandths, NULL for no row."""
     products = [int(q) * int(p) for c in parts for k, q, p in zip(c.suppkey, c.quantity, c.extendedprice) if k < z]
-    return to_decimal(sum(products), len(products))
+    return Decimal(f"{sum(products)}E-4") if products else None
+
+
+def value(r):
+    """The one value of the mission's one row."""
+    [(v,)] = r.result.rows
+    return v
 
 
 @pytest.fixture(scope="module")
@@ -76,27 +82,29 @@ def test_dask_equals_the_in_process_answer_exactly(cluster, stores, name):
     path, parts = stores[name]
     rng = np.random.default_rng(len(name))
     for z in Z_VALUES + [int(z) for z in rng.integers(KEYS[0], KEYS[1], 3)]:
-        r = D.run_distributed(path, MissionQuery(z), scheduler=cluster.scheduler)
+        r = D.run_distributed(path, named_sql("mission", z), scheduler=cluster.scheduler)
         expected = python_sum(parts, z)
-        assert r.value == expected == select_sum(store.open_store(path), MissionQuery(z)), z
-        assert (r.value is None) == (z <= KEYS[0]) and r.selected_rows == sum(int((c.suppkey < z).sum()) for c in parts)
+        assert value(r) == expected == finalize(r.query, D.in_process(path, named_sql("mission", z))).rows[0][0], z
+        assert (value(r) is None) == (z <= KEYS[0]) and r.selected_rows == sum(int((c.suppkey < z).sum()) for c in parts)
         assert [p.rows for p in r.parts] == [c.rows for c in parts] and r.rows == sum(c.rows for c in parts)
         assert r.workers == 2 and r.backend == "cpu" and not r.local and all(p.worker.startswith("tcp://") for p in r.parts)
     if name == "wide":
-        assert abs(r.total) > 2**64  # the partials were added as Python ints
+        assert abs(r.partial.groups[()][0][0]) > 2**64  # the partials were added as Python ints
 
 
 def test_tasks_return_exact_strings_never_floats(stores):
     path, parts = stores["wide"]
-    total, selected, ms, worker = D.part_task(str(store.part_path(path, 1)), 50)
-    assert isinstance(total, str) and isinstance(selected, int)
-    assert to_decimal(int(total), selected) == python_sum(parts[:1], 50) and worker == "in-process"
+    payload, selected, ms, worker = D.part_task(str(store.part_path(path, 1)), named_sql("mission", 50))
+    [group] = payload["groups"]
+    assert all(isinstance(v, str) for state in group["states"] for v in state) and isinstance(selected, int)
+    [[total, rows]] = Partial.from_json(payload).groups[()]
+    assert Decimal(f"{total}E-4") == python_sum(parts[:1], 50) and rows == selected and worker == "in-process"
 
 
 def test_overhead_is_a_dict_a_report_can_embed(cluster, stores):
     path, parts = stores["parted"]
-    o = D.overhead(path, MissionQuery(50), scheduler=cluster.scheduler, repeat=2)
-    assert o["result"] == str(python_sum(parts, 50)) and o["parts"] == 3 and o["workers"] == 2
+    o = D.overhead(path, named_sql("mission", 50), scheduler=cluster.scheduler, repeat=2)
+    assert o["result"] == [[str(python_sum(parts, 50))]] and o["parts"] == 3 and o["workers"] == 2
     assert o["in_process_ms"] > 0 and o["dask_ms"] > 0 and o["ratio"] == o["dask_ms"] / o["in_process_ms"]
     assert len(o["dask_times_ms"]) == len(o["in_process_times_ms"]) == 2
     json.dumps(o)
@@ -110,18 +118,18 @@ def test_held_parts_stay_on_their_worker_and_follow_a_rebuilt_store(cluster, sto
     rng = np.random.default_rng(21)
     parts = [random_columns(n, rng) for n in PART_ROWS]
     parted_store(path, parts)
-    first = [cluster.run(path, MissionQuery(z), hold=True) for z in (37, 64, 37)]
-    assert [r.value for r in first] == [python_sum(parts, 37), python_sum(parts, 64), python_sum(parts, 37)]
+    first = [cluster.run(path, named_sql("mission", z), hold=True) for z in (37, 64, 37)]
+    assert [value(r) for r in first] == [python_sum(parts, 37), python_sum(parts, 64), python_sum(parts, 37)]
     placed = [[p.worker for p in r.parts] for r in first]
     assert placed[0] == placed[1] == placed[2] and len(set(placed[0])) == 2  # round robin over both workers
     rebuilt = [random_columns(n, rng) for n in PART_ROWS]
     shutil.rmtree(path)
     time.sleep(0.01)  # a new manifest mtime even on coarse clocks
     parted_store(path, rebuilt)
-    assert cluster.run(path, MissionQuery(64), hold=True).value == python_sum(rebuilt, 64)
+    assert value(cluster.run(path, named_sql("mission", 64), hold=True)) == python_sum(rebuilt, 64)
     assert cluster.release() == len(PART_ROWS) and cluster.release() == 0
-    o = D.overhead(path, MissionQuery(50), scheduler=cluster.scheduler, repeat=2, hold=True)
-    assert o["hold"] and o["result"] == str(python_sum(rebuilt, 50))
+    o = D.overhead(path, named_sql("mission", 50), scheduler=cluster.scheduler, repeat=2, hold=True)
+    assert o["hold"] and o["result"] == [[str(python_sum(rebuilt, 50))]]
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +150,7 @@ def test_cli_on_a_local_cluster_prints_the_exact_answer_checked_by_duckdb(parque
     assert store.is_parted(path) and store.unchanged_sources(path)
     r = gquery("run", "--data", path, "--z", 50, "--scheduler", "local", "--workers", 2, "--repeat", 2)
     assert r.returncode == 0, r.stderr
-    assert f"result   {python_sum(parts, 50)}" in r.stdout
+    assert f" {python_sum(parts, 50)} " in r.stdout
     assert "MATCH against DuckDB" in r.stdout and "a local cluster at tcp://" in r.stdout and "2 workers" in r.stdout
     assert all(f"part-0000{k}.gq" in r.stdout for k in (1, 2, 3))
 
@@ -152,10 +160,10 @@ def test_cli_on_a_running_scheduler_checks_against_the_cpu_reference_without_sou
     code = run_main(["run", "--data", str(path), "--z", "2", "--scheduler", cluster.scheduler, "--json", "--repeat", "1"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["match"] is True and out["checked_against"] == "the CPU reference over the store"
-    assert out["value"] == str(python_sum(parts, 2)) and out["scheduler"] == cluster.scheduler and not out["local"]
+    assert out["rows"] == [[str(python_sum(parts, 2))]] and out["scheduler"] == cluster.scheduler and not out["local"]
     code = run_main(["run", "--data", str(path), "--z", "0", "--scheduler", cluster.scheduler, "--no-validate"])
     printed = capsys.readouterr().out
-    assert code == 0 and "result   NULL" in printed and "not validated" in printed
+    assert code == 0 and " NULL" in printed and "not validated" in printed
 
 
 def run_main(argv) -> int:
@@ -179,7 +187,7 @@ def one_error(capsys, code: int, argv) -> str:
     (["--scheduler", "local", "--mode", "pinned"], "give it with --backend gpu"),
     (["--scheduler", "local", "--backend", "gpu", "--mode", "resident"], "pinned, registered or pageable"),
     (["--scheduler", "local", "--backend", "duckdb"], "runs no Dask workers"),
-    (["--scheduler", "local", "--explain", "--streams", "2"], "--explain, --streams: not with --scheduler"),
+    (["--scheduler", "local", "--explain", "--gpus", "2"], "--explain, --gpus: not with --scheduler"),
     (["--scheduler", "local", "--workers", "0"], "at least 1"),
     (["--scheduler", "local", "--repeat", "0"], "at least 1"),
     (["--scheduler", "no-port"], "not a Dask scheduler address"),
@@ -203,7 +211,7 @@ def test_what_is_not_a_store_is_one_line_before_any_cluster(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     for path in (tmp_path / "empty", tmp_path / "missing"):
         with pytest.raises(GqueryError, match="not a gquery store|no such file") as e:
-            D.run_distributed(path, MissionQuery(5))
+            D.run_distributed(path, named_sql("mission", 5))
         assert "\n" not in str(e.value)
     line, seconds = one_error(capsys, 1, ["run", "--data", str(tmp_path / "empty"), "--z", "5", "--scheduler", "local"])
     assert "holds no lineitem" in line and seconds < 5
@@ -216,7 +224,7 @@ def test_a_failing_worker_is_one_line_naming_the_part(cluster, stores, tmp_path)
     data[len(data) // 2] ^= 0xFF
     buffer.write_bytes(bytes(data))
     with pytest.raises(GqueryError, match="part-00003.gq: .* is corrupt") as e:
-        D.run_distributed(path, MissionQuery(50), scheduler=cluster.scheduler)
+        D.run_distributed(path, named_sql("mission", 50), scheduler=cluster.scheduler)
     assert "\n" not in str(e.value)
 
 
@@ -251,12 +259,12 @@ def test_gpu_workers_equal_the_in_process_gpu_answer(stores):
     """On a GPU host: a local cluster of one worker a GPU, each part through gquery.api there."""
     path, parts = stores["parted"]
     for z in (0, 37, 2**40):
-        r = D.run_distributed(path, MissionQuery(z), backend="gpu")
-        local = D.in_process(path, MissionQuery(z), backend="gpu")
-        assert r.value == python_sum(parts, z) == to_decimal(*local) and r.backend == "gpu" and r.local
-    o = D.overhead(path, MissionQuery(37), backend="gpu", repeat=2)
-    assert o["result"] == str(python_sum(parts, 37)) and o["workers"] == len(D.gpu_ids())
-    held = D.overhead(path, MissionQuery(37), backend="gpu", repeat=2, hold=True)
+        r = D.run_distributed(path, named_sql("mission", z), backend="gpu")
+        local = D.in_process(path, named_sql("mission", z), backend="gpu")
+        assert value(r) == python_sum(parts, z) == finalize(r.query, local).rows[0][0] and r.backend == "gpu" and r.local
+    o = D.overhead(path, named_sql("mission", 37), backend="gpu", repeat=2)
+    assert o["result"] == [[str(python_sum(parts, 37))]] and o["workers"] == len(D.gpu_ids())
+    held = D.overhead(path, named_sql("mission", 37), backend="gpu", repeat=2, hold=True)
     assert held["result"] == o["result"] and held["hold"]
 
 
@@ -275,7 +283,7 @@ def test_sql_on_dask_equals_the_cpu_reference_over_the_whole_store(cluster, stor
     path, _ = stores[name]
     whole = store.open_store(path)
     for text in SQL_TEXTS:
-        r = cluster.run_sql(path, text)
+        r = cluster.run(path, text)
         want = cpu_answer(r.query, whole)
         assert r.result.rows == want.rows, text
         assert r.selected_rows == want.partial.rows_selected and [p.worker.startswith("tcp://") for p in r.parts]
@@ -293,7 +301,7 @@ def test_sql_on_gpu_workers_equals_the_cpu_reference_over_the_whole_store(stores
         whole = store.open_store(path)
         with D.Session(None, "gpu") as session:
             for text in SQL_TEXTS:
-                r = session.run_sql(path, text, "pinned", repeat=2, hold=hold)
+                r = session.run(path, text, "pinned", repeat=2, hold=hold)
                 want = cpu_answer(r.query, whole)
                 assert r.result.rows == want.rows and r.backend == "gpu", (name, text)
                 assert r.selected_rows == want.partial.rows_selected and r.workers == len(D.gpu_ids())

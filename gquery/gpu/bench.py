@@ -13,9 +13,8 @@ from gquery.gpu.executor import Engine
 from gquery.gpu.memory import DeviceColumns
 from gquery.gpu.multi import MultiEngine
 from gquery.plan import LIST_MODES, MODES
-from gquery.mission import MissionQuery, scaled_int
+from gquery.mission import MissionQuery, run_modes, scaled_int
 from gquery.reference import DuckDBReference
-from gquery.runner import run_modes
 from gquery.table import KEY, PRICE, QUANTITY, PartedTable
 from gquery.tpch import generate
 

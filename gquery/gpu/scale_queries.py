@@ -1,4 +1,4 @@
-"""`gquery bench --scale --queries`: SQL of the class at scale. Each SF's store on one GPU (TPC-H Q6
+"""`gquery bench --scale`: SQL of the class at scale. Each SF's store on one GPU (TPC-H Q6
 and Q1, and the mission query at Z = half the suppliers where the store holds l_suppkey); one SF on
 1, 2 ... GPUs (each GPU a share of the frames and its own fused kernel, the exact partials added);
 the same SQL text as Dask tasks on GPU workers that hold their parts. Every answer is checked:
@@ -18,12 +18,13 @@ from pathlib import Path
 from gquery import reports, store
 from gquery.answer import cpu_answer, gpu_answer_multi, parts_of, schema_of
 from gquery.gpu.multi import MultiEngine
-from gquery.gpu.scale import dask_unavailable, floor_entry
 from gquery.reference import duckdb_over_files
 from gquery.result import same
-from gquery.sql import OutOfClass, named_sql, parse
+from gquery.sql import OutOfClass, UnknownName, named_sql, parse
 
 QUERIES = ("q6", "q1", "mission")
+
+FLOORS = {"sf_ratio": 10.5, "gpus_2": 1.8, "gpus_4": 2.6}  # SF x10 costs at most 10.5x; 2 and 4 GPUs give at least
 
 
 def texts(table) -> list[tuple[str, str]]:
@@ -33,7 +34,7 @@ def texts(table) -> list[tuple[str, str]]:
     for name in QUERIES:
         try:
             parse(named_sql(name, 1), schema)
-        except OutOfClass:  # a column the store does not hold
+        except (OutOfClass, UnknownName):  # a column the store does not hold
             continue
         z = max(t.ranges(["l_suppkey"])["l_suppkey"][1] for t in parts_of(table)) // 2 if name == "mission" else None
         out.append((name, named_sql(name, z)))
@@ -110,8 +111,8 @@ def _dask(path, workers: int, repeat: int, checked: dict, sf, echo) -> list[dict
         with distributed.Session(None, "gpu", workers) as session:
             table = store.open_store(path, check_source=False)
             for name, text in texts(table):
-                session.run_sql(path, text, "pinned", hold=True)  # warm-up: each worker opens its parts
-                r = session.run_sql(path, text, "pinned", repeat, hold=True)
+                session.run(path, text, "pinned", hold=True)  # warm-up: each worker opens its parts
+                r = session.run(path, text, "pinned", repeat, hold=True)
                 match = None if (sf, name) not in checked else r.result.rows == checked[(sf, name)]
                 out.append({"query": name, "workers": r.workers, "parts": len(distributed.store_parts(path)),
                             "dask_ms": r.wall_ms, "dask_times_ms": r.times_ms, "match": match,
@@ -120,6 +121,28 @@ def _dask(path, workers: int, repeat: int, checked: dict, sf, echo) -> list[dict
     except Exception as e:  # the report keeps what ran; the failure is shown, not hidden
         return out or {"unavailable": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
     return out
+
+
+def dask_unavailable(path) -> dict | None:
+    """Why a report's Dask section cannot run (no store for it, or dask not installed), else None."""
+    from gquery import distributed
+    from gquery.errors import GqueryError
+
+    if path is None:
+        return {"unavailable": "no store for --gpu-sf"}
+    try:
+        distributed.require_dask()
+    except GqueryError as e:
+        return {"unavailable": str(e)}
+    return None
+
+
+def floor_entry(name: str, what: str, value: float, why: str, at_most: bool = False) -> dict:
+    """One floor of FLOORS read against a measured value: met or not, by how much, and why where not."""
+    floor = FLOORS[name]
+    met = value <= floor if at_most else value >= floor
+    return {"name": name, "what": what, "value": value, "floor": floor, "at_most": at_most, "met": met,
+            "short_by": None if met else abs(value - floor), "why": None if met else why}
 
 
 def floors(runs: list[dict]) -> list[dict]:
