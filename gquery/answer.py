@@ -61,7 +61,7 @@ class Answer:
                f"{checked}" + (f"; {self.why}" if self.why else "") + ")"
 
     def explain(self) -> str:
-        from gquery.fusedplan import FusedPlan
+        from gquery.gpu.fusedplan import FusedPlan
 
         if self.plan is None:
             return f"answered by {self.backend}" + (f": {self.why}" if self.why else "")
@@ -202,7 +202,7 @@ def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1
     """The query on one GPU, on the calling thread (the engine's device thread: see api). `scan`:
     auto (the planner's choice between the fused kernel and the mission's key scan), fused, or mission.
     `multi`: a many-table engine (gpu/multi.py) that runs the mission's key scan over a parted table."""
-    from gquery.fusedplan import plan_fused
+    from gquery.gpu.fusedplan import plan_fused
 
     tables = parts_of(data)
     plan = plan_fused(query, tables, mode, engine.device.sm_count, chunk_frames)
@@ -284,7 +284,7 @@ def gpu_answer_multi(query: Query, data, multi, mode: str = "pinned", repeat: in
     frames (whole parts where they fall inside a share, frame views of a part cut by a boundary), its
     share's fused plan run on its own thread, all at once; the exact partials added here. Timed as one:
     from handing the shares out to the last partial back, the median of `repeat` rounds."""
-    from gquery.fusedplan import plan_fused
+    from gquery.gpu.fusedplan import plan_fused
     from gquery.gpu.fused import runner_of
     from gquery.gpu.multi import _frame_shares
     from gquery.profile import Profile

@@ -437,12 +437,12 @@ def bench(sf: list[float] = typer.Option([1.0, 10.0], "--sf", help="Scale factor
     from gquery.options import check_positive, check_repeat, require_gpu
 
     require_gpu("bench")  # before the import below, which needs pycuda
-    from gquery.gpu import bench as B
+    from gquery.bench import keyscan as B
 
     check_repeat(repeat)
     if scale:
-        from gquery.gpu import query_bench as Q
-        from gquery.gpu import scale_queries as SQ
+        from gquery.bench import queries as Q
+        from gquery.bench import scale as SQ
         from gquery.gpu.device import device_count
 
         check_positive(gpus=min(gpus))
@@ -459,7 +459,7 @@ def bench(sf: list[float] = typer.Option([1.0, 10.0], "--sf", help="Scale factor
             raise GqueryError("a GPU answer differs from the reference")
         return
     if queries:
-        from gquery.gpu import query_bench as Q
+        from gquery.bench import queries as Q
 
         sfs = sorted({tpch.check_sf(x) for x in sf}) if sf != [1.0, 10.0] else [10.0, 100.0]
         data = Q.run_queries(sfs, repeat, data_dir, echo=note, columns=None if all_columns else Q.NEEDED)

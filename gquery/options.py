@@ -5,6 +5,7 @@ ignored with one note saying why (--backend auto or duckdb), never silently."""
 from __future__ import annotations
 
 from gquery.errors import GqueryError, UsageError
+from gquery.gpu.device import parse_gpus, resolve_gpus  # noqa: F401 (parse_gpus: the CLI's word for --gpus)
 
 
 def check_positive(**flags: int | None) -> None:
@@ -18,27 +19,6 @@ def check_repeat(repeat: int) -> None:
     """Timed runs: at least one (the CLI, the API and the benchmarks ask it alike)."""
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise UsageError(f"repeat must be at least 1, got {repeat!r}")
-
-
-def parse_gpus(gpus: str | int | None):
-    """--gpus: a positive count or "all" (checked against the host's GPUs where one is usable)."""
-    if gpus is None or gpus == "all":
-        return "all"
-    try:
-        n = int(gpus)
-    except (TypeError, ValueError):
-        raise UsageError(f"--gpus must be a positive integer or all, got {gpus!r}") from None
-    check_positive(gpus=n)
-    return n
-
-
-def resolve_gpus(gpus, available: int) -> int:
-    """--gpus N or all (parsed by options.parse_gpus), against the devices the driver sees."""
-    n = parse_gpus(gpus)
-    n = available if n == "all" else n
-    if n > available:
-        raise UsageError(f"--gpus {n}: this host has {available} GPU{'s' * (available != 1)}")
-    return n
 
 
 def run_gpus(gpus, backend: str, chunk_rows: int | None, echo) -> int:

@@ -49,7 +49,7 @@ def _sample() -> None:
 SPANS = ["gquery.gpu.device:_probe", "gquery.gpu.device:DeviceThread._retain", "gquery.api:_engine_here",
          "gquery.sql:parse", "gquery.store:StoreFiles.read", "gquery.store:StoreFiles.zones",
          "gquery.store:StoreFiles.packed", "gquery.store:StoreFiles.key_encoding", "gquery.store:open_store",
-         "gquery.gpu.memory:GpuMemory.pin_in_place", "gquery.fusedplan:plan_fused", "gquery.plan:plan_query",
+         "gquery.gpu.memory:GpuMemory.pin_in_place", "gquery.gpu.fusedplan:plan_fused", "gquery.plan:plan_query",
          "gquery.plan:_choose_key", "gquery.answer:gpu_answer", "gquery.mission:measure",
          "gquery.gpu.executor:Engine.run_many", "gquery.gpu.fused:FusedRunner.run", "gquery.gpu.kernels:module",
          "gquery.gpu.kernels:cubin", "gquery.gpu.executor:Engine.prepare", "gquery.gpu.executor:Engine.__init__",

@@ -48,7 +48,7 @@ if [ "$what" = timeline ]; then
   for sf in ${TIMELINE_SF:-100}; do
     tpch_parts "$sf" || rc=1
     path=$(python3 -c "
-from gquery.gpu.query_bench import bench_source, design_store, NEEDED
+from gquery.bench.queries import bench_source, design_store, NEEDED
 print(design_store(bench_source($sf, None, print), $sf, '$design', None, NEEDED, print))" | tail -1)
     python3 scripts/fused_timeline.py "$path" "$query" --chunk-frames "${TIMELINE_CHUNKS:-auto,1112,4096,8192}" \
       --json "$OUT/timeline-sf$sf-$query.json" 2>&1 | tee "$OUT/timeline-sf$sf-$query.txt" || rc=1

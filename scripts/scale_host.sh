@@ -66,7 +66,7 @@ case "${1:-}" in
         && mv "/tmp/tg$sf/lineitem" "$dir/lineitem"
     fi
     store=$dir/lineitem-needed.gq
-    columns=$(python3 -c "from gquery.gpu.query_bench import NEEDED; print(','.join(NEEDED))")
+    columns=$(python3 -c "from gquery.bench.queries import NEEDED; print(','.join(NEEDED))")
     mkdir -p "$store"
     find "$dir/lineitem" -name "*.parquet" | sort -V | awk '{print NR, $0}' | xargs -P 16 -n 2 bash -c \
       'python3 -m gquery encode --data "$4" --out "$(printf "%s/part-%05d.gq" "$1" "$3")" --columns "$2" > /dev/null' _ \

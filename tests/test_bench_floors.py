@@ -1,6 +1,6 @@
 """The benchmark's floors are computed from the runs it recorded: which run each floor reads."""
 
-from gquery.gpu.bench import floors
+from gquery.bench.keyscan import floors
 
 LIMITS = {"d2d_gbps": 3000.0, "h2d_pinned_gbps": 55.0}
 
@@ -34,7 +34,7 @@ def class_run(sf, gpus, query, gpu_ms):
 def test_the_class_at_scale_reads_one_gpu_against_several_and_each_sf_against_a_tenth_of_it():
     """Each query's time at SF x on one GPU over its time at SF x/10 (at most 10.5), and at one SF on k
     GPUs against one GPU (2 GPUs at least 1.8x): a floor a query, from the runs recorded."""
-    from gquery.gpu.scale_queries import floors, markdown
+    from gquery.bench.scale import floors, markdown
 
     runs = [class_run(100, 1, "q6", 45.0), class_run(100, 2, "q6", 30.0), class_run(1000, 1, "q6", 450.0),
             class_run(100, 1, "q1", 80.0), class_run(100, 2, "q1", 40.0)]
@@ -55,8 +55,8 @@ def test_the_class_at_scale_asks_what_the_store_holds_and_checks_against_duckdb_
     where it is not); the reference is DuckDB over the parquet while it is there, else the NumPy
     reference over the same store, and both give the same rows."""
     from gquery import store
-    from gquery.gpu.query_bench import NEEDED
-    from gquery.gpu.scale_queries import reference, texts
+    from gquery.bench.queries import NEEDED
+    from gquery.bench.scale import reference, texts
     from gquery.result import same
 
     full = store.write_store(sf001, tmp_path / "needed.gq", sf001, echo=lambda m: None, columns=list(NEEDED))
@@ -71,7 +71,7 @@ def test_the_class_at_scale_asks_what_the_store_holds_and_checks_against_duckdb_
     answer, how, _ = reference(cpu_store, store.open_store(cpu_store), named["q6"])
     assert how == "NumPy reference over the store" and same(answer.result, rows, False)
     from gquery.answer import cpu_answer
-    from gquery.gpu.scale_queries import _equal
+    from gquery.bench.scale import _equal
     from gquery.sql import parse
 
     for name, text in named.items():  # Q1's AVGs round as DuckDB's over parquet, not over a table

@@ -8,7 +8,7 @@ import pytest
 from gquery import sql, store
 from gquery.answer import _mission_bytes, parts_of, schema_of
 from gquery.encodings import encode_column, frame_words, packed_bytes
-from gquery.fusedplan import plan_fused
+from gquery.gpu.fusedplan import plan_fused
 from gquery.table import KEY, PRICE, QUANTITY, read_ahead, read_all
 
 

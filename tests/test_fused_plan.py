@@ -9,7 +9,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from gquery.fusedplan import plan_fused
+from gquery.gpu.fusedplan import plan_fused
 from gquery.gpu import codegen, kernels
 from gquery.gpu.fused import fused_build
 from gquery.prune import ABSENT, ALWAYS, CHECK, NEVER, Zones, classify, lower
@@ -226,7 +226,7 @@ def test_a_parted_store_is_cut_into_chunks_for_the_whole_query_not_for_each_part
     """Chunks are sized from the frames every part touches together: a part is not cut into
     CHUNKS_PER_QUERY pieces of its own (each piece costs the host its copies and launch to queue), and
     a run is cut into pieces of equal size, never a whole one and a sliver."""
-    from gquery.fusedplan import CHUNKS_PER_QUERY, MIN_CHUNK_FRAMES
+    from gquery.gpu.fusedplan import CHUNKS_PER_QUERY, MIN_CHUNK_FRAMES
 
     t = table(1_200_000)  # 1,172 frames, each tested
     q = query(Compare("<", col("k"), Literal(9_000, INTEGER)), total(PRODUCT))

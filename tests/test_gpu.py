@@ -192,7 +192,7 @@ def test_ladder_refuses_what_int64_partials_cannot_hold(ladder):
 
 
 def test_cupy_one_liner_matches(engine):
-    from gquery.gpu import cupy_baseline
+    from gquery.bench import cupy_baseline
 
     if not cupy_baseline.available():
         pytest.skip("CuPy is not installed")

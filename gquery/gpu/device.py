@@ -10,7 +10,7 @@ from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
-from gquery.errors import GqueryError
+from gquery.errors import GqueryError, UsageError
 
 
 class GpuUnavailable(GqueryError):
@@ -154,6 +154,28 @@ def device_count() -> int:
     import pycuda.driver as cuda
 
     return cuda.Device.count()
+
+
+def parse_gpus(gpus: str | int | None):
+    """--gpus: a positive count or "all" (checked against the host's GPUs where one is usable)."""
+    if gpus is None or gpus == "all":
+        return "all"
+    try:
+        n = int(gpus)
+    except (TypeError, ValueError):
+        raise UsageError(f"--gpus must be a positive integer or all, got {gpus!r}") from None
+    if n < 1:
+        raise UsageError(f"--gpus must be a positive integer, got {n}")
+    return n
+
+
+def resolve_gpus(gpus, available: int) -> int:
+    """--gpus N or all (parsed by parse_gpus), against the devices the driver sees."""
+    n = parse_gpus(gpus)
+    n = available if n == "all" else n
+    if n > available:
+        raise UsageError(f"--gpus {n}: this host has {available} GPU{'s' * (available != 1)}")
+    return n
 
 
 def require() -> DeviceInfo:

@@ -1,4 +1,4 @@
-"""Runs a fused plan (gquery.fusedplan) on one GPU: its chunks' copies on one copy stream, the
+"""Runs a fused plan (gquery.gpu.fusedplan) on one GPU: its chunks' copies on one copy stream, the
 generated kernel on compute streams under them, columns read in place where the plan placed them,
 and CUDA events around every stage, on the same pipeline the mission scan uses (its streams, events,
 rings and memory layer: gpu/executor.Engine).
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gquery.encodings import FRAME_ROWS, PAD_WORDS
-from gquery.fusedplan import FusedPlan, TablePlan
+from gquery.gpu.fusedplan import FusedPlan, TablePlan
 from gquery.gpu import codegen, kernels
 from gquery.gpu.timeline import Timeline
 from gquery.host import host_threads

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 from gquery.encodings import frames_of, split_frames
 from gquery.errors import GqueryError, UsageError
-from gquery.options import resolve_gpus
 from gquery.gpu.executor import Engine, GpuResult, close_last
 from gquery.plan import QueryPlan
 from gquery.profile import Interval, Profile
@@ -122,7 +121,7 @@ class MultiEngine:
     """plan() and run() over `gpus` devices, for a Table or a PartedTable."""
 
     def __init__(self, gpus=1):
-        from gquery.gpu.device import device_count, require
+        from gquery.gpu.device import device_count, require, resolve_gpus
 
         require()
         n = resolve_gpus(gpus, device_count())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gquery import reports
 from gquery.contract import check_source
-from gquery.gpu import cupy_baseline
+from gquery.bench import cupy_baseline
 from gquery.gpu.bandwidth import measure
 from gquery.gpu.executor import Engine
 from gquery.gpu.memory import DeviceColumns
