@@ -105,7 +105,7 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         sql_text: Optional[str] = typer.Option(None, "--sql", help="A selection+aggregate over lineitem, in SQL; DuckDB is asked the same text."),
         named: Optional[str] = typer.Option(None, "--query", help="A named query: mission (with --z), q1 or q6 (TPC-H's own)."),
         backend: str = typer.Option("auto", "--backend", help="auto (GPU when usable; outside the class, DuckDB), gpu, cpu (the NumPy reference over the store) or duckdb; with --scheduler, cpu or gpu."),
-        mode: str = typer.Option("all", "--mode", help="How the GPU reads host memory: resident, pinned, registered, pageable or all [default: all with --backend gpu, else pinned]."),
+        mode: Optional[str] = typer.Option(None, "--mode", help="How the GPU reads host memory: resident, pinned, registered, pageable or all [default: all with --backend gpu, else pinned; with --scheduler, pinned]."),
         repeat: int = typer.Option(5, "--repeat", help="Timed runs of each engine, at least (GPU runs go on for 0.1 s); medians are reported."),
         validate: bool = typer.Option(True, "--validate/--no-validate", help="Check the answer against DuckDB (or the CPU reference over the store, where DuckDB cannot answer)."),
         explain: bool = typer.Option(False, "--explain", help="Print each answer's plan (the planner's choices and why) and its generated kernel."),
@@ -155,7 +155,7 @@ def _run_sql(text, sf, data, data_dir, backend, mode, repeat, validate, explain,
              chunk_rows: Optional[int]) -> None:
     from gquery.runner import check_run_options, parse_modes, run_sql
 
-    modes = ["pinned"] if mode == "all" and backend != "gpu" else parse_modes(mode)
+    modes = parse_modes(mode if mode is not None else "all" if backend == "gpu" else "pinned")
     check_run_options(backend, modes, repeat)  # before any data is generated
     source = _source(sf, data, data_dir)
     outcome = run_sql(source, text, backend=backend, modes=modes, repeat=repeat, validate=validate, echo=note,
@@ -234,9 +234,9 @@ def _dask_backend(backend: str, mode: str, workers) -> tuple[str, str]:
     if backend == "duckdb":
         raise UsageError("--backend duckdb runs no Dask workers: with --scheduler give cpu or gpu")
     backend = "cpu" if backend == "auto" else backend
-    if backend == "cpu" and mode != "all":
+    if backend == "cpu" and mode is not None:
         raise UsageError("--mode chooses how the GPU engine reads host memory: give it with --backend gpu")
-    mode = "pinned" if mode == "all" else mode
+    mode = "pinned" if mode in (None, "all") else mode
     D.check(backend, mode, workers)
     return backend, mode
 
