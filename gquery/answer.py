@@ -9,6 +9,7 @@ group); the parts' partials are added in Python and finalized once into the rows
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -198,19 +199,29 @@ def mission_z(query: Query) -> int | None:
 
 
 def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1, warmup: bool = True,
-               chunk_frames: int | None = None, scan: str = "auto", multi=None) -> Answer:
+               chunk_frames: int | None = None, scan: str = "auto", multi=None, one_shot: bool = False,
+               plans: dict | None = None) -> Answer:
     """The query on one GPU, on the calling thread (the engine's device thread: see api). `scan`:
     auto (the planner's choice between the fused kernel and the mission's key scan), fused, or mission.
-    `multi`: a many-table engine (gpu/multi.py) that runs the mission's key scan over a parted table."""
+    `multi`: a many-table engine (gpu/multi.py) that runs the mission's key scan over a parted table.
+    `one_shot`: the table answers this query and is let go (a Dask task's part), so what is still on
+    disk is part of this answer's time when the planner weighs the scans; a table kept open reads it
+    once and keeps it, so a warm run's bytes decide. `plans`: a held table's fused plans by query and
+    mode, kept between calls (a repeated text is not planned again)."""
     from gquery.gpu.fusedplan import plan_fused
 
     tables = parts_of(data)
-    plan = plan_fused(query, tables, mode, engine.device.sm_count, chunk_frames)
+    key = (query, mode, chunk_frames)
+    plan = plans.get(key) if plans is not None else None
+    if plan is None:
+        plan = plan_fused(query, tables, mode, engine.device.sm_count, chunk_frames)
+        if plans is not None:
+            plans[key] = plan
     notes = []
     z = mission_z(query)
     scanner = engine if isinstance(data, Table) else multi
     if z is not None and scan != "fused" and scanner is not None and all(t.columns[KEY].has("sliced") for t in tables):
-        runs = None if warmup else repeat  # runs asked for without warm-up: what is still on disk counts too
+        runs = None if warmup or not one_shot else repeat  # a one-shot run without warm-up: what is on disk counts
         pick, specialist = _mission_bytes(tables, mode, sum(t.selected for t in plan.tables), runs)
         fused_bytes = sum(t.stream_bytes + t.zero_copy_bytes for t in plan.tables)
         if runs is not None:
@@ -237,7 +248,7 @@ def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1
     first = partials[0]
     if any(p.groups != first.groups for p in partials[1:]):
         raise GqueryError("repeated GPU runs gave different answers")  # exact by construction: a bug if seen
-    plan.reasons.extend(notes)
+    plan = dataclasses.replace(plan, reasons=[*plan.reasons, *notes])  # a kept plan keeps its own reasons
     return Answer(query.sql, query, finalize(query, first), "gpu", None, plan, median.profile,
                   [r.profile.total_ms for r in runs], notes=notes, partial=first)
 

@@ -30,6 +30,7 @@ from gquery.options import check_repeat
 from gquery.table import Table
 
 BACKENDS = ("auto", "gpu", "cpu")
+PARSED_KEPT = 4096  # texts a table keeps parsed: a loop over generated texts must not grow it without bound
 
 
 _engine = None
@@ -102,12 +103,18 @@ class TableHandle:
     """An opened table: the data (a Table, or a PartedTable for a parted store), the queries asked
     of it, from any thread, and what it holds on the GPU until close()."""
 
-    def __init__(self, data, gpu: bool, source=None):
+    def __init__(self, data, gpu: bool, source=None, one_shot: bool = False):
         self.data = data
         self.gpu = gpu
         self.source = source  # the files it came from (DuckDB reads those), where known
+        self.one_shot = one_shot  # opened for one query, then closed (a Dask task's part): see answer.gpu_answer
         self._closed = False
         self._lock = threading.Lock()
+        # what a repeated text reuses, for as long as the table is open (its data cannot change meanwhile):
+        # the parsed query by text, and the fused plans by query and mode (a windowed table's parts are
+        # opened afresh each query, so its plans are not kept)
+        self._parsed: dict[str, object] = {}
+        self._plans: dict | None = {} if isinstance(data, Table) or data.tables is not None else None
 
     @property
     def rows(self) -> int:
@@ -134,7 +141,11 @@ class TableHandle:
         if backend not in BACKENDS:
             raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         check_repeat(repeat)
-        query = sql.parse(text, answer.schema_of(data))
+        query = self._parsed.get(text) if isinstance(text, str) else None
+        if query is None:
+            query = sql.parse(text, answer.schema_of(data))
+            if len(self._parsed) < PARSED_KEPT:
+                self._parsed[text] = query
         reason = gpu_reason() if backend != "cpu" else "backend cpu"
         if backend == "gpu" and reason is not None:
             raise GqueryError(f"no usable GPU: {reason}")
@@ -151,7 +162,8 @@ class TableHandle:
                 else:
                     parted = not isinstance(data, Table)  # the mission's key scan runs parts on the many-table engine
                     result = _on_gpu(lambda: answer.gpu_answer(query, self._live(), engine(), mode, repeat, warmup,
-                                                                scan=scan, multi=engines(1) if parted else None))
+                                                                scan=scan, multi=engines(1) if parted else None,
+                                                                one_shot=self.one_shot, plans=self._plans))
             except NotOnGpu as e:  # in the class, but not the fused kernel's: the CPU answers, saying why
                 if backend == "gpu":
                     raise
@@ -178,6 +190,8 @@ class TableHandle:
             if self._closed:
                 return
             self._closed = True
+        self._parsed.clear()
+        self._plans = None
         close(self.data)
 
     def __enter__(self) -> "TableHandle":
@@ -223,17 +237,18 @@ class _EngineMemory:
         engine.memory.pin_in_place(table, arrays)
 
 
-def open(data, pinned: bool | None = None) -> TableHandle:  # noqa: A001 (the API's verb, as in gquery.open)
+def open(data, pinned: bool | None = None, one_shot: bool = False) -> TableHandle:  # noqa: A001 (as in gquery.open)
     """Open a table; with a usable GPU (or pinned=True) what a query reads of a store is page-locked in
     place. Opening a store reads its manifest only: the driver's start and the GPU's context are made
-    meanwhile, on threads of their own (pinned=True waits for the driver's answer, raising without a GPU)."""
+    meanwhile, on threads of their own (pinned=True waits for the driver's answer, raising without a GPU).
+    one_shot: the table answers one query and is closed (its scans are chosen counting what is on disk)."""
     from gquery.runner import open_table
 
     if pinned is None:  # whether a GPU is usable is learnt on its thread, not waited for here
         memory = None if _no_driver() else _EngineMemory(checked=False)
     else:
         memory = _EngineMemory(checked=True) if pinned else None
-    return TableHandle(open_table(data, memory=memory, every_column=True), memory is not None)
+    return TableHandle(open_table(data, memory=memory, every_column=True), memory is not None, one_shot=one_shot)
 
 
 def _no_driver() -> bool:

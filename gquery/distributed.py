@@ -143,7 +143,7 @@ def _gpu_part(path: str, text: str, mode: str, hold: bool):
     from gquery.gpu.device import require
 
     require()  # no GPU here: one line saying why
-    table = _opened("gpu", path, hold, lambda: api.open(path, pinned=True))
+    table = _opened("gpu", path, hold, lambda: api.open(path, pinned=True, one_shot=not hold))
     try:
         return table.sql(text, backend="gpu", mode=mode, check=False, warmup=False).partial
     finally:

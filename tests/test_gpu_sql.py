@@ -221,3 +221,26 @@ def test_sql_over_every_gpu_of_the_host():
             multi.memory.release_table(table)
     finally:
         multi.close()
+
+
+def test_a_held_table_plans_a_repeated_text_once_and_picks_its_scan_warm(data_dir):
+    """A repeated text on an open table reuses its parsed query and fused plan; its answers stay exact.
+    Calls without warm-up on a table kept open choose the scan a warm run reads fewest bytes with (the
+    key scan for the mission at a small Z), not the one whose bytes happened to be read already: the
+    first choice used to stick, the key's slices never read (3 ms where 0.2 ms was there, SF 10 on H100)."""
+    import gquery
+
+    source = tpch.generate(0.01, data_dir, echo=lambda m: None)
+    path = store.ensure_store(source, echo=lambda m: None)
+    t = gquery.open(path)
+    text = sql.named_sql("mission", 3)  # 2% of SF 0.01's 100 suppliers
+    answers = [t.query(3, mode="pinned", warmup=False) for _ in range(3)]
+    assert all(a.check and a.rows == answers[0].rows for a in answers)
+    assert len(t._parsed) == 1 and len(t._plans) == 1 and text in t._parsed
+    assert all(getattr(a.plan, "encoding", "fused") in ("sliced", "indexed") for a in answers), [a.notes for a in answers]
+    q6 = [t.sql(sql.named_sql("q6"), warmup=False) for _ in range(2)]
+    assert all(a.check for a in q6) and len(t._plans) == 2
+    assert q6[0].plan.reasons == q6[1].plan.reasons  # a kept plan's reasons are not added to call after call
+    t.close()
+    with pytest.raises(GqueryError, match="closed"):
+        t.sql(text)
