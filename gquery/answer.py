@@ -204,24 +204,29 @@ def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1
     """The query on one GPU, on the calling thread (the engine's device thread: see api). `scan`:
     auto (the planner's choice between the fused kernel and the mission's key scan), fused, or mission.
     `multi`: a many-table engine (gpu/multi.py) that runs the mission's key scan over a parted table.
-    `one_shot`: the table answers this query and is let go (a Dask task's part), so what is still on
-    disk is part of this answer's time when the planner weighs the scans; a table kept open reads it
-    once and keeps it, so a warm run's bytes decide. `plans`: a held table's fused plans by query and
-    mode, kept between calls (a repeated text is not planned again)."""
+    Without warm-up, what a scan must still read from disk is part of the answer's time, and the
+    planner weighs it (COLD_READ_WEIGHT) against the runs it would serve: this call's, or on a table
+    kept open (`plans` given, not `one_shot`) also every earlier run of the same query, as a renter
+    buys once the rent paid would have bought it: the fused kernel over what is read already until a
+    key's slices, read once, have paid for themselves. (Weighing this call alone chose the fused
+    kernel for ever: its bytes were read by then, the slices never.) `plans`: a held table's fused
+    plans, and the runs each has answered, by query and mode: a repeated text is not planned again."""
     from gquery.gpu.fusedplan import plan_fused
 
     tables = parts_of(data)
     key = (query, mode, chunk_frames)
-    plan = plans.get(key) if plans is not None else None
-    if plan is None:
-        plan = plan_fused(query, tables, mode, engine.device.sm_count, chunk_frames)
+    kept = plans.get(key) if plans is not None else None  # [the plan, the runs it has answered]
+    if kept is None:
+        kept = [plan_fused(query, tables, mode, engine.device.sm_count, chunk_frames), 0]
         if plans is not None:
-            plans[key] = plan
+            plans[key] = kept
+    plan, earlier = kept[0], 0 if one_shot else kept[1]
+    kept[1] += repeat
     notes = []
     z = mission_z(query)
     scanner = engine if isinstance(data, Table) else multi
     if z is not None and scan != "fused" and scanner is not None and all(t.columns[KEY].has("sliced") for t in tables):
-        runs = None if warmup or not one_shot else repeat  # a one-shot run without warm-up: what is on disk counts
+        runs = None if warmup else earlier + repeat  # without warm-up, what is on disk counts, over these runs
         pick, specialist = _mission_bytes(tables, mode, sum(t.selected for t in plan.tables), runs)
         fused_bytes = sum(t.stream_bytes + t.zero_copy_bytes for t in plan.tables)
         if runs is not None:

@@ -412,7 +412,7 @@ class Session:
 def run_distributed(store_path: Path | str, text: str, scheduler: str | None = None, backend: str = "cpu",
                         workers: int | None = None, mode: str = "pinned", repeat: int = 1,
                         timeout: float = CONNECT_TIMEOUT_S) -> DistributedResult:
-    """SQL of the class over a store, a Dask task a part (see Session.run_sql)."""
+    """SQL of the class over a store, a Dask task a part (see Session.run)."""
     with _session(store_path, scheduler, backend, workers, mode, timeout) as session:
         return session.run(store_path, text, mode, repeat)
 

@@ -63,7 +63,7 @@ def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False
             echo(f"{e}; rebuilding it from {source}")
             build_store = True
     if window is not None:
-        raise GqueryError(f"{source}: --window reads a parted store's parts from disk; build one with "
+        raise GqueryError(f"{source}: a window reads a parted store's parts from disk; build one with "
                           "'gquery encode' (a folder of parquet parts makes one part a file)")
     if build_store:
         return _open_store(store.ensure_store(source, echo=echo), memory, None)
@@ -78,7 +78,7 @@ def _open_store(path: Path, memory, window: int | None):
     from gquery import store
 
     if window is not None and not store.is_parted(path):
-        raise GqueryError(f"{path}: --window reads a parted store's parts from disk; this store is one part")
+        raise GqueryError(f"{path}: a window reads a parted store's parts from disk; this store is one part")
     return store.open_store(path, memory, window=window)
 
 
@@ -219,7 +219,10 @@ def run_sql(source: LineitemSource, text: str, *, backend: str = "auto", modes=(
         if outcome.duckdb.times_ms:
             outcome.duckdb_ms = sorted(outcome.duckdb.times_ms)[len(outcome.duckdb.times_ms) // 2]
         if outcome.duckdb.unavailable:
-            echo(f"DuckDB cannot answer ({outcome.duckdb.unavailable}): the CPU reference over the store checks the answer")
+            gpu = backend in ("auto", "gpu") and outcome.gpu_reason is None
+            echo(f"DuckDB cannot answer ({outcome.duckdb.unavailable}): " +
+                 ("the CPU reference over the store checks the GPU's answer" if gpu else
+                  "the CPU reference over the store answers, unchecked (exact by construction)"))
     if backend == "duckdb" or outcome.query is None:
         return outcome
     outcome.rows = table.rows

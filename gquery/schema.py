@@ -108,7 +108,7 @@ def engine_values(column: pa.ChunkedArray | pa.Array, t: SqlType) -> tuple[np.nd
     if isinstance(column, pa.Array):
         column = pa.chunked_array([column], type=column.type)
     if column.null_count:
-        raise NotHeld(f"it has {column.null_count:,} nulls")
+        raise NotHeld(f"it has {column.null_count:,} NULL{'s' * (column.null_count != 1)}")
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
     if t.name == "VARCHAR":

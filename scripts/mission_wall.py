@@ -1,0 +1,107 @@
+"""The mission query as a user waits for it: the public call from text (or Z) to the answer in hand,
+timed with a host clock (median of 7 after 3 warm-up calls), beside DuckDB's execute(...).fetchall()
+on the same text in the same process. Runs against whichever gquery is first on sys.path, so the
+same script times two commits one after the other on one card (issue "One engine": no slower).
+
+    python3 scripts/mission_wall.py STORE --z 1,30,1000,3000 --label after --commit C --json out.json
+    python3 scripts/mission_wall.py --report reports before-*.json after-*.json   # one report of them all
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+MISSION = "SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < {z}"
+
+
+def wall(call, runs: int = 7, warm: int = 3) -> tuple[float, object]:
+    for _ in range(warm):
+        call()
+    times, out = [], None
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        out = call()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times), out
+
+
+def value(answer):
+    """The one value, from either API: Answer.rows (the one road) or api.Result.value (the old one)."""
+    return answer.rows[0][0] if hasattr(answer, "rows") else answer.value
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("store", nargs="?")
+    ap.add_argument("--report", nargs="+", metavar=("DIR", "JSON"), help="write reports/mission-wall-<gpu>.json/.md")
+    ap.add_argument("--commit", default="", help="the commit measured (the lent host's .git may not be this checkout's)")
+    ap.add_argument("--parquet", help="DuckDB's table is loaded from these files (a glob)")
+    ap.add_argument("--z", default="1,30,1000,3000")
+    ap.add_argument("--label", default="")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    if args.report:
+        return report(args.report[0], args.report[1:])
+    import duckdb
+
+    import gquery
+
+    t = gquery.open(args.store)
+    con = duckdb.connect()
+    if args.parquet:
+        con.execute(f"CREATE TABLE lineitem AS SELECT l_suppkey, l_quantity, l_extendedprice FROM read_parquet('{args.parquet}')")
+    rows = []
+    for z in (int(x) for x in args.z.split(",")):
+        text = MISSION.format(z=z)
+        lean = dict(mode="pinned", check=False, warmup=False, repeat=1)
+        q_ms, q = wall(lambda: t.query(z, **lean))
+        s_ms, s = wall(lambda: t.sql(text, **lean))
+        d_ms, d = wall(lambda: con.execute(text).fetchall()) if args.parquet else (None, None)
+        exact = value(q) == value(s) and (d is None or d[0][0] == value(q))
+        profile = getattr(s, "profile", None)
+        summary = profile.summary() if profile is not None else {}
+        scan = getattr(s.plan, "encoding", "fused") if getattr(s, "plan", None) is not None else None
+        rows.append({"z": z, "query_wall_ms": q_ms, "sql_wall_ms": s_ms, "duckdb_ms": d_ms, "exact": exact,
+                     "value": str(value(q)), "scan": scan, "gpu_ms": getattr(profile, "total_ms", None),
+                     "h2d_ms": summary.get("h2d_ms"), "kernel_ms": summary.get("kernel_ms"),
+                     "pcie_bytes_per_row": getattr(profile, "pcie_bytes_per_row", None)})
+        print(f"{args.label:7s} Z={z:<7d} table.query {q_ms:8.2f} ms  table.sql {s_ms:8.2f} ms  "
+              f"DuckDB {d_ms if d_ms is None else round(d_ms, 2)} ms  exact={exact}  sql: {scan}, "
+              f"gpu {rows[-1]['gpu_ms']}, h2d {summary.get('h2d_ms')}, kernel {summary.get('kernel_ms')}", flush=True)
+    t.close()
+    from gquery.gpu.device import probe
+
+    info = probe()[0]
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"label": args.label, "commit": args.commit, "store": args.store, "device": info and info.name,
+                       "duckdb": duckdb.__version__, "runs": rows}, f, indent=2)
+
+
+def report(out_dir: str, paths: list[str]) -> None:
+    """One report of several runs (before and after, each design): every figure, side by side by Z."""
+    from gquery import reports
+
+    runs = [json.load(open(p)) for p in paths]
+    device = runs[0]["device"]
+    lines = [f"# The mission query on the wall clock, {device}", "",
+             "The public call from Z (`table.query(z)`) or text (`table.sql(text)`) to the answer in hand, host clock, "
+             "median of 7 after 3 warm-up calls, `mode=\"pinned\", check=False, warmup=False, repeat=1`; DuckDB's "
+             "`execute(text).fetchall()` over its own table of the parquet in the same process. `gpu ms`: CUDA events "
+             "of the answer's run; `scan`: what the planner chose for `table.sql`.", ""]
+    for r in runs:
+        lines += [f"## {r['label']} ({r['commit']}), {r['store']}", "",
+                  reports.md_table(["Z", "table.query ms", "table.sql ms", "DuckDB ms", "scan", "gpu ms", "exact"],
+                                   [[f"{x['z']:,}", f"{x['query_wall_ms']:.2f}", f"{x['sql_wall_ms']:.2f}",
+                                     f"{x['duckdb_ms']:.2f}", x.get("scan"), f"{x['gpu_ms']:.3f}", x["exact"]]
+                                    for x in r["runs"]]), ""]
+    j, m = reports.write(out_dir, f"mission-wall-{reports.slug(device)}", {"device": device, **reports.stamp(), "runs": runs},
+                         "\n".join(lines))
+    print(j, m)
+
+
+if __name__ == "__main__":
+    main()
