@@ -98,6 +98,22 @@ def report(out_dir: str, paths: list[str]) -> None:
                                    [[f"{x['z']:,}", f"{x['query_wall_ms']:.2f}", f"{x['sql_wall_ms']:.2f}",
                                      f"{x['duckdb_ms']:.2f}", x.get("scan"), f"{x['gpu_ms']:.3f}", x["exact"]]
                                     for x in r["runs"]]), ""]
+    by = {(r["label"], r["store"]): {x["z"]: x for x in r["runs"]} for r in runs}
+    compared = []
+    for (label, store), zs in by.items():
+        base = by.get(("before", store))
+        if label == "before" or base is None:
+            continue
+        for z, x in zs.items():
+            b = base[z]
+            compared.append([store, f"{z:,}", f"{b['query_wall_ms']:.2f}", f"{x['query_wall_ms']:.2f}",
+                             f"{x['query_wall_ms'] / b['query_wall_ms']:.2f}", f"{b['sql_wall_ms']:.2f}",
+                             f"{x['sql_wall_ms']:.2f}", f"{x['sql_wall_ms'] / b['sql_wall_ms']:.2f}",
+                             f"{b.get('scan')} -> {x.get('scan')}", f"{b['gpu_ms']:.3f} -> {x['gpu_ms']:.3f}"])
+    if compared:
+        lines += ["## After against before (ratio > 1: slower)", "",
+                  reports.md_table(["store", "Z", "query before", "query after", "ratio", "sql before", "sql after",
+                                    "ratio", "scan (sql)", "gpu ms (sql)"], compared), ""]
     j, m = reports.write(out_dir, f"mission-wall-{reports.slug(device)}", {"device": device, **reports.stamp(), "runs": runs},
                          "\n".join(lines))
     print(j, m)
