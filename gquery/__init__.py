@@ -1,8 +1,19 @@
 """gquery: a columnar GPU query engine for selection+aggregate SQL over TPC-H lineitem (the mission's
 SELECT SUM(l_quantity*l_extendedprice) FROM lineitem WHERE l_suppkey < Z, Q6, Q1, a user's own),
-exact and checked against DuckDB. Nothing here imports pycuda: see gquery.gpu."""
+exact and checked against DuckDB. Nothing here imports pycuda: see gquery.gpu.
+
+    import gquery
+    t = gquery.open("dbgen_data/sf10")
+    a = t.sql("SELECT COUNT(*) FROM lineitem")   # a.rows, a.fetchall(), a.arrow(), a.df(), a.to_json()
+
+Every error a user can act on is a GqueryError (a one-line message): UsageError for a bad argument,
+OutOfClass for SQL the engines do not answer, UnknownName for a column or table the data lacks."""
+
+from gquery.errors import GqueryError, UsageError
 
 __version__ = "0.1.0"
+__all__ = ["open", "GqueryError", "UsageError", "OutOfClass", "UnknownName", "__version__"]
+_SQL_ERRORS = ("OutOfClass", "UnknownName", "SqlSyntaxError")  # from gquery.sql, which imports sqlglot: on use
 
 
 def open(data, pinned=None):  # noqa: A001
@@ -10,3 +21,11 @@ def open(data, pinned=None):  # noqa: A001
     from gquery import api
 
     return api.open(data, pinned)
+
+
+def __getattr__(name: str):
+    if name in _SQL_ERRORS:
+        from gquery import sql
+
+        return getattr(sql, name)
+    raise AttributeError(f"module 'gquery' has no attribute {name!r}")

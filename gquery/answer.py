@@ -74,7 +74,37 @@ class Answer:
                 "    " + line for line in fused_build(self.plan.spec).text().splitlines())
         return text
 
-    def to_json(self) -> dict:
+    def fetchall(self) -> list[tuple]:
+        """The rows, as DuckDB's execute(...).fetchall() gives them."""
+        return list(self.result.rows)
+
+    def arrow(self):
+        """The answer as a pyarrow.Table, typed as DuckDB's .arrow() types the same SQL's answer."""
+        return self.result.arrow()
+
+    def df(self):
+        """The answer as a pandas DataFrame (pandas must be installed), by way of Arrow, as DuckDB's .df()."""
+        try:
+            import pandas  # noqa: F401 (pyarrow's to_pandas needs it)
+        except ImportError as e:
+            raise GqueryError(f"Answer.df() needs pandas ({e}); install it with pip install pandas") from None
+        return self.arrow().to_pandas()
+
+    def pl(self):
+        """The answer as a polars DataFrame (polars must be installed), by way of Arrow, as DuckDB's .pl()."""
+        try:
+            import polars
+        except ImportError as e:
+            raise GqueryError(f"Answer.pl() needs polars ({e}); install it with pip install polars") from None
+        return polars.from_arrow(self.arrow())
+
+    def to_json(self) -> str:
+        """to_dict() as JSON text."""
+        import json
+
+        return json.dumps(self.to_dict(), default=str)
+
+    def to_dict(self) -> dict:
         """One JSON object: exact decimals as strings, dates as ISO strings, AVG as a JSON number."""
         return {"sql": self.sql, "columns": self.result.names,
                 "types": [str(t) for _, t in self.result.columns], "rows": [[json_value(v) for v in row] for row in self.rows],

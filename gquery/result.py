@@ -87,10 +87,31 @@ class Partial:
 # --- the answer ------------------------------------------------------------------------------------------------
 @dataclass
 class Result:
-    """The answer's columns (name, SQL type) and rows of Python values as DuckDB's client gives them."""
+    """The answer's columns (name, SQL type) and rows of Python values as DuckDB's client gives them;
+    `raw`, where the engines made it, the same cells as the engines hold them (unscaled integers, day
+    and microsecond counts), from which arrow() builds dates past Python's years exactly."""
 
     columns: list[tuple[str, SqlType]]
     rows: list[tuple]
+    raw: list[tuple] | None = field(default=None, repr=False, compare=False)
+
+    def arrow(self):
+        """The rows as a pyarrow.Table typed as DuckDB's .arrow() types them: DECIMAL(w,s) as
+        decimal128(w,s), HUGEINT as decimal128(38,0), integers by width, DATE as date32, TIMESTAMP as
+        timestamp[us], DOUBLE, VARCHAR, BOOLEAN."""
+        import pyarrow as pa
+
+        arrays = []
+        for i, (_, t) in enumerate(self.columns):
+            cells = [row[i] for row in self.rows]
+            if t.name in ("DATE", "TIMESTAMP") and any(isinstance(v, str) for v in cells):
+                if self.raw is None:
+                    raise ValueError(f"column {self.columns[i][0]}: a date past Python's years, and no engine values")
+                cells = [row[i] for row in self.raw]  # day or microsecond counts: what date32 and timestamp hold
+                arrays.append(pa.array(cells, pa.int32() if t.name == "DATE" else pa.int64()).cast(arrow_type(t)))
+                continue
+            arrays.append(pa.array(cells, arrow_type(t)))
+        return pa.Table.from_arrays(arrays, names=self.names)
 
     @property
     def names(self) -> list[str]:
@@ -103,6 +124,19 @@ class Result:
         lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(lines)
+
+
+def arrow_type(t: SqlType):
+    """The Arrow type DuckDB's .arrow() gives a column of SQL type t."""
+    import pyarrow as pa
+
+    if t.is_decimal:
+        return pa.decimal128(t.width, t.scale)
+    if t.name == "HUGEINT":
+        return pa.decimal128(38, 0)
+    return {"TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INTEGER": pa.int32(), "BIGINT": pa.int64(),
+            "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us"), "DOUBLE": pa.float64(), "VARCHAR": pa.string(),
+            "BOOLEAN": pa.bool_()}[t.name]
 
 
 def finalize(query: Query, partial: Partial) -> Result:
@@ -136,7 +170,7 @@ def finalize(query: Query, partial: Partial) -> Result:
         rows.sort(key=lambda r: _sort_key(r[1][index], descending), reverse=descending)
     if query.limit is not None:
         rows = rows[:query.limit]
-    return Result([(o.name, o.expr.type) for o in query.outputs], [row for row, _ in rows])
+    return Result([(o.name, o.expr.type) for o in query.outputs], [row for row, _ in rows], [order for _, order in rows])
 
 
 def _final_value(aggregate, state: list):

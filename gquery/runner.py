@@ -109,10 +109,19 @@ class SqlOutcome:
     def first(self):
         return self.answers[0] if self.answers else None
 
+    def arrow(self):
+        """The answer shown (the first backend's, else DuckDB's) as a pyarrow.Table."""
+        a = self.first()
+        if a is not None:
+            return a.arrow()
+        if self.duckdb is None:
+            raise GqueryError("no answer to write: DuckDB was not asked and no engine answered")
+        return _duckdb_arrow(self.duckdb)
+
     def to_dict(self) -> dict:
         a = self.first()
         if a is not None:
-            out = a.to_json()
+            out = a.to_dict()
         else:  # DuckDB answered alone (--backend duckdb, or outside the class): the same keys as an engine's answer
             d = self.duckdb
             out = {"sql": self.sql, "columns": d.columns if d else [], "types": d.types if d else [],
@@ -136,6 +145,28 @@ class SqlOutcome:
                               if x.profile and self.duckdb_ms and x.profile.total_ms else None}
                              for x in self.answers]})
         return out
+
+
+def _duckdb_arrow(d):
+    """DuckDB's rows as a pyarrow.Table, each column typed as its cursor named the type where gquery
+    knows the type (its Arrow type as DuckDB gives it), else as Arrow infers it from the values."""
+    import re
+
+    import pyarrow as pa
+
+    from gquery.query import SqlType
+    from gquery.result import arrow_type
+
+    arrays = []
+    for i, name in enumerate(d.types):
+        cells = [row[i] for row in d.rows]
+        m = re.fullmatch(r"DECIMAL\((\d+),(\d+)\)", name)
+        try:
+            t = SqlType("DECIMAL", int(m[1]), int(m[2])) if m else SqlType(name)
+            arrays.append(pa.array(cells, arrow_type(t)))
+        except (ValueError, KeyError, pa.ArrowException):  # a type outside gquery's (or a date past Python's years)
+            arrays.append(pa.array(cells))
+    return pa.Table.from_arrays(arrays, names=list(d.columns))
 
 
 def _plain(v):

@@ -1,0 +1,120 @@
+"""An answer where people use it: rows as DuckDB's fetchall() gives them, a pyarrow.Table typed as
+DuckDB's .arrow() types the same SQL's answer, JSON text, pandas and polars where installed; and the
+errors a user can act on importable from gquery itself."""
+
+import datetime
+import json
+import math
+import random
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import gquery
+import querygen
+from gquery.sql import named_sql
+
+
+@pytest.fixture(scope="module")
+def opened(sf001):
+    t = gquery.open(sf001.files[0])
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW lineitem AS SELECT * FROM read_parquet('{sf001.files[0]}')")
+    yield t, con
+    t.close()
+
+
+def duck_arrow(con, text: str) -> pa.Table:
+    """DuckDB's own Arrow answer (its .arrow() gives a reader in 2.0, a table before)."""
+    out = con.sql(text).arrow()
+    return out.read_all() if isinstance(out, pa.RecordBatchReader) else out
+
+
+def same_arrow(ours: pa.Table, theirs: pa.Table, ordered: bool) -> bool:
+    """Equal schemas (names and types) and equal columns; a double one unit in the last place apart is
+    DuckDB's AVG rounded its own way (gquery.result.compare), every other value equal."""
+    if ours.schema != theirs.schema or ours.num_rows != theirs.num_rows:
+        return False
+    mine, other = ours.to_pylist(), theirs.to_pylist()
+    if not ordered:
+        key = lambda r: json.dumps(r, default=str, sort_keys=True)  # noqa: E731
+        mine, other = sorted(mine, key=key), sorted(other, key=key)
+    for a, b in zip(mine, other):
+        for k in a:
+            x, y = a[k], b[k]
+            if x != y and not (isinstance(x, float) and math.nextafter(x, y) == y):
+                return False
+    return True
+
+
+@pytest.mark.parametrize("text", [named_sql("q1"), named_sql("q6"), named_sql("mission", 30), named_sql("mission", -1),
+                                  "SELECT l_shipdate, MIN(l_commitdate), COUNT(*), SUM(l_suppkey) FROM lineitem "
+                                  "WHERE l_shipdate < DATE '1992-02-01' GROUP BY 1 ORDER BY 1",
+                                  "SELECT SUM(l_suppkey * 2147483648), MAX(l_linenumber), SUM(l_suppkey) FROM lineitem"])
+def test_arrow_is_duckdbs_arrow(opened, text):
+    t, con = opened
+    a = t.sql(text, backend="cpu", check=False)
+    assert same_arrow(a.arrow(), duck_arrow(con, text), ordered=True), (a.arrow().schema, duck_arrow(con, text).schema)
+    assert a.fetchall() == a.rows and a.fetchall() is not a.rows
+
+
+def test_arrow_of_random_queries_of_the_class(opened):
+    t, con = opened
+    rng = random.Random(25)
+    for _ in range(40):
+        text = querygen.query(rng)
+        a = t.sql(text, backend="cpu", check=False)
+        assert same_arrow(a.arrow(), duck_arrow(con, text), ordered=bool(a.query.order_by)), text
+
+
+def test_dates_past_pythons_years_become_date32_exactly(tmp_path):
+    """DuckDB's client gives such dates as text; Arrow holds them as day counts, DuckDB's .arrow() too."""
+    days = [-2**20, -719_163, 0, 2_932_897, 2**22]
+    path = tmp_path / "dates.parquet"
+    pq.write_table(pa.table({"d": pa.array(days, pa.date32()), "k": pa.array(range(len(days)), pa.int64())}), path)
+    t = gquery.open(path)
+    text = "SELECT d, COUNT(*), MIN(d) FROM dates GROUP BY d ORDER BY d".replace("dates", "lineitem")
+    a = t.sql(text, backend="cpu", check=False)
+    assert any(isinstance(r[0], str) for r in a.rows)  # the client's text for a year past 9999
+    theirs = duck_arrow(duckdb.connect(), f"SELECT d, COUNT(*), MIN(d) FROM read_parquet('{path}') GROUP BY d ORDER BY d")
+    assert a.arrow().equals(theirs)  # date32 past Python's years: compared as Arrow, not as Python dates
+    assert a.arrow().column(0).cast(pa.int32()).to_pylist() == sorted(days)
+    t.close()
+
+
+def test_json_text_and_the_object_it_writes(opened):
+    t, _ = opened
+    a = t.sql("SELECT l_returnflag, SUM(l_quantity), MIN(l_shipdate), AVG(l_tax) FROM lineitem GROUP BY 1 ORDER BY 1",
+              backend="cpu", check=False)
+    text = a.to_json()
+    assert isinstance(text, str) and json.loads(text) == json.loads(json.dumps(a.to_dict()))
+    row = json.loads(text)["rows"][0]
+    assert isinstance(row[1], str) and "." in row[1] and row[2] == a.rows[0][2].isoformat()
+    assert datetime.date.fromisoformat(row[2]) == a.rows[0][2] and isinstance(row[3], float)
+
+
+def test_pandas_and_polars_where_installed_else_one_line(opened):
+    t, _ = opened
+    a = t.sql(named_sql("q6"), backend="cpu", check=False)
+    for method, module in (("df", "pandas"), ("pl", "polars")):
+        try:
+            __import__(module)
+        except ImportError:
+            with pytest.raises(gquery.GqueryError, match=f"needs {module}.*pip install {module}"):
+                getattr(a, method)()
+            continue
+        frame = getattr(a, method)()
+        assert list(frame.columns) == a.columns and len(frame) == len(a.rows)
+
+
+def test_the_errors_a_user_acts_on_come_from_gquery(opened):
+    t, _ = opened
+    assert issubclass(gquery.UsageError, gquery.GqueryError) and issubclass(gquery.OutOfClass, gquery.GqueryError)
+    with pytest.raises(gquery.UnknownName, match="unknown column l_nope"):
+        t.sql("SELECT SUM(l_nope) FROM lineitem", backend="cpu")
+    with pytest.raises(gquery.OutOfClass, match="a join"):
+        t.sql("SELECT COUNT(*) FROM lineitem, lineitem l2", backend="cpu")
+    with pytest.raises(AttributeError):
+        gquery.NoSuchThing  # noqa: B018
