@@ -7,6 +7,7 @@ progress and notes go to stderr so that --json leaves stdout to one JSON object.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -112,24 +113,110 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         chunk_rows: Optional[int] = typer.Option(None, "--chunk-rows", help="Rows per chunk the fused plan copies (pinned, pageable) [default: the planner's]."),
         gpus: str = typer.Option("1", "--gpus", help="GPUs to divide the rows among: a number, or all."),
         data: Optional[Path] = DATA, data_dir: Optional[Path] = DATA_DIR, as_json: bool = JSON,
+        sql_file: Optional[Path] = typer.Option(None, "--file", help="Read the SQL from this file ('-': standard input); --sql - reads standard input too."),
+        output: Optional[str] = typer.Option(None, "--output", help="table (the default: the answer, the check and the time), json (one object, as --json), csv or parquet (the answer's rows alone, typed as DuckDB types them)."),
+        out_file: Optional[Path] = typer.Option(None, "--out", help="Write the output to this file, whole or not at all, instead of standard output (parquet needs it)."),
         scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Run on Dask, a task a store part: 'local' (a cluster on this host) or a scheduler's address."),
         workers: Optional[int] = typer.Option(None, "--workers", help="With --scheduler local: worker processes (gpu: one a GPU, at most the GPUs); else wait for this many.")):
     """Answer a query of the class (SQL, a named query, or the mission's --z) on the GPU or the CPU
     reference, checked against DuckDB asked the same text; print the rows, the check and the time."""
-    text = _sql_text(sql_text, named, z)
+    text = _sql_text(_read_sql(sql_text, sql_file), named, z)
     if text is None:
-        raise UsageError("give --z (the mission query), --sql TEXT or --query mission|q1|q6")
+        raise UsageError("give --z (the mission query), --sql TEXT, --file FILE or --query mission|q1|q6")
+    emit = Output.of(output, as_json, out_file)
     if scheduler is None and workers is None:
         from gquery.options import run_gpus
 
-        return _run_sql(text, sf, data, data_dir, backend, mode, repeat, validate, explain, as_json,
+        return _run_sql(text, sf, data, data_dir, backend, mode, repeat, validate, explain, emit,
                         run_gpus(gpus, backend, chunk_rows, echo=note), chunk_rows)
     flags = [f for f, given in {"--explain": explain, "--chunk-rows": chunk_rows is not None,
                                 "--gpus": gpus != "1"}.items() if given]
     if flags:
         raise UsageError(f"{', '.join(flags)}: not with --scheduler (a Dask run reports its parts, not plans or profiles)")
-    return _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, as_json,
+    return _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, emit,
                          lambda: _store(sf, data, data_dir))
+
+
+def _read_sql(sql_text: Optional[str], sql_file: Optional[Path]) -> Optional[str]:
+    """--sql TEXT, --sql - (standard input) or --file FILE (- too): the SQL, or None where none is given."""
+    if sql_text is not None and sql_file is not None:
+        raise UsageError("give --sql or --file, not both")
+    if sql_text == "-" or (sql_file is not None and str(sql_file) == "-"):
+        text = sys.stdin.read()
+    elif sql_file is not None:
+        try:
+            text = sql_file.read_text()
+        except UnicodeDecodeError:
+            raise GqueryError(f"{sql_file}: not a text file of SQL") from None
+    else:
+        return sql_text
+    if not text.strip():
+        raise UsageError(f"{'standard input' if sql_text == '-' or str(sql_file) == '-' else sql_file} holds no SQL")
+    return text.strip()
+
+
+class Output:
+    """Where and how `gquery run` writes its answer: the tables (progress and notes stay on stderr), one
+    JSON object, or the answer's rows as CSV or Parquet; to standard output or to a file written whole
+    (a temporary file beside it, renamed once complete)."""
+
+    FORMATS = ("table", "json", "csv", "parquet")
+
+    def __init__(self, form: str, path: Optional[Path]):
+        self.form, self.path = form, path
+
+    @classmethod
+    def of(cls, output: Optional[str], as_json: bool, path: Optional[Path]) -> "Output":
+        if output is not None and output not in cls.FORMATS:
+            raise UsageError(f"--output must be one of {', '.join(cls.FORMATS)}, got {output!r}")
+        if as_json and output not in (None, "json"):
+            raise UsageError(f"--json is --output json: not with --output {output}")
+        form = "json" if as_json else output or "table"
+        if form == "parquet" and path is None:
+            raise UsageError("--output parquet writes a file: give --out FILE")
+        if path is not None and path.is_dir():
+            raise UsageError(f"--out {path}: a folder, not a file")
+        return cls(form, path)
+
+    def write(self, *, obj: dict, rows_arrow, print_table) -> None:
+        """obj: the JSON object; rows_arrow(): the answer as a pyarrow.Table; print_table(console)."""
+        if self.form == "table" and self.path is None:
+            return print_table(out)
+        if self.form == "json":
+            data = (json.dumps(obj, indent=2, default=str) + "\n").encode()
+        elif self.form == "table":
+            console = Console(highlight=False, width=200, record=True, file=open(os.devnull, "w"))
+            print_table(console)
+            data = console.export_text().encode()
+        else:
+            import pyarrow as pa
+
+            sink = pa.BufferOutputStream()
+            if self.form == "csv":
+                import pyarrow.csv
+
+                pyarrow.csv.write_csv(rows_arrow(), sink)
+            else:
+                import pyarrow.parquet
+
+                pyarrow.parquet.write_table(rows_arrow(), sink)
+            data = sink.getvalue().to_pybytes()
+        if self.path is None:
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+            return
+        _write_whole(self.path, data)
+        note(f"wrote {self.path}")
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    """The file whole or not at all: written beside it under a temporary name, then renamed over it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _sql_text(sql_text: Optional[str], named: Optional[str], z: Optional[int]) -> Optional[str]:
@@ -151,7 +238,7 @@ def _sql_text(sql_text: Optional[str], named: Optional[str], z: Optional[int]) -
     return sql_text
 
 
-def _run_sql(text, sf, data, data_dir, backend, mode, repeat, validate, explain, as_json, gpus: int,
+def _run_sql(text, sf, data, data_dir, backend, mode, repeat, validate, explain, emit: Output, gpus: int,
              chunk_rows: Optional[int]) -> None:
     from gquery.runner import check_run_options, parse_modes, run_sql
 
@@ -160,16 +247,13 @@ def _run_sql(text, sf, data, data_dir, backend, mode, repeat, validate, explain,
     source = _source(sf, data, data_dir)
     outcome = run_sql(source, text, backend=backend, modes=modes, repeat=repeat, validate=validate, echo=note,
                       gpus=gpus, chunk_frames=None if chunk_rows is None else -(-chunk_rows // 1024))
-    if as_json:
-        print(json.dumps(outcome.to_dict(), indent=2, default=str))
-    else:
-        _print_sql(outcome, explain)
+    emit.write(obj=outcome.to_dict(), rows_arrow=outcome.arrow, print_table=lambda console: _print_sql(outcome, explain, console))
     if not outcome.all_match:
         raise GqueryError("an answer differs from " + ", ".join(sorted({a.checked_against for a in outcome.answers
                                                                          if a.check is False})))
 
 
-def _print_sql(o, explain: bool) -> None:
+def _print_sql(o, explain: bool, out: Console = out) -> None:
     out.print(o.sql, markup=False)
     out.print(f"data     {o.source}" + (f"  ({o.rows:,} rows)" if o.rows else ""), markup=False)
     for line in o.build_notes:
@@ -241,14 +325,14 @@ def _dask_backend(backend: str, mode: str, workers) -> tuple[str, str]:
     return backend, mode
 
 
-def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, as_json, store_path) -> None:
+def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, emit: Output, store_path) -> None:
     """`run --scheduler`: the query as Dask tasks, a store part each (gquery.distributed), each worker's
     exact partials added on the client; checked against DuckDB over the store's source files, or the CPU
     reference over the store where they are gone."""
     from gquery import distributed as D
     from gquery import store
     from gquery.options import check_repeat
-    from gquery.result import same
+    from gquery.result import compare
 
     if scheduler is None:
         raise UsageError("--workers runs on Dask workers: give --scheduler local or an address")
@@ -267,7 +351,7 @@ def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, as_
             answer = duck.run_sql(text, repeat=1)
             duck.close()
             if answer.unavailable is None:
-                check = ("DuckDB", same(r.result, answer.rows, ordered))
+                check = ("DuckDB", compare(r.result, answer.rows, ordered))
             else:
                 note(f"DuckDB cannot answer ({answer.unavailable}): checking against the CPU reference over the store")
         else:
@@ -276,11 +360,9 @@ def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, as_
             from gquery.answer import cpu_answer
 
             reference = cpu_answer(r.query, store.open_store(path, check_source=False, window=1))
-            check = ("the CPU reference over the store", same(r.result, reference.rows, ordered))
-    if as_json:
-        print(json.dumps(r.to_dict() | {"store": str(path), "match": None if check is None else check[1],
-                                        "checked_against": check and check[0]}, indent=2, default=str))
-    else:
+            check = ("the CPU reference over the store", compare(r.result, reference.rows, ordered))
+
+    def print_table(out: Console) -> None:
         out.print(r.sql, markup=False)
         out.print(f"data     {path}  ({len(r.parts)} part{'s' * (len(r.parts) > 1)}, {r.rows:,} rows)")
         out.print(f"dask     {'a local cluster at ' if r.local else 'the scheduler at '}{r.scheduler}, {r.workers} "
@@ -292,7 +374,7 @@ def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, as_
             t.add_row(*("NULL" if v is None else str(v) for v in row))
         out.print(t)
         out.print("check    not validated (--no-validate)" if check is None else
-                  f"check    {'[green]MATCH[/green]' if check[1] else '[red]MISMATCH[/red]'} against {check[0]}")
+                  f"check    {'[green]MATCH[/green]' if check[1].equal else '[red]MISMATCH[/red]'} against {check[0]}")
         out.print(f"wall     median {r.wall_ms:,.1f} ms of {len(r.times_ms)} (first {r.times_ms[0]:,.1f} ms); "
                   f"{'cluster start' if r.local else 'connect'} {r.connect_ms:,.0f} ms, not in wall")
         parts = Table(title="parts (the median run)", title_justify="left")
@@ -301,7 +383,15 @@ def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, as_
         for p in r.parts:
             parts.add_row(Path(p.part).name, f"{p.rows:,}", f"{p.selected_rows:,}", f"{p.ms:,.1f}", p.worker)
         out.print(parts)
-    if check is not None and check[1] is False:
+
+    if check is not None and check[1].says(check[0]):
+        note(check[1].says(check[0]))
+    emit.write(obj=r.to_dict() | {"store": str(path), "backend": backend,
+                                  "types": [str(t) for _, t in r.result.columns],
+                                  "check": None if check is None else check[1].equal, "checked_against": check and check[0],
+                                  "check_note": None if check is None else check[1].says(check[0])},
+               rows_arrow=r.result.arrow, print_table=print_table)
+    if check is not None and not check[1].equal:
         raise GqueryError(f"the Dask answer differs from {check[0]}'s")
 
 
@@ -473,6 +563,20 @@ def bench(sf: list[float] = typer.Option([1.0, 10.0], "--sf", help="Scale factor
     out.print(m.read_text())
     if not all(r["match"] for r in data["runs"]):
         raise GqueryError("a GPU result differs from DuckDB's")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from gquery import __version__
+
+        print(f"gquery {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                          help="Print gquery's version and exit.")) -> None:
+    """A columnar GPU query engine for selection+aggregate SQL, each answer checked against DuckDB."""
 
 
 def _click_class(name: str) -> type:

@@ -146,3 +146,87 @@ def test_a_table_of_engine_values_gives_the_mission_scan_its_int32_key():
     with pytest.raises(GqueryError, match="outside int32"):
         too_wide.plain_columns()
     assert too_wide.values("l_suppkey")[0].tolist() == [5, 2**31, 1]  # SQL over it still reads every value
+
+
+# --- the answer where a user wants it: SQL from a file or standard input, CSV, Parquet, a file ----------
+GROUPED = "SELECT l_returnflag, SUM(l_quantity), AVG(l_tax), MIN(l_shipdate) FROM lineitem GROUP BY 1 ORDER BY 1"
+
+
+def run_cli(*args, stdin: str | None = None):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "gquery", *map(str, args)], input=stdin, capture_output=True,
+                          text=stdin is not None or None, timeout=600)
+
+
+def test_version_is_the_packages():
+    import gquery
+
+    r = run_cli("--version", stdin="")
+    assert r.returncode == 0 and r.stdout == f"gquery {gquery.__version__}\n"
+
+
+def test_sql_from_standard_input_or_a_file_is_the_same_query(sf001, tmp_path):
+    by_text = run_json(sf001, "--sql", GROUPED)
+    r = run_cli("run", "--data", sf001.files[0], "--backend", "cpu", "--json", "--repeat", 1, "--sql", "-",
+                stdin=GROUPED + ";\n")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["rows"] == by_text["rows"]
+    (tmp_path / "q.sql").write_text(f"-- the returned flags\n{GROUPED}\n")
+    assert run_json(sf001, "--file", tmp_path / "q.sql")["rows"] == by_text["rows"]
+
+
+def test_csv_and_parquet_are_the_answers_arrow(sf001, tmp_path):
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    import gquery
+
+    t = gquery.open(sf001.files[0])
+    want = t.sql(GROUPED, backend="cpu", check=False).arrow()
+    t.close()
+    r = run_cli("run", "--data", sf001.files[0], "--backend", "cpu", "--repeat", 1, "--sql", GROUPED, "--output", "csv",
+                stdin="")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == '"l_returnflag","sum(l_quantity)","avg(l_tax)","min(l_shipdate)"' and len(lines) == 1 + want.num_rows
+    got = pcsv.read_csv(pa_bytes(r.stdout.encode()), convert_options=pcsv.ConvertOptions(column_types=want.schema))
+    assert got.equals(want)
+    out = tmp_path / "answer.parquet"
+    r = run_cli("run", "--data", sf001.files[0], "--backend", "cpu", "--repeat", 1, "--sql", GROUPED,
+                "--output", "parquet", "--out", out, stdin="")
+    assert r.returncode == 0 and r.stdout == "" and f"wrote {out}" in r.stderr, r.stderr
+    assert pq.read_table(out).equals(want)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["answer.parquet"]  # no temporary file left beside it
+
+
+def pa_bytes(data: bytes):
+    import pyarrow as pa
+
+    return pa.BufferReader(data)
+
+
+def test_a_failed_query_leaves_the_out_file_as_it_was(sf001, tmp_path):
+    out = tmp_path / "kept.json"
+    out.write_text("what was there\n")
+    r = run_cli("run", "--data", sf001.files[0], "--backend", "cpu", "--sql", "SELECT SUM(l_nope) FROM lineitem",
+                "--output", "json", "--out", out, stdin="")
+    assert r.returncode == 1 and "unknown column l_nope" in r.stderr and "Traceback" not in r.stderr
+    assert out.read_text() == "what was there\n" and sorted(p.name for p in tmp_path.iterdir()) == ["kept.json"]
+    r = run_cli("run", "--data", sf001.files[0], "--backend", "cpu", "--z", 30, "--repeat", 1, "--json", "--out", out,
+                stdin="")
+    assert r.returncode == 0 and json.loads(out.read_text())["sql"].endswith("l_suppkey < 30")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--z", 30, "--output", "parquet"], "--output parquet writes a file: give --out FILE"),
+    (["--z", 30, "--output", "xml"], "--output must be one of table, json, csv, parquet"),
+    (["--z", 30, "--json", "--output", "csv"], "--json is --output json"),
+    (["--sql", "-"], "standard input holds no SQL"),
+    (["--sql", GROUPED, "--file", "q.sql"], "give --sql or --file, not both"),
+])
+def test_output_options_fail_in_one_line_before_any_work(sf001, args, message):
+    r = run_cli("run", "--data", sf001.files[0], "--backend", "cpu", *args, stdin="")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"gquery: error: {message}"), r.stderr

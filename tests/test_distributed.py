@@ -159,7 +159,7 @@ def test_cli_on_a_running_scheduler_checks_against_the_cpu_reference_without_sou
     path, parts = stores["parted"]
     code = run_main(["run", "--data", str(path), "--z", "2", "--scheduler", cluster.scheduler, "--json", "--repeat", "1"])
     out = json.loads(capsys.readouterr().out)
-    assert code == 0 and out["match"] is True and out["checked_against"] == "the CPU reference over the store"
+    assert code == 0 and out["check"] is True and out["checked_against"] == "the CPU reference over the store"
     assert out["rows"] == [[str(python_sum(parts, 2))]] and out["scheduler"] == cluster.scheduler and not out["local"]
     code = run_main(["run", "--data", str(path), "--z", "0", "--scheduler", cluster.scheduler, "--no-validate"])
     printed = capsys.readouterr().out
@@ -312,5 +312,5 @@ def test_sql_cli_on_a_local_cluster_is_checked_by_duckdb(parquet_store, capsys):
     code = run_main(["run", "--data", str(path), "--sql", SQL_TEXTS[0], "--scheduler", "local", "--workers", "2",
                      "--json", "--repeat", "1"])
     out = json.loads(capsys.readouterr().out)
-    assert code == 0 and out["match"] is True and out["checked_against"] == "DuckDB" and len(out["parts"]) == 3
+    assert code == 0 and out["check"] is True and out["checked_against"] == "DuckDB" and len(out["parts"]) == 3
     assert out["columns"][0] == "count_star()" and isinstance(out["rows"][0][1], str)  # exact decimals as strings
