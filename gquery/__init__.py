@@ -16,11 +16,12 @@ __all__ = ["open", "GqueryError", "UsageError", "OutOfClass", "UnknownName", "__
 _SQL_ERRORS = ("OutOfClass", "UnknownName", "SqlSyntaxError")  # from gquery.sql, which imports sqlglot: on use
 
 
-def open(data, pinned=None):  # noqa: A001
-    """gquery.open(path) → an opened table; table.sql(text) → Answer, table.query(z) → the mission's Answer. See gquery.api."""
+def open(data, pinned=None, name=None):  # noqa: A001
+    """gquery.open(path) → an opened table, named as its files name it (trips.parquet: FROM trips) or
+    `name`; table.sql(text) → Answer, table.query(z) → the mission's Answer. See gquery.api."""
     from gquery import api
 
-    return api.open(data, pinned)
+    return api.open(data, pinned, name=name)
 
 
 def __getattr__(name: str):

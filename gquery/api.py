@@ -103,8 +103,9 @@ class TableHandle:
     """An opened table: the data (a Table, or a PartedTable for a parted store), the queries asked
     of it, from any thread, and what it holds on the GPU until close()."""
 
-    def __init__(self, data, gpu: bool, source=None, one_shot: bool = False):
+    def __init__(self, data, gpu: bool, source=None, one_shot: bool = False, name: str = "lineitem"):
         self.data = data
+        self.name = name  # what SQL calls it: FROM <name>
         self.gpu = gpu
         self.source = source  # the files it came from (DuckDB reads those), where known
         self.one_shot = one_shot  # opened for one query, then closed (a Dask task's part): see answer.gpu_answer
@@ -143,7 +144,7 @@ class TableHandle:
         check_repeat(repeat)
         query = self._parsed.get(text) if isinstance(text, str) else None
         if query is None:
-            query = sql.parse(text, answer.schema_of(data))
+            query = sql.parse(text, answer.schema_of(data), self.name)
             if len(self._parsed) < PARSED_KEPT:
                 self._parsed[text] = query
         reason = gpu_reason() if backend != "cpu" else "backend cpu"
@@ -182,7 +183,7 @@ class TableHandle:
 
         if isinstance(z, bool) or not isinstance(z, int):
             raise UsageError(f"Z must be an integer, got {z!r}")
-        return self.sql(named_sql("mission", z), **options)
+        return self.sql(named_sql("mission", z, self.name), **options)
 
     def close(self) -> None:
         """Free what the table holds on the GPUs and in page-locked memory; later queries are refused."""
@@ -237,18 +238,25 @@ class _EngineMemory:
         engine.memory.pin_in_place(table, arrays)
 
 
-def open(data, pinned: bool | None = None, one_shot: bool = False) -> TableHandle:  # noqa: A001 (as in gquery.open)
+def open(data, pinned: bool | None = None, one_shot: bool = False, name: str | None = None) -> TableHandle:  # noqa: A001
     """Open a table; with a usable GPU (or pinned=True) what a query reads of a store is page-locked in
     place. Opening a store reads its manifest only: the driver's start and the GPU's context are made
     meanwhile, on threads of their own (pinned=True waits for the driver's answer, raising without a GPU).
-    one_shot: the table answers one query and is closed (its scans are chosen counting what is on disk)."""
+    one_shot: the table answers one query and is closed (its scans are chosen counting what is on disk).
+    name: what SQL calls the table [default: as its files name it, trips.parquet `trips`, TPC-H's
+    `lineitem` (sources.table_name); an Arrow table or arrays `lineitem`]."""
+    from gquery.runner import table_name_of
+
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise UsageError(f"name must be a table name, got {name!r}")
     from gquery.runner import open_table
 
     if pinned is None:  # whether a GPU is usable is learnt on its thread, not waited for here
         memory = None if _no_driver() else _EngineMemory(checked=False)
     else:
         memory = _EngineMemory(checked=True) if pinned else None
-    return TableHandle(open_table(data, memory=memory, every_column=True), memory is not None, one_shot=one_shot)
+    return TableHandle(open_table(data, memory=memory, every_column=True), memory is not None, one_shot=one_shot,
+                       name=name if name is not None else table_name_of(data))
 
 
 def _no_driver() -> bool:

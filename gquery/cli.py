@@ -219,8 +219,9 @@ def _write_whole(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _sql_text(sql_text: Optional[str], named: Optional[str], z: Optional[int]) -> Optional[str]:
-    """The SQL a run asks: --sql, or the named query (the mission with --z, or --z alone); None for none."""
+def _sql_text(sql_text: Optional[str], named: Optional[str], z: Optional[int]):
+    """The SQL a run asks: --sql, or the named query (the mission with --z, or --z alone) as a function
+    of the table's name, which only the data tells; None for none."""
     from gquery.sql import NAMED, named_sql
 
     if sql_text is not None and named is not None:
@@ -230,11 +231,12 @@ def _sql_text(sql_text: Optional[str], named: Optional[str], z: Optional[int]) -
             raise UsageError(f"--query must be one of {', '.join(NAMED)}, got {named!r}")
         if named != "mission" and z is not None:
             raise UsageError(f"--z sets the mission query's bound; --query {named} has none")
-        return named_sql(named, z)
+        named_sql(named, z)  # a bad Z, said before any data is read
+        return lambda table: named_sql(named, z, table)
     if sql_text is not None and z is not None:
         raise UsageError("--z sets the mission query's bound; with --sql, write it in the SQL")
     if sql_text is None and z is not None:
-        return named_sql("mission", z)
+        return lambda table: named_sql("mission", z, table)
     return sql_text
 
 
@@ -340,6 +342,8 @@ def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, emi
     check_repeat(repeat)
     D.require_dask()  # without dask: one line saying how to install it, before any data is made
     path = store_path()
+    if callable(text):  # a named query, over the store's table by its name
+        text = text(store.table_name(path))
     r = D.run_distributed(path, text, scheduler, backend, workers, mode, repeat)
     check = None
     if validate:

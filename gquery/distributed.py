@@ -119,31 +119,31 @@ def store_parts(store_path: Path | str) -> list[tuple[Path, int]]:
 
 # --- on a worker ------------------------------------------------------------------------------
 def part_task(path: str, text: str, backend: str = "cpu", mode: str = "pinned",
-                  hold: bool = False) -> tuple[dict, int, float, str]:
-    """One part of SQL of the class, on a worker: (its exact partial aggregates as JSON, rows selected,
-    milliseconds, the worker's address)."""
+              hold: bool = False, table: str = "lineitem") -> tuple[dict, int, float, str]:
+    """One part of SQL of the class over the store's table (`table`: its name), on a worker: (its exact
+    partial aggregates as JSON, rows selected, milliseconds, the worker's address)."""
     t0 = time.perf_counter()
     if backend == "gpu":
-        partial = _gpu_thread().submit(_gpu_part, path, text, mode, hold).result()
+        partial = _gpu_thread().submit(_gpu_part, path, text, mode, hold, table).result()
     else:
-        partial = _cpu_part(path, text, hold)
+        partial = _cpu_part(path, text, hold, table)
     return partial.to_json(), partial.rows_selected, (time.perf_counter() - t0) * 1e3, _worker_address()
 
 
-def _cpu_part(path: str, text: str, hold: bool):
+def _cpu_part(path: str, text: str, hold: bool, name: str = "lineitem"):
     from gquery import answer, sql
     from gquery.store import open_store
 
     table = _opened("cpu", path, hold, lambda: open_store(path, check_source=False))
-    return answer.cpu_partial(sql.parse(text, table.schema), [table])
+    return answer.cpu_partial(sql.parse(text, table.schema, name), [table])
 
 
-def _gpu_part(path: str, text: str, mode: str, hold: bool):
+def _gpu_part(path: str, text: str, mode: str, hold: bool, name: str = "lineitem"):
     from gquery import api
     from gquery.gpu.device import require
 
     require()  # no GPU here: one line saying why
-    table = _opened("gpu", path, hold, lambda: api.open(path, pinned=True, one_shot=not hold))
+    table = _opened("gpu", path, hold, lambda: api.open(path, pinned=True, one_shot=not hold, name=name))
     try:
         return table.sql(text, backend="gpu", mode=mode, check=False, warmup=False).partial
     finally:
@@ -340,9 +340,10 @@ class Session:
 
         check(self.backend, mode, None)
         parts = store_parts(store_path)
-        query = sql.parse(text, store.open_store(parts[0][0], check_source=False).schema)  # refused here first
+        name = store.table_name(store_path)
+        query = sql.parse(text, store.open_store(parts[0][0], check_source=False).schema, name)  # refused here first
         self.holding |= hold
-        runs = [self._run_once(parts, part_task, hold, text=text, backend=self.backend, mode=mode)
+        runs = [self._run_once(parts, part_task, hold, text=text, backend=self.backend, mode=mode, table=name)
                 for _ in range(max(1, repeat))]
         partials = []
         for payloads, _, _, _ in runs:
@@ -432,19 +433,20 @@ def in_process(store_path: Path | str, text: str, backend: str = "cpu", mode: st
     partial. cpu: the CPU reference over the store, its parts read from disk on threads. gpu (the hook
     a GPU host times): the same per-part GPU path as a task, over every part in turn on this process's
     GPU, through gquery.api."""
-    from gquery import answer, sql
+    from gquery import answer, sql, store
     from gquery.result import Partial
-    from gquery.store import open_store
 
     parts = store_parts(store_path)  # the same one-line error as the Dask path for what is not a store
     if backend == "gpu":  # on this thread, as any caller of gquery.api
-        first = _gpu_part(str(parts[0][0]), text, mode, False)
+        name = store.table_name(store_path)
+        first = _gpu_part(str(parts[0][0]), text, mode, False, name)
         total = Partial(first.funcs, rows_selected=0).merge(first)
         for p, _ in parts[1:]:
-            total.merge(_gpu_part(str(p), text, mode, False))
+            total.merge(_gpu_part(str(p), text, mode, False, name))
         return total
-    table = open_store(store_path, check_source=False, window=1)
-    return answer.cpu_partial(sql.parse(text, answer.schema_of(table)), answer.parts_of(table))
+    table = store.open_store(store_path, check_source=False, window=1)
+    return answer.cpu_partial(sql.parse(text, answer.schema_of(table), store.table_name(store_path)),
+                              answer.parts_of(table))
 
 
 def _in_process_runs(store_path, text: str, backend: str, mode: str, repeat: int, hold: bool):
@@ -459,11 +461,10 @@ def _in_process_runs(store_path, text: str, backend: str, mode: str, repeat: int
             table = api.open(store_path, pinned=True)
             run = lambda: table.sql(text, backend="gpu", mode=mode, check=False, warmup=False).partial  # noqa: E731
         else:
-            from gquery import answer, sql
-            from gquery.store import open_store
+            from gquery import answer, sql, store
 
-            table = open_store(store_path, check_source=False)
-            query = sql.parse(text, answer.schema_of(table))
+            table = store.open_store(store_path, check_source=False)
+            query = sql.parse(text, answer.schema_of(table), store.table_name(store_path))
             run = lambda: answer.cpu_partial(query, answer.parts_of(table))  # noqa: E731
     else:
         run = lambda: in_process(store_path, text, backend, mode)  # noqa: E731

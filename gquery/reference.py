@@ -159,11 +159,12 @@ def _identifiers(names: Sequence[str], what: str) -> list[str]:
 
 
 class DuckDBTable:
-    """One in-memory DuckDB connection holding its own table `lineitem` of just `columns`, read from
-    the source's files (sorted by `order_by` where given); run_sql any number of queries on it."""
+    """One in-memory DuckDB connection holding its own table of just `columns` (named `name`, by
+    default as the source's files name it: sources.table_name), read from the source's files (sorted by
+    `order_by` where given); run_sql any number of queries on it."""
 
     def __init__(self, source: LineitemSource, columns: Sequence[str], order_by: str | None = None,
-                 threads: int | None = None):
+                 threads: int | None = None, name: str | None = None):
         import duckdb
 
         started = time.perf_counter()
@@ -175,7 +176,9 @@ class DuckDBTable:
         self.threads = threads or os.cpu_count() or 1
         self.con = duckdb.connect(":memory:")
         self.con.execute(f"SET threads = {int(self.threads)}")
-        sql = f"CREATE TABLE lineitem AS SELECT {', '.join(names)} FROM {_scan(source)}"
+        from gquery.sources import quoted
+
+        sql = f"CREATE TABLE {quoted(name or source.name)} AS SELECT {', '.join(names)} FROM {_scan(source)}"
         if order:
             sql += f" ORDER BY {', '.join(order)}"
         try:
@@ -215,15 +218,18 @@ class DuckDBTable:
         self.con.close()
 
 
-def duckdb_over_files(source: LineitemSource, sql: str, threads: int | None = None) -> tuple[list[tuple], float]:
-    """(rows, milliseconds) of one cold run of `sql` with lineitem a view over the source's files:
-    what DuckDB answers with nothing loaded beforehand."""
+def duckdb_over_files(source: LineitemSource, sql: str, threads: int | None = None,
+                      name: str | None = None) -> tuple[list[tuple], float]:
+    """(rows, milliseconds) of one cold run of `sql` with the table (`name`, or as the files name it) a
+    view over the source's files: what DuckDB answers with nothing loaded beforehand."""
     import duckdb
+
+    from gquery.sources import quoted
 
     con = duckdb.connect(":memory:")
     try:
         con.execute(f"SET threads = {int(threads or os.cpu_count() or 1)}")
-        con.execute(f"CREATE VIEW lineitem AS SELECT * FROM {_scan(source)}")
+        con.execute(f"CREATE VIEW {quoted(name or source.name)} AS SELECT * FROM {_scan(source)}")
         started = time.perf_counter()
         rows = con.execute(sql).fetchall()
         return rows, (time.perf_counter() - started) * 1e3

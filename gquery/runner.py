@@ -74,6 +74,21 @@ def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False
     return Table.from_columns(load_lineitem(source))
 
 
+def table_name_of(data) -> str:
+    """What SQL calls the table open_table(data) opens: a store's or a file's name (sources.table_name),
+    `lineitem` for arrays or an Arrow table."""
+    from gquery import store
+    from gquery.sources import DEFAULT_TABLE
+    from gquery.tpch import find_lineitem
+
+    if isinstance(data, LineitemSource):
+        return store.table_name(data.path) if store.is_store(data.path) else data.name
+    if not isinstance(data, (str, Path)):
+        return DEFAULT_TABLE
+    path = Path(data)
+    return store.table_name(path) if store.is_store(path) else find_lineitem(path).name
+
+
 def _open_store(path: Path, memory, window: int | None):
     from gquery import store
 
@@ -210,18 +225,24 @@ def store_for(source: LineitemSource, echo=print) -> tuple[Path, list[str]]:
     return Path(built), [note]
 
 
-def run_sql(source: LineitemSource, text: str, *, backend: str = "auto", modes=("pinned",), repeat: int = 5,
+def run_sql(source: LineitemSource, text, *, backend: str = "auto", modes=("pinned",), repeat: int = 5,
             validate: bool = True, echo=print, scan: str = "auto", gpus: int = 1,
             chunk_frames: int | None = None) -> SqlOutcome:
-    """SQL text over lineitem: parsed and planned against the store's schema; DuckDB asked the same text
-    (its own table of the columns it reads); each backend/mode's answer checked against it exactly.
+    """SQL text over the source's table (named as its files name it: sources.table_name), parsed and
+    planned against the store's schema; DuckDB asked the same text (its own table of the columns it
+    reads, of the same name); each backend/mode's answer checked against it exactly. `text` may be a
+    function of the table's name (a named query: `FROM lineitem` over TPC-H, `FROM trips` over trips.parquet).
     `gpus`: the frames divided among this many GPUs, each its share's fused kernel."""
     from gquery import answer, sql, store
     from gquery.reference import DuckDBTable
 
     info, gpu_reason = check_run_options(backend, modes, repeat)
-    outcome = SqlOutcome(text, str(source), gpu_reason=gpu_reason, device=info.to_dict() if info is not None else None)
-    path, outcome.build_notes = (None, []) if backend == "duckdb" else store_for(source, echo)
+    name = table_name_of(source)
+    text = text(name) if callable(text) else text
+    sql.check_table(text, name)  # asking another table is the user's typo: said before a store is built
+    path, build_notes = (None, []) if backend == "duckdb" else store_for(source, echo)
+    outcome = SqlOutcome(text, str(source), gpu_reason=gpu_reason, device=info.to_dict() if info is not None else None,
+                         build_notes=build_notes)
     table = None
     if path is not None:
         table = store.open_store(path)
@@ -231,7 +252,7 @@ def run_sql(source: LineitemSource, text: str, *, backend: str = "auto", modes=(
 
         schema = ColumnReader(source).schema
     try:
-        outcome.query = sql.parse(text, schema)
+        outcome.query = sql.parse(text, schema, name)
     except sql.OutOfClass as e:
         if backend != "auto" or not source.files:
             raise
@@ -244,7 +265,7 @@ def run_sql(source: LineitemSource, text: str, *, backend: str = "auto", modes=(
         else:  # outside the class: DuckDB reads what it needs of every column the files have
             columns = [*schema.types, *schema.left_out]
         echo(f"DuckDB: loading {', '.join(columns)} from {source}")
-        ref = DuckDBTable(source, columns)
+        ref = DuckDBTable(source, columns, name=name)
         outcome.duckdb = ref.run_sql(text, repeat=repeat)
         ref.close()
         if outcome.duckdb.times_ms:

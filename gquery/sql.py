@@ -82,8 +82,18 @@ where
 }
 
 
-def named_sql(name: str, z: int | None = None) -> str:
-    """The text of a named query: the mission (needs Z), TPC-H Q1 or Q6 with validation parameters."""
+def named_sql(name: str, z: int | None = None, table: str = TABLE) -> str:
+    """The text of a named query: the mission (needs Z), TPC-H Q1 or Q6 with validation parameters;
+    over `table` where the data is called otherwise than lineitem."""
+    text = _named_sql(name, z)
+    if table == TABLE:
+        return text
+    from gquery.sources import quoted
+
+    return re.sub(rf"(?i)\bfrom(\s+){TABLE}\b", lambda m: f"{m[0][:4]}{m[1]}{quoted(table)}", text, count=1)
+
+
+def _named_sql(name: str, z: int | None = None) -> str:
     if name not in NAMED:
         raise GqueryError(f"no named query {name!r}: the names are {', '.join(NAMED)}")
     if name == "mission":
@@ -95,9 +105,30 @@ def named_sql(name: str, z: int | None = None) -> str:
     return NAMED[name]
 
 
-def parse(text: str, schema: Schema) -> Query:
-    """The Query that `text` asks, or OutOfClass naming what it asks beyond the class."""
-    return _Binder(text, schema).query(_one_statement(text))
+def parse(text: str, schema: Schema, table: str = TABLE) -> Query:
+    """The Query that `text` asks of the table called `table`, or OutOfClass naming what it asks beyond
+    the class (UnknownName for a table or column the data does not have)."""
+    if not isinstance(text, str):
+        raise GqueryError(f"SQL must be text, not {type(text).__name__}")
+    return _Binder(text, schema, table).query(_one_statement(text))
+
+
+def check_table(text: str, table: str) -> None:
+    """UnknownName where the text's FROM names a table other than `table`: said before any data is read
+    or any store built for it. Anything else about the text is parse's to judge."""
+    try:
+        statement = _one_statement(text)
+    except GqueryError:
+        return
+    from_ = statement.args.get("from_") if isinstance(statement, exp.Select) else None
+    named = from_.this if from_ is not None else None
+    if isinstance(named, exp.Table) and isinstance(named.this, exp.Identifier) and not named.args.get("db"):
+        _require_table(named, table)
+
+
+def _require_table(node: exp.Table, table: str) -> None:
+    if node.name.lower() != table.lower():
+        raise UnknownName(f"unknown table {node.name}: the data is the table {table}")
 
 
 def constant(text: str) -> Literal:
@@ -307,11 +338,12 @@ class _Interval:
 class _Binder:
     """Walks one SELECT's tree into a Query, against lineitem's schema."""
 
-    def __init__(self, text: str, schema: Schema):
+    def __init__(self, text: str, schema: Schema, table: str = TABLE):
         self.text = text
         self.schema = schema
+        self.table = table
         self.columns = {name.lower(): name for name in (*schema.types, *schema.left_out)}
-        self.qualifiers = {TABLE}
+        self.qualifiers = {table.lower()}
         self.aliases: dict[str, exp.Expression] = {}  # select-list alias → its expression
         self.notes: list[str] = []
 
@@ -338,18 +370,19 @@ class _Binder:
         order_by = self._order_by(select.args.get("order"), items, outputs)
         limit = self._limit(select.args.get("limit"))
         sql = self.text.strip().rstrip(";").rstrip()
-        return Query(sql, outputs, where, group_by, order_by, limit, TABLE, tuple(dict.fromkeys(self.notes)))
+        return Query(sql, outputs, where, group_by, order_by, limit, self.table, tuple(dict.fromkeys(self.notes)))
 
     def _bind_from(self, from_: exp.From | None) -> None:
         if from_ is None:
-            raise refuse("a query without FROM lineitem")
+            raise refuse(f"a query without FROM {self.table}")
         table = from_.this
         if isinstance(table, exp.Subquery):
             raise refuse("a subquery")
         if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
             raise refuse(f"reading {_short(table)} (a table function)")
-        if table.args.get("db") or table.args.get("catalog") or table.name.lower() != TABLE:
-            raise refuse(f"a table other than lineitem ({_short(table)})")
+        if table.args.get("db") or table.args.get("catalog"):
+            raise refuse(f"a table of another schema ({_short(table)})")
+        _require_table(table, self.table)
         for key, value in table.args.items():
             if value and key not in ("this", "alias"):
                 raise refuse(f"{key.upper()} on the table")
@@ -524,7 +557,7 @@ class _Binder:
             raise refuse(f"a column of another schema ({_short(node)})")
         qualifier = node.table.lower()
         if qualifier and qualifier not in self.qualifiers:
-            raise UnknownName(f"unknown table {node.table} in {_short(node)} (the query reads lineitem)")
+            raise UnknownName(f"unknown table {node.table} in {_short(node)} (the query reads {self.table})")
         name = self.columns.get(node.name.lower())
         if name is None:
             alias = self.aliases.get(node.name.lower()) if aliases and not qualifier else None

@@ -900,6 +900,23 @@ def _write_part_job(path: str, k: int, parts: int, file: str, fmt: str, sort_by,
     return "; ".join(lines)
 
 
+def table_name(path: Path | str) -> str:
+    """The name SQL calls a store's table by: its data's (sources.table_name of the files it was built
+    from, recorded in its manifest whether or not they are still there); a store built from arrays or
+    an Arrow table is `lineitem`. A parted store's parts came from one folder: its name and a file's."""
+    from gquery.sources import DEFAULT_TABLE
+    from gquery.sources import table_name as name_of
+
+    path = Path(path)
+    first = store_parts(path)[0][0] if is_parted(path) else path
+    recorded = [Path(s["path"]) for s in _manifest(first).get("source", []) if s.get("path")]
+    if not recorded:
+        return DEFAULT_TABLE
+    if is_parted(path) or len(recorded) > 1:
+        return name_of([recorded[0].parent, *recorded])
+    return name_of(recorded)
+
+
 def as_source(path: Path | str):
     """A store folder as the LineitemSource of the files it was built from (DuckDB reads those);
     the source's path is the store, so the engine opens the store itself. Files only when every

@@ -75,7 +75,7 @@ def test_dates_past_pythons_years_become_date32_exactly(tmp_path):
     path = tmp_path / "dates.parquet"
     pq.write_table(pa.table({"d": pa.array(days, pa.date32()), "k": pa.array(range(len(days)), pa.int64())}), path)
     t = gquery.open(path)
-    text = "SELECT d, COUNT(*), MIN(d) FROM dates GROUP BY d ORDER BY d".replace("dates", "lineitem")
+    text = "SELECT d, COUNT(*), MIN(d) FROM dates GROUP BY d ORDER BY d"  # dates.parquet is the table dates
     a = t.sql(text, backend="cpu", check=False)
     assert any(isinstance(r[0], str) for r in a.rows)  # the client's text for a year past 9999
     theirs = duck_arrow(duckdb.connect(), f"SELECT d, COUNT(*), MIN(d) FROM read_parquet('{path}') GROUP BY d ORDER BY d")

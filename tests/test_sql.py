@@ -223,8 +223,7 @@ REFUSALS = [
     ("SELECT lineitem.*, count(*) FROM lineitem", "SELECT \\*"),
     ("SELECT l_tax, count(*) FROM lineitem GROUP BY l_returnflag", "a column outside GROUP BY \\(l_tax\\)"),
     ("SELECT l_tax + 1, count(*) FROM lineitem GROUP BY l_tax", "an expression outside an aggregate"),
-    ("SELECT count(*) FROM orders", "a table other than lineitem"),
-    ("SELECT count(*) FROM main.lineitem", "a table other than lineitem"),
+    ("SELECT count(*) FROM main.lineitem", "a table of another schema"),
     ("SELECT count(*) FROM read_parquet('x.parquet')", "table function"),
     ("SELECT l_quantity FROM lineitem", "a query without an aggregate"),
     ("SELECT l_returnflag FROM lineitem GROUP BY l_returnflag", "a query without an aggregate"),
@@ -281,6 +280,7 @@ def test_refusals_name_the_construct(schema, sql, message):
 @pytest.mark.parametrize("sql, message", [
     ("SELECT count(*) FROM lineitem WHERE l_foo < 1", "unknown column l_foo; the table has l_orderkey, "),
     ("SELECT count(*) FROM lineitem WHERE x.l_tax < 1", "unknown table x in x.l_tax"),
+    ("SELECT count(*) FROM orders", "unknown table orders: the data is the table lineitem"),
 ])
 def test_unknown_names_are_the_users_to_fix_not_outside_the_class(schema, sql, message):
     """A typo is not a query for DuckDB: UnknownName is no OutOfClass, so `--backend auto` says it at once."""
