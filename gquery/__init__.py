@@ -12,7 +12,7 @@ OutOfClass for SQL the engines do not answer, UnknownName for a column or table 
 from gquery.errors import GqueryError, UsageError
 
 __version__ = "0.1.0"
-__all__ = ["open", "GqueryError", "UsageError", "OutOfClass", "UnknownName", "__version__"]
+__all__ = ["open", "connect", "GqueryError", "UsageError", "OutOfClass", "UnknownName", "__version__"]
 _SQL_ERRORS = ("OutOfClass", "UnknownName", "SqlSyntaxError")  # from gquery.sql, which imports sqlglot: on use
 
 
@@ -22,6 +22,13 @@ def open(data, pinned=None, name=None):  # noqa: A001
     from gquery import api
 
     return api.open(data, pinned, name=name)
+
+
+def connect(data, name=None, **options):
+    """A PEP 249 connection to the table at `data`: con.cursor().execute(sql, params).fetchall(). See gquery.dbapi."""
+    from gquery import dbapi
+
+    return dbapi.connect(data, name=name, **options)
 
 
 def __getattr__(name: str):

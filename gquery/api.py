@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+
 from gquery.errors import GqueryError, UsageError
 from gquery.options import check_repeat
 from gquery.table import Table
@@ -177,7 +178,7 @@ class TableHandle:
         return result
 
     def query(self, z: int, **options):
-        """The mission query at Z, SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE
+        """The mission query at Z, SELECT SUM(l_quantity * l_extendedprice) FROM <this table> WHERE
         l_suppkey < z: its SQL asked of sql() with the same options, answered alike."""
         from gquery.sql import named_sql
 
@@ -245,12 +246,10 @@ def open(data, pinned: bool | None = None, one_shot: bool = False, name: str | N
     one_shot: the table answers one query and is closed (its scans are chosen counting what is on disk).
     name: what SQL calls the table [default: as its files name it, trips.parquet `trips`, TPC-H's
     `lineitem` (sources.table_name); an Arrow table or arrays `lineitem`]."""
-    from gquery.runner import table_name_of
+    from gquery.runner import open_table, table_name_of
 
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise UsageError(f"name must be a table name, got {name!r}")
-    from gquery.runner import open_table
-
     if pinned is None:  # whether a GPU is usable is learnt on its thread, not waited for here
         memory = None if _no_driver() else _EngineMemory(checked=False)
     else:

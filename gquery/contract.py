@@ -1,5 +1,6 @@
-"""The one input contract, checked once before any engine (DuckDB, NumPy or the GPU) reads the data,
-so that every backend accepts and refuses the same files, with the file and column in the message:
+"""The key-scan engine's input contract: the mission's three columns as its loader (columns.py), the
+ladder and the key-scan benchmark read them, checked before they are read, with the file and column in
+the message. (SQL of the class reads any schema the engines hold: gquery.schema says which.)
 
     l_suppkey                     an integer type, every value within int32, no nulls
     l_quantity, l_extendedprice   decimal(p, 2) with p <= 38, no nulls, every value within int64

@@ -327,7 +327,7 @@ def generate(sf: float, data_dir: Path | str | None = None, *, fmt: str = "parqu
 def generate_parts(sf: float, final_dir: Path, parts: int, *, keep_parquet: bool = False, progress: bool = False,
                    echo=print) -> LineitemSource:
     """lineitem as a parted store (final_dir/lineitem.gq), one tpchgen-cli part at a time: each part
-    generated, contract-checked, encoded, verified and written atomically, and its parquet deleted
+    generated, encoded, verified and written atomically, and its parquet deleted
     (or, with keep_parquet, moved into lineitem/ first) before the next starts, so the disk holds
     the store and one part's parquet, and memory one part. Parts already whole are kept: a rerun
     does only what is missing. Returns the store as a source (store.as_source)."""

@@ -29,7 +29,7 @@ def wall(call, runs: int = 7, warm: int = 3) -> tuple[float, object]:
 
 
 def value(answer):
-    """The one value, from either API: Answer.rows (the one road) or api.Result.value (the old one)."""
+    """The one value, from either API: Answer.rows (the one road) or the old mission road's Result.value."""
     return answer.rows[0][0] if hasattr(answer, "rows") else answer.value
 
 

@@ -81,7 +81,7 @@ LAYERS = [
     ("engines: the GPU (device, memory, codegen, fused plan, kernels, executor, several GPUs), DuckDB",
      "gpu reference"),
     ("orchestration: one query answered and checked", "options answer runner"),
-    ("the API, Dask, benchmarks and plots", "api distributed bench plots"),
+    ("the API, DB-API, Dask, benchmarks and plots", "api dbapi distributed bench plots"),
     ("the CLI", "cli __main__"),
 ]
 

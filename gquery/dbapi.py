@@ -1,0 +1,251 @@
+"""A PEP 249 (DB-API 2.0) connection over an opened table, for the tools and habits that speak it:
+
+    import gquery
+    con = gquery.connect("trips.parquet")                 # any path gquery.open takes; name=, backend=
+    cur = con.cursor()
+    cur.execute("SELECT city, SUM(fare) FROM trips WHERE km < ? GROUP BY city ORDER BY 1", (10,))
+    cur.description, cur.fetchone(), cur.fetchall()
+    con.close()
+
+Parameters are qmark style: each `?` outside a string or a quoted name takes the next parameter as
+an exact SQL literal (int, Decimal, str, datetime.date, datetime.datetime, bool, None); a float is
+refused, since its text would be another number than the double (pass a Decimal). Every error is
+one of this module's exceptions with gquery's one-line message: ProgrammingError for SQL the engines
+do not answer or a name the data lacks, InterfaceError for a closed connection or cursor, and
+NotSupportedError for what a read-only engine of one table does not do.
+"""
+
+from __future__ import annotations
+
+import datetime
+from decimal import Decimal
+
+from gquery.errors import GqueryError
+
+apilevel = "2.0"
+threadsafety = 2  # threads may share the module and connections (a table answers any thread), not cursors
+paramstyle = "qmark"
+
+
+class Error(GqueryError):
+    """PEP 249's base of its errors; a GqueryError, so one except clause catches gquery's errors."""
+
+
+class Warning(Exception):  # noqa: A001 (PEP 249's name)
+    pass
+
+
+class InterfaceError(Error):
+    pass
+
+
+class DatabaseError(Error):
+    pass
+
+
+class DataError(DatabaseError):
+    pass
+
+
+class OperationalError(DatabaseError):
+    pass
+
+
+class IntegrityError(DatabaseError):
+    pass
+
+
+class InternalError(DatabaseError):
+    pass
+
+
+class ProgrammingError(DatabaseError):
+    pass
+
+
+class NotSupportedError(DatabaseError):
+    pass
+
+
+def connect(data, name: str | None = None, **options) -> "Connection":
+    """A connection to the table at `data` (see gquery.open); `options` go to each query (backend,
+    mode, check, ...) as table.sql takes them."""
+    from gquery import api
+
+    try:
+        return Connection(api.open(data, name=name), options)
+    except GqueryError as e:
+        raise OperationalError(str(e)) from None
+
+
+class Connection:
+    Error, Warning, InterfaceError, DatabaseError, DataError = Error, Warning, InterfaceError, DatabaseError, DataError
+    OperationalError, IntegrityError, InternalError = OperationalError, IntegrityError, InternalError
+    ProgrammingError, NotSupportedError = ProgrammingError, NotSupportedError
+
+    def __init__(self, table, options: dict):
+        self.table, self.options, self.closed = table, dict(options), False
+
+    def cursor(self) -> "Cursor":
+        self._live()
+        return Cursor(self)
+
+    def execute(self, sql: str, parameters=None) -> "Cursor":
+        """A cursor that executed `sql` (a shortcut many drivers offer)."""
+        return self.cursor().execute(sql, parameters)
+
+    def commit(self) -> None:
+        self._live()  # nothing to commit: queries only read
+
+    def rollback(self) -> None:
+        raise NotSupportedError("gquery only reads: there is no transaction to roll back")
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.table.close()
+
+    def _live(self) -> None:
+        if self.closed:
+            raise InterfaceError("this connection is closed")
+
+    def __enter__(self) -> "Connection":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Cursor:
+    arraysize = 1
+
+    def __init__(self, connection: Connection):
+        self.connection = connection
+        self.description = None
+        self.rowcount = -1
+        self.answer = None  # the last query's gquery.answer.Answer: its check, profile, explain()
+        self._rows: list[tuple] = []
+        self._at = 0
+        self._closed = False
+
+    def execute(self, sql: str, parameters=None) -> "Cursor":
+        self._live()
+        text = bind(sql, parameters)
+        try:
+            answer = self.connection.table.sql(text, **self.connection.options)
+        except GqueryError as e:
+            raise (InterfaceError if "closed" in str(e) else ProgrammingError)(str(e)) from None
+        self.answer, self._rows, self._at = answer, answer.fetchall(), 0
+        self.rowcount = len(self._rows)
+        self.description = [(name, str(t), None, None, t.width or None, t.scale if t.is_decimal else None, None)
+                            for name, t in answer.result.columns]
+        return self
+
+    def executemany(self, sql: str, seq_of_parameters) -> None:
+        raise NotSupportedError("executemany: gquery answers queries, and a query's rows come from fetch*")
+
+    def fetchone(self):
+        self._answered()
+        if self._at >= len(self._rows):
+            return None
+        self._at += 1
+        return self._rows[self._at - 1]
+
+    def fetchmany(self, size: int | None = None) -> list[tuple]:
+        self._answered()
+        size = self.arraysize if size is None else size
+        rows = self._rows[self._at:self._at + max(0, size)]
+        self._at += len(rows)
+        return rows
+
+    def fetchall(self) -> list[tuple]:
+        self._answered()
+        rows = self._rows[self._at:]
+        self._at = len(self._rows)
+        return rows
+
+    def fetch_arrow_table(self):
+        """The last answer as a pyarrow.Table (as DuckDB's cursor offers)."""
+        self._answered()
+        return self.answer.arrow()
+
+    def setinputsizes(self, sizes) -> None:
+        pass
+
+    def setoutputsize(self, size, column=None) -> None:
+        pass
+
+    def close(self) -> None:
+        self._closed = True
+
+    def __iter__(self):
+        return iter(self.fetchone, None)
+
+    def _live(self) -> None:
+        if self._closed:
+            raise InterfaceError("this cursor is closed")
+        self.connection._live()
+
+    def _answered(self) -> None:
+        self._live()
+        if self.answer is None:
+            raise ProgrammingError("no query has been executed on this cursor")
+
+
+def bind(sql: str, parameters) -> str:
+    """The text with each `?` (outside string literals, quoted names and comments) replaced by the next
+    parameter as an exact SQL literal; the count must match."""
+    if not isinstance(sql, str):
+        raise ProgrammingError(f"SQL must be text, not {type(sql).__name__}")
+    params = [] if parameters is None else list(parameters) if isinstance(parameters, (list, tuple)) else None
+    if params is None:
+        raise ProgrammingError(f"parameters must be a sequence (qmark style), got {type(parameters).__name__}")
+    out, used, i, n = [], 0, 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c in "'\"":  # a string literal or a quoted name, '' and "" within it
+            j = i + 1
+            while j < n and not (sql[j] == c and (j + 1 >= n or sql[j + 1] != c)):
+                j += 2 if sql[j] == c else 1
+            out.append(sql[i:j + 1])
+            i = j + 1
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i)
+            j = n if j < 0 else j
+            out.append(sql[i:j])
+            i = j
+        elif c == "?":
+            if used >= len(params):
+                raise ProgrammingError(f"the SQL has more ? than the {len(params)} parameter(s) given")
+            out.append(literal(params[used]))
+            used += 1
+            i += 1
+        else:
+            out.append(c)
+            i += 1
+    if used != len(params):
+        raise ProgrammingError(f"{len(params)} parameter(s) given for {used} ?")
+    return "".join(out)
+
+
+def literal(value) -> str:
+    """A Python value as the SQL literal that means exactly it."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise ProgrammingError(f"a parameter {value} has no SQL literal")
+        return format(value, "f")
+    if isinstance(value, float):  # 0.1 is no decimal: binding its text would ask another query than the double
+        raise ProgrammingError(f"a float parameter ({value!r}): gquery's constants are exact, pass a Decimal or an int")
+    if isinstance(value, datetime.datetime):
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, datetime.date):
+        return f"DATE '{value.isoformat()}'"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    raise ProgrammingError(f"a parameter of type {type(value).__name__} has no SQL literal")

@@ -1,0 +1,92 @@
+"""The PEP 249 connection (gquery.connect): cursors, qmark parameters bound as exact literals, fetch*,
+description, and PEP 249's exceptions carrying gquery's one-line messages."""
+
+import datetime
+from decimal import Decimal
+
+import pytest
+
+import gquery
+from gquery import dbapi
+from gquery.sql import named_sql
+
+
+@pytest.fixture()
+def con(sf001):
+    c = gquery.connect(sf001.files[0], backend="cpu")
+    yield c
+    c.close()
+
+
+def test_module_globals_are_pep_249s():
+    assert (dbapi.apilevel, dbapi.paramstyle) == ("2.0", "qmark") and dbapi.threadsafety in (1, 2, 3)
+    for name in ("Error", "InterfaceError", "DatabaseError", "ProgrammingError", "NotSupportedError", "OperationalError"):
+        assert issubclass(getattr(dbapi, name), dbapi.Error) and getattr(dbapi.Connection, name) is getattr(dbapi, name)
+    assert issubclass(dbapi.Error, gquery.GqueryError) and issubclass(dbapi.Warning, Exception)
+
+
+def test_execute_with_parameters_is_the_same_query_written_out(con, sf001):
+    cur = con.cursor()
+    cur.execute("SELECT l_returnflag, COUNT(*), SUM(l_quantity) FROM lineitem WHERE l_shipdate < ? AND l_discount > ? "
+                "AND l_shipmode <> ? GROUP BY 1 ORDER BY 1", (datetime.date(1995, 3, 1), Decimal("0.05"), "O'HARE"))
+    t = gquery.open(sf001.files[0])
+    want = t.sql("SELECT l_returnflag, COUNT(*), SUM(l_quantity) FROM lineitem WHERE l_shipdate < DATE '1995-03-01' "
+                 "AND l_discount > 0.05 AND l_shipmode <> 'O''HARE' GROUP BY 1 ORDER BY 1", backend="cpu").rows
+    t.close()
+    assert cur.rowcount == len(want) and cur.fetchone() == want[0]
+    assert cur.fetchmany(1) == want[1:2] and cur.fetchall() == want[2:] and cur.fetchone() is None
+    assert [d[0] for d in cur.description] == ["l_returnflag", "count_star()", "sum(l_quantity)"]
+    assert [d[1] for d in cur.description] == ["VARCHAR", "BIGINT", "DECIMAL(38,2)"] and cur.description[2][5] == 2
+    assert cur.answer.check is None and cur.fetch_arrow_table().num_rows == len(want)
+
+
+def test_a_question_mark_in_a_string_or_a_name_is_not_a_parameter():
+    assert dbapi.bind("SELECT COUNT(*) FROM lineitem WHERE l_comment = '?''?' AND \"a?\" < ? -- why?\n", (3,)) == \
+        "SELECT COUNT(*) FROM lineitem WHERE l_comment = '?''?' AND \"a?\" < 3 -- why?\n"
+    assert dbapi.bind("SELECT ? , ?", [True, None]) == "SELECT TRUE , NULL"
+    assert dbapi.literal(Decimal("-1E+2")) == "-100" and dbapi.literal(datetime.datetime(1995, 1, 2, 3, 4, 5)) == \
+        "TIMESTAMP '1995-01-02 03:04:05'"
+
+
+def test_iterating_a_cursor_and_the_mission(con):
+    rows = list(con.execute(named_sql("mission", 30)))
+    [(value,)] = rows
+    assert isinstance(value, Decimal) and con.execute("SELECT SUM(l_quantity * l_extendedprice) FROM lineitem "
+                                                      "WHERE l_suppkey < ?", [30]).fetchall() == rows
+
+
+@pytest.mark.parametrize("sql, params, error, message", [
+    ("SELECT COUNT(*) FROM lineitem WHERE l_suppkey < ?", (), dbapi.ProgrammingError, "more ? than the 0 parameter"),
+    ("SELECT COUNT(*) FROM lineitem", (1,), dbapi.ProgrammingError, "1 parameter(s) given for 0 ?"),
+    ("SELECT COUNT(*) FROM lineitem WHERE l_tax < ?", (0.5,), dbapi.ProgrammingError, "a float parameter (0.5)"),
+    ("SELECT COUNT(*) FROM lineitem WHERE l_tax < ?", ({1},), dbapi.ProgrammingError, "type set has no SQL literal"),
+    ("SELECT COUNT(*) FROM lineitem WHERE l_tax < ?", 5, dbapi.ProgrammingError, "must be a sequence"),
+    ("SELECT SUM(l_nope) FROM lineitem", None, dbapi.ProgrammingError, "unknown column l_nope"),
+    ("SELECT COUNT(*) FROM orders", None, dbapi.ProgrammingError, "unknown table orders"),
+    ("SELECT l_tax FROM lineitem", None, dbapi.ProgrammingError, "a query without an aggregate"),
+])
+def test_errors_are_pep_249s_in_one_line(con, sql, params, error, message):
+    with pytest.raises(error) as caught:
+        con.cursor().execute(sql, params)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_closed_things_and_what_a_reader_does_not_do(sf001, tmp_path):
+    c = gquery.connect(sf001.files[0], backend="cpu")
+    cur = c.cursor()
+    with pytest.raises(dbapi.ProgrammingError, match="no query has been executed"):
+        cur.fetchall()
+    with pytest.raises(dbapi.NotSupportedError):
+        cur.executemany("SELECT COUNT(*) FROM lineitem", [()])
+    with pytest.raises(dbapi.NotSupportedError):
+        c.rollback()
+    c.commit()
+    cur.close()
+    with pytest.raises(dbapi.InterfaceError, match="cursor is closed"):
+        cur.execute("SELECT COUNT(*) FROM lineitem")
+    with c:
+        pass
+    with pytest.raises(dbapi.InterfaceError, match="connection is closed"):
+        c.cursor()
+    with pytest.raises(dbapi.OperationalError, match="no such file"):
+        gquery.connect(tmp_path / "nope.parquet")

@@ -1,0 +1,66 @@
+"""The README names only commands and options the CLI has: every `gquery ...` line of its code blocks
+and of its commands table is read, and each subcommand and --option must exist (an option the code
+dropped, left in the README, is how a user's first command fails)."""
+
+import re
+import shlex
+from pathlib import Path
+
+import typer
+
+from gquery.cli import app
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def command_lines() -> list[str]:
+    """`gquery ...` as the README writes it: in code blocks (4-space indented, `$ ` or not) and in the
+    commands table's first column."""
+    lines = []
+    for line in README.read_text().splitlines():
+        code = re.match(r"^ {4}(?:\$ )?(gquery(?: .*)?)$", line)
+        if code:
+            lines.append(code[1].split("  #")[0].strip())
+        for cell in re.findall(r"^\| `(gquery[^`]*)`", line):
+            lines.append(cell.replace("\\|", "|"))
+    return lines
+
+
+def options_of() -> dict[str, set[str]]:
+    group = typer.main.get_command(app)
+    top = {o for p in group.params for o in p.opts}
+    return {name: {o for p in cmd.params for o in (*p.opts, *getattr(p, "secondary_opts", []))} | top | {"--help"}
+            for name, cmd in group.commands.items()} | {"": top | {"--help"}}
+
+
+def test_the_readme_names_commands_at_all():
+    assert len(command_lines()) > 20
+
+
+def unknown(lines: list[str]) -> list[tuple[str, str]]:
+    """(line, the subcommand or --option of it the CLI does not have)."""
+    options = options_of()
+    wrong = []
+    for line in lines:
+        try:
+            words = shlex.split(line)
+        except ValueError:  # a table cell's pseudo-syntax with an unbalanced quote: its words still count
+            words = line.split()
+        sub = words[1] if len(words) > 1 and not words[1].startswith("-") else ""
+        if sub and sub not in options:
+            wrong.append((line, sub))
+            continue
+        for word in words:
+            for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", word):
+                if flag not in options[sub]:
+                    wrong.append((line, flag))
+    return wrong
+
+
+def test_every_command_and_option_the_readme_names_exists():
+    assert unknown(command_lines()) == []
+
+
+def test_the_check_finds_what_the_cli_lacks():
+    assert unknown(["gquery run --sf 1 [--encoding sliced|all]", "gquery nosuchcommand --x", "gquery --version"]) == \
+        [("gquery run --sf 1 [--encoding sliced|all]", "--encoding"), ("gquery nosuchcommand --x", "nosuchcommand")]
