@@ -269,7 +269,8 @@ def _print_sql(o, explain: bool, out: Console = out) -> None:
         if o.duckdb.unavailable:
             out.print(f"DuckDB   cannot answer: {o.duckdb.unavailable}", markup=False)
         else:
-            out.print(f"DuckDB   median {o.duckdb_ms:.2f} ms of {len(o.duckdb.times_ms)} over its own table of the columns read")
+            over = "over the files, read in place" if o.duckdb_in_place else "over its own table of the columns read"
+            out.print(f"DuckDB   median {o.duckdb_ms:.2f} ms of {len(o.duckdb.times_ms)} {over}")
     shown = o.first()
     columns = shown.columns if shown is not None else (o.duckdb.columns if o.duckdb else [])
     rows = shown.rows if shown is not None else (o.duckdb.rows if o.duckdb else [])

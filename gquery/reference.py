@@ -164,11 +164,11 @@ class DuckDBTable:
     `order_by` where given); run_sql any number of queries on it."""
 
     def __init__(self, source: LineitemSource, columns: Sequence[str], order_by: str | None = None,
-                 threads: int | None = None, name: str | None = None):
+                 threads: int | None = None, name: str | None = None, in_place: bool = False):
         import duckdb
 
         started = time.perf_counter()
-        names = _identifiers(columns, "columns")
+        names = _identifiers(columns, "columns") if not in_place else ["*"]
         if not names:
             raise GqueryError("DuckDBTable needs at least one column")
         order = _identifiers([c.strip() for c in order_by.split(",")], "order_by") if order_by else []
@@ -178,7 +178,10 @@ class DuckDBTable:
         self.con.execute(f"SET threads = {int(self.threads)}")
         from gquery.sources import quoted
 
-        sql = f"CREATE TABLE {quoted(name or source.name)} AS SELECT {', '.join(names)} FROM {_scan(source)}"
+        # in_place: a view over the files, of which DuckDB reads what each query needs (as a user's
+        # DuckDB over parquet does); else a table of just `columns`, loaded once
+        sql = f"CREATE {'VIEW' if in_place else 'TABLE'} {quoted(name or source.name)} AS SELECT {', '.join(names)} " \
+              f"FROM {_scan(source)}"
         if order:
             sql += f" ORDER BY {', '.join(order)}"
         try:

@@ -116,6 +116,8 @@ class SqlOutcome:
     device: dict | None = None
     rows: int | None = None
     build_notes: list[str] = field(default_factory=list)  # a store built for this query: what, how long
+    duckdb_why: str | None = None  # why DuckDB answered (no usable GPU), where it did inside the class
+    duckdb_in_place: bool = False  # DuckDB read the files in place (it answered), not a table of its own
 
     @property
     def all_match(self) -> bool:
@@ -141,7 +143,7 @@ class SqlOutcome:
             d = self.duckdb
             out = {"sql": self.sql, "columns": d.columns if d else [], "types": d.types if d else [],
                    "rows": [[_plain(v) for v in r] for r in d.rows] if d else [], "backend": "duckdb",
-                   "why": None if self.outside is None else f"outside the GPU's class: {self.outside}",
+                   "why": f"outside the GPU's class: {self.outside}" if self.outside is not None else self.duckdb_why,
                    "check": None, "checked_against": None, "check_note": None, "gpu_ms": None,
                    "times_ms": d.times_ms if d else [], "notes": [], "plan": None, "profile": None}
         out.update({"source": self.source, "rows_in_table": self.rows, "outside_class": self.outside,
@@ -240,7 +242,10 @@ def run_sql(source: LineitemSource, text, *, backend: str = "auto", modes=("pinn
     name = table_name_of(source)
     text = text(name) if callable(text) else text
     sql.check_table(text, name)  # asking another table is the user's typo: said before a store is built
-    path, build_notes = (None, []) if backend == "duckdb" else store_for(source, echo)
+    # without a usable GPU, `auto` asks DuckDB (the fast engine on a CPU) over the files in place: no
+    # store is built for it; the NumPy reference answers where DuckDB cannot, and with --backend cpu
+    duckdb_first = backend == "duckdb" or (backend == "auto" and gpu_reason is not None and bool(source.files))
+    path, build_notes = (None, []) if duckdb_first else store_for(source, echo)
     outcome = SqlOutcome(text, str(source), gpu_reason=gpu_reason, device=info.to_dict() if info is not None else None,
                          build_notes=build_notes)
     table = None
@@ -254,18 +259,20 @@ def run_sql(source: LineitemSource, text, *, backend: str = "auto", modes=("pinn
     try:
         outcome.query = sql.parse(text, schema, name)
     except sql.OutOfClass as e:
-        if backend != "auto" or not source.files:
+        if backend not in ("auto", "duckdb") or not source.files:
             raise
         outcome.outside = str(e)
         echo(f"GPU not used: {e}; DuckDB answers")
         validate, backend = True, "duckdb"
-    if validate and source.files:
-        if outcome.query is not None:
-            columns = outcome.query.columns() or [next(iter(schema.types))]  # COUNT(*) alone: any one column
-        else:  # outside the class: DuckDB reads what it needs of every column the files have
-            columns = [*schema.types, *schema.left_out]
-        echo(f"DuckDB: loading {', '.join(columns)} from {source}")
-        ref = DuckDBTable(source, columns, name=name)
+    if backend == "auto" and duckdb_first:
+        outcome.duckdb_why = f"GPU not used: {gpu_reason}; DuckDB answered (--backend cpu: the NumPy reference)"
+        echo(outcome.duckdb_why.replace("answered", "answers"))
+    if (validate or duckdb_first) and source.files:
+        in_place = duckdb_first or outcome.query is None  # DuckDB answers: it reads the files as a user's DuckDB does
+        columns = [] if in_place else outcome.query.columns() or [next(iter(schema.types))]  # COUNT(*): any one
+        echo(f"DuckDB: {'reading' if in_place else 'loading ' + ', '.join(columns) + ' from'} {source}")
+        ref = DuckDBTable(source, columns, name=name, in_place=in_place)
+        outcome.duckdb_in_place = in_place
         outcome.duckdb = ref.run_sql(text, repeat=repeat)
         ref.close()
         if outcome.duckdb.times_ms:
@@ -275,8 +282,12 @@ def run_sql(source: LineitemSource, text, *, backend: str = "auto", modes=("pinn
             echo(f"DuckDB cannot answer ({outcome.duckdb.unavailable}): " +
                  ("the CPU reference over the store checks the GPU's answer" if gpu else
                   "the CPU reference over the store answers, unchecked (exact by construction)"))
-    if backend == "duckdb" or outcome.query is None:
+    if backend == "duckdb" or outcome.query is None or (duckdb_first and not outcome.duckdb.unavailable):
         return outcome
+    if table is None:  # DuckDB could not answer: the CPU reference does, exactly, over a store of the files
+        path, notes = store_for(source, echo)
+        outcome.build_notes += notes
+        table = store.open_store(path)
     outcome.rows = table.rows
     use_gpu = backend in ("auto", "gpu") and outcome.gpu_reason is None
     if not use_gpu:
