@@ -230,3 +230,22 @@ def test_output_options_fail_in_one_line_before_any_work(sf001, args, message):
     r = run_cli("run", "--data", sf001.files[0], "--backend", "cpu", *args, stdin="")
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"gquery: error: {message}"), r.stderr
+
+
+@pytest.mark.skipif(not NO_GPU, reason="checks the behaviour without a GPU")
+def test_without_a_gpu_auto_asks_duckdb_over_the_files_and_builds_no_store(sf001, tmp_path):
+    """DuckDB is the fast engine on a CPU: auto answers with it, in place, saying so; the NumPy
+    reference (--backend cpu) gives the same rows; --backend duckdb takes SQL outside the class too."""
+    import shutil
+
+    path = tmp_path / "lineitem.parquet"
+    shutil.copy(sf001.files[0], path)
+    r = gquery("run", "--data", path, "--json", "--repeat", 1, "--query", "q6")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["backend"] == "duckdb" and "GPU not used" in out["why"] and "--backend cpu" in out["why"]
+    assert out["check"] is None and sorted(p.name for p in tmp_path.iterdir()) == ["lineitem.parquet"]
+    assert run_json(sf001, "--query", "q6")["rows"] == out["rows"]
+    like = gquery("run", "--data", path, "--json", "--repeat", 1, "--backend", "duckdb", "--sql",
+                  "SELECT COUNT(*) FROM lineitem WHERE l_comment LIKE '%fluffily%'")
+    assert like.returncode == 0 and json.loads(like.stdout)["rows"][0][0] > 0, like.stderr
