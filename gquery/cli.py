@@ -32,8 +32,12 @@ DATA = typer.Option(None, "--data", help="Read lineitem from this parquet/.tbl f
 JSON = typer.Option(False, "--json", help="Print one JSON object instead of tables.")
 
 
+QUIET = {"on": False}  # --quiet: progress and notes unsaid; errors and the answer still printed
+
+
 def note(message: str) -> None:
-    err.print(message, style="dim", markup=False)
+    if not QUIET["on"]:
+        err.print(message, style="dim", markup=False)
 
 
 def _source(sf: Optional[float], data: Optional[Path], data_dir: Optional[Path]):
@@ -116,10 +120,12 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         sql_file: Optional[Path] = typer.Option(None, "--file", help="Read the SQL from this file ('-': standard input); --sql - reads standard input too."),
         output: Optional[str] = typer.Option(None, "--output", help="table (the default: the answer, the check and the time), json (one object, as --json), csv or parquet (the answer's rows alone, typed as DuckDB types them)."),
         out_file: Optional[Path] = typer.Option(None, "--out", help="Write the output to this file, whole or not at all, instead of standard output (parquet needs it)."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="Print no progress or notes on standard error: the answer, and errors, only."),
         scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Run on Dask, a task a store part: 'local' (a cluster on this host) or a scheduler's address."),
         workers: Optional[int] = typer.Option(None, "--workers", help="With --scheduler local: worker processes (gpu: one a GPU, at most the GPUs); else wait for this many.")):
     """Answer a query of the class (SQL, a named query, or the mission's --z) on the GPU or the CPU
     reference, checked against DuckDB asked the same text; print the rows, the check and the time."""
+    QUIET["on"] = quiet
     text = _sql_text(_read_sql(sql_text, sql_file), named, z)
     if text is None:
         raise UsageError("give --z (the mission query), --sql TEXT, --file FILE or --query mission|q1|q6")

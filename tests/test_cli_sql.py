@@ -249,3 +249,14 @@ def test_without_a_gpu_auto_asks_duckdb_over_the_files_and_builds_no_store(sf001
     like = gquery("run", "--data", path, "--json", "--repeat", 1, "--backend", "duckdb", "--sql",
                   "SELECT COUNT(*) FROM lineitem WHERE l_comment LIKE '%fluffily%'")
     assert like.returncode == 0 and json.loads(like.stdout)["rows"][0][0] > 0, like.stderr
+
+
+def test_quiet_says_nothing_but_the_answer_and_errors(sf001, tmp_path):
+    import shutil
+
+    path = tmp_path / "lineitem.parquet"
+    shutil.copy(sf001.files[0], path)
+    r = gquery("run", "-q", "--data", path, "--backend", "cpu", "--repeat", 1, "--query", "q6", "--output", "csv")
+    assert r.returncode == 0 and r.stderr == "" and r.stdout.splitlines()[0] == '"revenue"'
+    bad = gquery("run", "--quiet", "--data", path, "--backend", "cpu", "--sql", "SELECT SUM(l_nope) FROM lineitem")
+    assert bad.returncode == 1 and bad.stderr.startswith("gquery: error: unknown column l_nope")
