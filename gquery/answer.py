@@ -27,6 +27,7 @@ GPU_BACKENDS = ("gpu", "auto")
 # about 5 GB/s against 55 GB/s copied (H100 host, scripts/first_answer_profile.py). Weighed only for runs
 # without warm-up, where reading it is part of the answer's time.
 COLD_READ_WEIGHT = 10
+PLANS_KEPT = 1024  # fused plans a table keeps (a plan holds its chunks): queries past it are planned each time
 
 
 @dataclass
@@ -248,7 +249,7 @@ def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1
     kept = plans.get(key) if plans is not None else None  # [the plan, the runs it has answered]
     if kept is None:
         kept = [plan_fused(query, tables, mode, engine.device.sm_count, chunk_frames), 0]
-        if plans is not None:
+        if plans is not None and len(plans) < PLANS_KEPT:
             plans[key] = kept
     plan, earlier = kept[0], 0 if one_shot else kept[1]
     kept[1] += repeat
