@@ -121,6 +121,7 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         output: Optional[str] = typer.Option(None, "--output", help="table (the default: the answer, the check and the time), json (one object, as --json), csv or parquet (the answer's rows alone, typed as DuckDB types them)."),
         out_file: Optional[Path] = typer.Option(None, "--out", help="Write the output to this file, whole or not at all, instead of standard output (parquet needs it)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="Print no progress or notes on standard error: the answer, and errors, only."),
+        store_at: Optional[Path] = typer.Option(None, "--store", help="The store (a .gq folder) to read, or to build there from --data [default: one beside the data made by gquery encode, else gquery's cache folder: $GQUERY_STORE_DIR or ~/.cache/gquery/stores]."),
         scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Run on Dask, a task a store part: 'local' (a cluster on this host) or a scheduler's address."),
         workers: Optional[int] = typer.Option(None, "--workers", help="With --scheduler local: worker processes (gpu: one a GPU, at most the GPUs); else wait for this many.")):
     """Answer a query of the class (SQL, a named query, or the mission's --z) on the GPU or the CPU
@@ -134,13 +135,13 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         from gquery.options import run_gpus
 
         return _run_sql(text, sf, data, data_dir, backend, mode, repeat, validate, explain, emit,
-                        run_gpus(gpus, backend, chunk_rows, echo=note), chunk_rows)
+                        run_gpus(gpus, backend, chunk_rows, echo=note), chunk_rows, store_at)
     flags = [f for f, given in {"--explain": explain, "--chunk-rows": chunk_rows is not None,
                                 "--gpus": gpus != "1"}.items() if given]
     if flags:
         raise UsageError(f"{', '.join(flags)}: not with --scheduler (a Dask run reports its parts, not plans or profiles)")
     return _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, emit,
-                         lambda: _store(sf, data, data_dir))
+                         lambda: _store(sf, data, data_dir, store_at))
 
 
 def _read_sql(sql_text: Optional[str], sql_file: Optional[Path]) -> Optional[str]:
@@ -247,14 +248,15 @@ def _sql_text(sql_text: Optional[str], named: Optional[str], z: Optional[int]):
 
 
 def _run_sql(text, sf, data, data_dir, backend, mode, repeat, validate, explain, emit: Output, gpus: int,
-             chunk_rows: Optional[int]) -> None:
+             chunk_rows: Optional[int], store_at: Optional[Path] = None) -> None:
     from gquery.runner import check_run_options, parse_modes, run_sql
 
     modes = parse_modes(mode if mode is not None else "all" if backend == "gpu" else "pinned")
     check_run_options(backend, modes, repeat)  # before any data is generated
     source = _source(sf, data, data_dir)
     outcome = run_sql(source, text, backend=backend, modes=modes, repeat=repeat, validate=validate, echo=note,
-                      gpus=gpus, chunk_frames=None if chunk_rows is None else -(-chunk_rows // 1024))
+                      gpus=gpus, chunk_frames=None if chunk_rows is None else -(-chunk_rows // 1024),
+                      store_path=store_at, store_beside=data is None)  # a generated SF's store lives beside it
     emit.write(obj=outcome.to_dict(), rows_arrow=outcome.arrow, print_table=lambda console: _print_sql(outcome, explain, console))
     if not outcome.all_match:
         raise GqueryError("an answer differs from " + ", ".join(sorted({a.checked_against for a in outcome.answers
@@ -311,13 +313,15 @@ def _print_sql(o, explain: bool, out: Console = out) -> None:
                     out.print(f"  why: {n}", markup=False)
 
 
-def _store(sf: Optional[float], data: Optional[Path], data_dir: Optional[Path]) -> Path:
-    """The store that --data names, or the one beside the data (made when absent)."""
+def _store(sf: Optional[float], data: Optional[Path], data_dir: Optional[Path], store_at: Optional[Path] = None) -> Path:
+    """The store that --data names, or the data's (runner.store_for: --store, one beside it that gquery
+    encode made, a generated SF's beside it, else gquery's cache folder; built when absent)."""
     from gquery import store
+    from gquery.runner import store_for
 
     if data is not None and store.is_store(data):
         return data
-    return store.ensure_store(_source(sf, data, data_dir), echo=note)
+    return store_for(_source(sf, data, data_dir), note, store_at, beside=data is None)[0]
 
 
 def _dask_backend(backend: str, mode: str, workers) -> tuple[str, str]:

@@ -210,18 +210,27 @@ def check_run_options(backend: str, modes, repeat: int):
     return info, reason
 
 
-def store_for(source: LineitemSource, echo=print) -> tuple[Path, list[str]]:
-    """The store of a source: the one beside it (checked as it is read), or one built now, saying
-    what was built and how long it took (a one-shot query over a file with no store pays for it)."""
+def store_for(source: LineitemSource, echo=print, where: Path | str | None = None,
+              beside: bool = False) -> tuple[Path, list[str]]:
+    """The store of a source, and what was built for it: the source itself where it is a store; else
+    `where` (the user's --store); else one beside the data built from exactly its files (`gquery
+    encode` or `gquery generate` made it); else, built now where asked (`beside`: data in gquery's own
+    data folder) or in gquery's cache folder (store.cache_dir), never unasked beside a user's files."""
     from gquery import store
 
-    path = source.path if store.is_store(source.path) else store.store_path_for(source)
-    if store.is_store(path) and (path == source.path or store.built_from(path, source)):
-        return Path(path), []
+    if store.is_store(source.path):
+        return Path(source.path), []
+    near = store.store_path_for(source)
+    if where is None and store.is_store(near) and store.built_from(near, source):
+        return near, []
+    path = Path(where) if where is not None else near if beside else store.cache_path_for(source)
+    if store.is_store(path) and store.built_from(path, source):
+        return path, []
     t0 = time.perf_counter()
     echo(f"{path} was built from other files: rebuilding it from {source}" if store.is_store(path)
-         else f"no store beside {source}: building {path}")
-    built = store.ensure_store(source, echo=echo)
+         else f"building the store of {source} in {path}" + ("" if beside or where is not None else
+                                                            " (gquery's cache; --store PATH puts it elsewhere)"))
+    built = store.ensure_store(source, echo=echo, path=path)
     note = f"built {built} ({store.summary(built)}) from {source} in {time.perf_counter() - t0:.1f} s"
     echo(note)
     return Path(built), [note]
@@ -229,7 +238,8 @@ def store_for(source: LineitemSource, echo=print) -> tuple[Path, list[str]]:
 
 def run_sql(source: LineitemSource, text, *, backend: str = "auto", modes=("pinned",), repeat: int = 5,
             validate: bool = True, echo=print, scan: str = "auto", gpus: int = 1,
-            chunk_frames: int | None = None) -> SqlOutcome:
+            chunk_frames: int | None = None, store_path: Path | str | None = None,
+            store_beside: bool = False) -> SqlOutcome:
     """SQL text over the source's table (named as its files name it: sources.table_name), parsed and
     planned against the store's schema; DuckDB asked the same text (its own table of the columns it
     reads, of the same name); each backend/mode's answer checked against it exactly. `text` may be a
@@ -245,7 +255,7 @@ def run_sql(source: LineitemSource, text, *, backend: str = "auto", modes=("pinn
     # without a usable GPU, `auto` asks DuckDB (the fast engine on a CPU) over the files in place: no
     # store is built for it; the NumPy reference answers where DuckDB cannot, and with --backend cpu
     duckdb_first = backend == "duckdb" or (backend == "auto" and gpu_reason is not None and bool(source.files))
-    path, build_notes = (None, []) if duckdb_first else store_for(source, echo)
+    path, build_notes = (None, []) if duckdb_first else store_for(source, echo, store_path, store_beside)
     outcome = SqlOutcome(text, str(source), gpu_reason=gpu_reason, device=info.to_dict() if info is not None else None,
                          build_notes=build_notes)
     table = None
@@ -285,7 +295,7 @@ def run_sql(source: LineitemSource, text, *, backend: str = "auto", modes=("pinn
     if backend == "duckdb" or outcome.query is None or (duckdb_first and not outcome.duckdb.unavailable):
         return outcome
     if table is None:  # DuckDB could not answer: the CPU reference does, exactly, over a store of the files
-        path, notes = store_for(source, echo)
+        path, notes = store_for(source, echo, store_path, store_beside)
         outcome.build_notes += notes
         table = store.open_store(path)
     outcome.rows = table.rows

@@ -78,6 +78,23 @@ def store_path_for(source) -> Path:
     return Path(source.path).parent / f"{name}.gq"
 
 
+def cache_dir() -> Path:
+    """Where gquery keeps the stores it builds for data it was not asked to write beside:
+    $GQUERY_STORE_DIR, else $XDG_CACHE_HOME/gquery/stores, else ~/.cache/gquery/stores."""
+    if os.environ.get("GQUERY_STORE_DIR"):
+        return Path(os.environ["GQUERY_STORE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gquery" / "stores"
+
+
+def cache_path_for(source) -> Path:
+    """The store of a source in the cache folder: named for its table and for exactly its files (a
+    digest of their resolved paths), so two sources never share one."""
+    import hashlib
+
+    digest = hashlib.sha256("\0".join(str(Path(f).resolve()) for f in source.files).encode()).hexdigest()[:16]
+    return cache_dir() / f"{source.name}-{digest}.gq"
+
+
 def built_from(path: Path | str, source) -> bool:
     """Whether a store was built from exactly the files of `source`, no more and no fewer: a store found
     beside data answers for that data only (a folder of parts that gained or lost a file, or the
@@ -829,11 +846,12 @@ def source_files(path: Path | str) -> list[Path]:
     return [Path(s["path"]) for s in manifest.get("source", []) if Path(s["path"]).exists()]
 
 
-def ensure_store(source, echo=print, sort_by: str | None = None) -> Path:
-    """The store beside a parquet/.tbl source: kept when whole, fresh and of the asked order, else
-    (re)built from it. A source of several files becomes a parted store, a part a file, so no step
-    holds more than one file's rows; parts already written (an interrupted build) are kept."""
-    path = store_path_for(source)
+def ensure_store(source, echo=print, sort_by: str | None = None, path: Path | str | None = None) -> Path:
+    """The store of a parquet/.tbl source at `path` (default beside it): kept when whole, fresh and of
+    the asked order, else (re)built from it. A source of several files becomes a parted store, a part
+    a file, so no step holds more than one file's rows; parts already written (an interrupted build)
+    are kept."""
+    path = Path(path) if path is not None else store_path_for(source)
     if is_store(path):
         try:
             require_built_from(path, source)

@@ -1,13 +1,22 @@
 """Shared fixtures: a small generated dataset, and the `gpu` marker's skip with the probe's reason."""
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from gquery import sources, tpch
+
+# the stores gquery builds for data it was not asked to write beside go to its cache folder: the tests'
+# to a folder of their own, for this session, not the user's ~/.cache (the CLI's processes inherit it)
+if "GQUERY_STORE_DIR" not in os.environ:
+    os.environ["GQUERY_STORE_DIR"] = tempfile.mkdtemp(prefix="gquery-test-stores-")
+    atexit.register(shutil.rmtree, os.environ["GQUERY_STORE_DIR"], True)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -231,3 +231,34 @@ def test_a_full_disk_names_the_file_and_the_reason(tmp_path):
     with pytest.raises(OSError) as e:
         store._Writer(tmp_path).buffer("l_quantity.words", np.arange(100_000))
     assert e.value.filename == str(tmp_path / "l_quantity.words.bin") and "No space left" in e.value.strerror
+
+
+def test_a_store_goes_where_the_user_says_or_into_gquerys_cache_never_unasked_beside_the_data(sf001, tmp_path):
+    """`run --data FILE` builds the file's store in gquery's cache folder (said in one line) and reuses it;
+    `--store PATH` puts it there; a store `gquery encode` made beside the data is the one used."""
+    import shutil
+
+    from conftest import gquery
+
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(sf001.files[0], data / "lineitem.parquet")
+    args = ("run", "--data", data / "lineitem.parquet", "--backend", "cpu", "--repeat", 1, "--query", "q6")
+    first = gquery(*args)
+    from gquery.tpch import find_lineitem
+
+    cached = store.cache_path_for(find_lineitem(data / "lineitem.parquet"))
+    assert first.returncode == 0 and f"building the store of {data / 'lineitem.parquet'} in {cached}" in first.stderr
+    assert sorted(p.name for p in data.iterdir()) == ["lineitem.parquet"] and store.is_store(cached)
+    again = gquery(*args)
+    assert again.returncode == 0 and "building" not in again.stderr
+    there = tmp_path / "mine.gq"
+    asked = gquery(*args, "--store", there)
+    assert asked.returncode == 0 and f"building the store of {data / 'lineitem.parquet'} in {there}" in asked.stderr
+    assert store.is_store(there) and "building" not in gquery(*args, "--store", there).stderr
+    encoded = gquery("encode", "--data", data / "lineitem.parquet")
+    assert encoded.returncode == 0 and store.is_store(data / "lineitem.gq")
+    shutil.rmtree(cached)
+    beside = gquery(*args, "--json")
+    assert beside.returncode == 0 and "building" not in beside.stderr and not cached.exists()
+    assert json.loads(beside.stdout)["source"] == str(data / "lineitem.parquet")

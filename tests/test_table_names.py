@@ -16,6 +16,7 @@ from conftest import gquery as cli
 from gquery import store
 from gquery.sources import table_name
 from gquery.sql import named_sql
+from gquery.tpch import find_lineitem
 
 
 @pytest.mark.parametrize("paths, name", [
@@ -48,8 +49,10 @@ def test_the_cli_asks_a_file_by_its_stem_and_checks_it_against_duckdb(tmp_path):
     out = run_json("--data", path, "--sql", "SELECT city, COUNT(*), SUM(fare), MAX(km) FROM trips GROUP BY city ORDER BY city")
     assert out["check"] is True and out["checked_against"] == "DuckDB"
     assert out["rows"] == [["Lima", 1, "7.25", 2], ["Oslo", 2, "42.50", 11], ["Pune", 1, "4.75", 1]]
-    assert store.table_name(tmp_path / "data" / "trips.gq") == "trips"  # the store built beside it keeps the name
-    again = run_json("--data", tmp_path / "data" / "trips.gq", "--sql", "SELECT SUM(km) FROM trips")
+    built = store.cache_path_for(find_lineitem(path))  # in gquery's cache folder: nothing written beside the data
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["trips.parquet"]
+    assert built.name.startswith("trips-") and store.table_name(built) == "trips"  # the store keeps the name
+    again = run_json("--data", built, "--sql", "SELECT SUM(km) FROM trips")
     assert again["rows"] == [[17]]
     r = cli("run", "--backend", "cpu", "--data", path, "--sql", "SELECT COUNT(*) FROM lineitem")
     assert r.returncode == 1 and r.stderr.strip().splitlines()[-1] == \
