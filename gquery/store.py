@@ -78,6 +78,9 @@ def store_path_for(source) -> Path:
     return Path(source.path).parent / f"{name}.gq"
 
 
+PROGRESS_SECONDS = 2  # how often encoding a store says how far it has come
+
+
 def cache_dir() -> Path:
     """Where gquery keeps the stores it builds for data it was not asked to write beside:
     $GQUERY_STORE_DIR, else $XDG_CACHE_HOME/gquery/stores, else ~/.cache/gquery/stores."""
@@ -232,7 +235,11 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
                                                             for n in schema.types if n not in names}}).to_json(),
                     "sorted_by": sort_by, "columns": {}, "key": None, "source": _source_info(source)}
         left_out = manifest["schema"]["left_out"]
-        for name in names:
+        said = time.monotonic()
+        for k, name in enumerate(names):
+            if time.monotonic() - said >= PROGRESS_SECONDS:  # a store of many columns takes seconds: say how far
+                said = time.monotonic()
+                echo(f"encoding {path.name}: {k} of {len(names)} columns done, {name} next")
             try:
                 values, dictionary = reader.values(name)
             except ValueError as e:  # a value the engines cannot hold (gquery.schema.NotHeld)

@@ -262,3 +262,13 @@ def test_a_store_goes_where_the_user_says_or_into_gquerys_cache_never_unasked_be
     beside = gquery(*args, "--json")
     assert beside.returncode == 0 and "building" not in beside.stderr and not cached.exists()
     assert json.loads(beside.stdout)["source"] == str(data / "lineitem.parquet")
+
+
+def test_encoding_says_how_far_it_has_come(sf001, tmp_path, monkeypatch):
+    monkeypatch.setattr(store, "PROGRESS_SECONDS", 0)  # every column, where a real store says so every 2 s
+    said = []
+    store.write_store(sf001, tmp_path / "lineitem.gq", sf001, echo=said.append)
+    progress = [m for m in said if m.startswith("encoding lineitem.gq: ")]
+    columns = len(store.open_store(tmp_path / "lineitem.gq").columns)
+    assert progress[0] == f"encoding lineitem.gq: 0 of {columns} columns done, l_orderkey next"
+    assert len(progress) == columns and progress[-1].startswith(f"encoding lineitem.gq: {columns - 1} of {columns}")
