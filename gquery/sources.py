@@ -37,6 +37,8 @@ def table_name(paths) -> str:
     if stems and all(s == DEFAULT_TABLE or s.startswith(DEFAULT_TABLE + ".") for s in stems):
         return DEFAULT_TABLE
     first = paths[0]
+    if any(c in first.name for c in "*?["):  # a glob: the folder its files are in
+        first = first.parent
     if first.suffix in SUFFIXES or first.suffix == ".gq":
         return _stem(first.name)
     return first.name or DEFAULT_TABLE

@@ -73,6 +73,8 @@ def store_path_for(source) -> Path:
     folder lineitem/ of parts: lineitem.gq; edge.parquet: edge.gq), so two files of one folder never
     share one store."""
     name = Path(source.path).name
+    if any(c in name for c in "*?["):  # a glob's files: the store beside them is named for their table
+        return Path(source.path).parent / f"{source.name}.gq"
     for suffix in (".parquet", ".tbl"):
         name = name.removesuffix(suffix)
     return Path(source.path).parent / f"{name}.gq"

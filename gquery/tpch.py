@@ -80,8 +80,11 @@ def _is_tbl(p: Path) -> bool:
 
 
 def find_lineitem(path: Path | str) -> LineitemSource:
-    """What a path holds: a parquet or .tbl file, a folder of parts, or a dataset folder sf<SF>."""
+    """What a path holds: a parquet or .tbl file, a folder of parts, a dataset folder sf<SF>, or a glob
+    of files (data/*.parquet: the files it matches, of one format)."""
     path = Path(path)
+    if not path.exists() and any(c in str(path) for c in "*?["):
+        return _glob(path)
     if path.is_file():
         if path.suffix == ".parquet":
             return LineitemSource(path, "parquet", (path,))
@@ -103,6 +106,18 @@ def find_lineitem(path: Path | str) -> LineitemSource:
     if whole is not None:
         return whole
     raise GqueryError(f"{path}: holds no lineitem .parquet or .tbl files")
+
+
+def _glob(pattern: Path) -> LineitemSource:
+    import glob
+
+    files = tuple(sorted(Path(f) for f in glob.glob(str(pattern)) if Path(f).is_file()))
+    if not files:
+        raise GqueryError(f"{pattern}: no file matches")
+    kinds = {"tbl" if _is_tbl(f) else f.suffix.lstrip(".") for f in files}
+    if kinds not in ({"parquet"}, {"tbl"}):
+        raise GqueryError(f"{pattern}: matches {', '.join(sorted(kinds))} files; a table is parquet or .tbl files, of one format")
+    return LineitemSource(pattern, kinds.pop(), files)
 
 
 def dataset_dir(sf: float, data_dir: Path | str | None = None) -> Path:

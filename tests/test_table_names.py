@@ -112,3 +112,21 @@ def test_asking_another_table_builds_no_store(tmp_path):
     r = cli("run", "--data", path, "--sql", "SELECT COUNT(*) FROM lineitem")
     assert r.returncode == 1 and r.stderr == "gquery: error: unknown table lineitem: the data is the table trips\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trips.parquet"]
+
+
+def test_a_glob_is_the_files_it_matches_named_for_their_folder(tmp_path):
+    folder = tmp_path / "rides"
+    trips(folder, "part-1.parquet")
+    trips(folder, "part-2.parquet")
+    (folder / "notes.txt").write_text("not data")
+    pattern = folder / "part-*.parquet"
+    out = run_json("--data", pattern, "--sql", "SELECT COUNT(*), SUM(km) FROM rides")
+    assert out["rows"] == [[8, 34]] and out["check"] is True
+    t = gquery.open(str(pattern))
+    assert t.name == "rides" and t.sql("SELECT MAX(fare) FROM rides", backend="cpu").rows == [(Decimal("30.00"),)]
+    t.close()
+    trips(folder, "part-3.tbl")
+    for bad, message in ((folder / "part-*", "matches parquet, tbl files; a table is parquet or .tbl files, of one format"),
+                         (folder / "*.csv", "no file matches")):
+        r = cli("run", "--data", bad, "--sql", "SELECT COUNT(*) FROM rides")
+        assert r.returncode == 1 and r.stderr.strip().splitlines()[-1] == f"gquery: error: {bad}: {message}"
