@@ -130,6 +130,12 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
     text = _sql_text(_read_sql(sql_text, sql_file), named, z)
     if text is None:
         raise UsageError("give --z (the mission query), --sql TEXT, --file FILE or --query mission|q1|q6")
+    if data is None and sf is None and not callable(text):
+        from gquery.sql import files_in_from
+
+        found = files_in_from(text)  # FROM read_parquet('...'): the data the SQL names, as DuckDB reads it
+        if found is not None:
+            data, text = Path(found[0]), found[1]
     emit = Output.of(output, as_json, out_file)
     if scheduler is None and workers is None:
         from gquery.options import run_gpus

@@ -113,6 +113,22 @@ def parse(text: str, schema: Schema, table: str = TABLE) -> Query:
     return _Binder(text, schema, table).query(_one_statement(text))
 
 
+FILES_IN_FROM = re.compile(r"""(?ix) \b(from \s+) (?: read_parquet \s* \( \s* '((?:[^']|'')+)' \s* \) | '((?:[^']|'')+\.parquet)' )""")
+
+
+def files_in_from(text: str):
+    """Where the text reads files itself, as DuckDB lets it (FROM read_parquet('trips/*.parquet') or
+    FROM 'trips.parquet'): (the path or glob, a function of a table's name giving the text that reads
+    that table instead); else None."""
+    m = FILES_IN_FROM.search(text) if isinstance(text, str) else None
+    if m is None:
+        return None
+    from gquery.sources import quoted
+
+    path = (m[2] or m[3]).replace("''", "'")
+    return path, lambda table: text[:m.start()] + m[1] + quoted(table) + text[m.end():]
+
+
 def check_table(text: str, table: str) -> None:
     """UnknownName where the text's FROM names a table other than `table`: said before any data is read
     or any store built for it. Anything else about the text is parse's to judge."""

@@ -130,3 +130,18 @@ def test_a_glob_is_the_files_it_matches_named_for_their_folder(tmp_path):
                          (folder / "*.csv", "no file matches")):
         r = cli("run", "--data", bad, "--sql", "SELECT COUNT(*) FROM rides")
         assert r.returncode == 1 and r.stderr.strip().splitlines()[-1] == f"gquery: error: {bad}: {message}"
+
+
+def test_sql_that_reads_its_files_itself_names_the_data(tmp_path):
+    """As a DuckDB user writes it: FROM read_parquet('glob') or FROM 'file.parquet', with no --data."""
+    folder = tmp_path / "rides"
+    trips(folder, "part-1.parquet")
+    trips(folder, "part-2.parquet")
+    text = f"SELECT city, SUM(km) FROM read_parquet('{folder}/part-*.parquet') GROUP BY city ORDER BY city"
+    out = run_json("--sql", text)
+    assert out["sql"] == f'SELECT city, SUM(km) FROM "rides" GROUP BY city ORDER BY city' and out["check"] is True
+    assert out["rows"] == [["Lima", 4], ["Oslo", 28], ["Pune", 2]]
+    one = run_json("--sql", f"select max(fare) from '{folder / 'part-1.parquet'}'")
+    assert one["rows"] == [["30.00"]] and one["sql"] == 'select max(fare) from "part-1"'
+    r = cli("run", "--sql", f"SELECT COUNT(*) FROM read_parquet('{tmp_path}/none-*.parquet')")
+    assert r.returncode == 1 and "no file matches" in r.stderr.strip().splitlines()[-1]
