@@ -175,6 +175,27 @@ def cpu_answer(query: Query, data, why: str | None = None) -> Answer:
     return Answer(query.sql, query, finalize(query, partial), "cpu", why, times_ms=[ms], partial=partial)
 
 
+# --- DuckDB -----------------------------------------------------------------------------------------------------
+def duckdb_answer(text: str, source, name: str, repeat: int = 1) -> Answer:
+    """DuckDB's answer to the text over the source's files read in place (the table a view called
+    `name`), as an Answer: its rows as its client gives them, typed as its cursor types them."""
+    from gquery.query import sql_type_of
+    from gquery.reference import DuckDBTable
+
+    ref = DuckDBTable(source, [], name=name, in_place=True)
+    try:
+        d = ref.run_sql(text, repeat=repeat)
+    finally:
+        ref.close()
+    if d.unavailable:
+        raise GqueryError(f"DuckDB cannot answer: {d.unavailable}")
+    try:
+        columns = [(c, sql_type_of(t)) for c, t in zip(d.columns, d.types)]
+    except ValueError as e:
+        raise GqueryError(f"DuckDB answered a column gquery's answers do not hold ({e}): ask DuckDB itself") from None
+    return Answer(text, None, Result(columns, list(d.rows)), "duckdb", times_ms=sorted(d.times_ms))
+
+
 # --- the GPU ----------------------------------------------------------------------------------------------------------
 def fused_partial(query: Query, run) -> Partial:
     """A fused run's accumulators as a Partial: each table's groups decoded to their keys (a VARCHAR

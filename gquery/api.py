@@ -30,7 +30,7 @@ from gquery.errors import GqueryError, UsageError
 from gquery.options import check_repeat
 from gquery.table import Table
 
-BACKENDS = ("auto", "gpu", "cpu")
+BACKENDS = ("auto", "gpu", "cpu", "duckdb")
 PARSED_KEPT = 4096  # texts a table keeps parsed: a loop over generated texts must not grow it without bound
 
 
@@ -131,8 +131,9 @@ class TableHandle:
     def sql(self, text: str, backend: str = "auto", mode: str = "pinned", repeat: int = 1, check: bool = True,
             warmup: bool = True, scan: str = "auto", gpus=1):
         """The SQL text's answer (gquery.answer.Answer: columns, rows, check, profile, explain()).
-        backend: auto (the GPU where usable, else the CPU reference, saying why), gpu, or cpu. A query
-        outside the class raises GqueryError naming the construct. `check`: compare with the CPU
+        backend: auto (the GPU where usable, else the CPU reference, saying why), gpu, cpu, or duckdb
+        (DuckDB alone over the table's files, any SQL it answers). A query outside the class raises
+        OutOfClass naming the construct. `check`: compare with the CPU
         reference over the same table. `scan`: auto, fused or mission (the GPU's kernel choice). `gpus`: a
         number or "all": the frames divided among the GPUs, each its share's fused kernel."""
         from gquery import answer, sql
@@ -143,6 +144,13 @@ class TableHandle:
         if backend not in BACKENDS:
             raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         check_repeat(repeat)
+        if backend == "duckdb":  # DuckDB alone, over the files the table was opened from, read in place
+            if self.source is None or not self.source.files:
+                raise UsageError("backend duckdb reads the table's files: this table was opened from arrays, an "
+                                 "Arrow table, or a store whose files are gone")
+            if not isinstance(text, str):
+                raise GqueryError(f"SQL must be text, not {type(text).__name__}")
+            return answer.duckdb_answer(text, self.source, self.name, repeat)
         query = self._parsed.get(text) if isinstance(text, str) else None
         if query is None:
             query = sql.parse(text, answer.schema_of(data), self.name)
@@ -246,7 +254,7 @@ def open(data, pinned: bool | None = None, one_shot: bool = False, name: str | N
     one_shot: the table answers one query and is closed (its scans are chosen counting what is on disk).
     name: what SQL calls the table [default: as its files name it, trips.parquet `trips`, TPC-H's
     `lineitem` (sources.table_name); an Arrow table or arrays `lineitem`]."""
-    from gquery.runner import open_table, table_name_of
+    from gquery.runner import open_table, source_of, table_name_of
 
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise UsageError(f"name must be a table name, got {name!r}")
@@ -254,8 +262,8 @@ def open(data, pinned: bool | None = None, one_shot: bool = False, name: str | N
         memory = None if _no_driver() else _EngineMemory(checked=False)
     else:
         memory = _EngineMemory(checked=True) if pinned else None
-    return TableHandle(open_table(data, memory=memory, every_column=True), memory is not None, one_shot=one_shot,
-                       name=name if name is not None else table_name_of(data))
+    return TableHandle(open_table(data, memory=memory, every_column=True), memory is not None, source=source_of(data),
+                       one_shot=one_shot, name=name if name is not None else table_name_of(data))
 
 
 def _no_driver() -> bool:

@@ -17,6 +17,7 @@ columns' ranges: what decides whether 64-bit arithmetic is exact for it.
 from __future__ import annotations
 
 import datetime
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -79,6 +80,12 @@ def decimal(width: int, scale: int) -> SqlType:
 
 INTEGER, BIGINT, HUGEINT = SqlType("INTEGER"), SqlType("BIGINT"), SqlType("HUGEINT")
 DATE, TIMESTAMP, VARCHAR, BOOLEAN, DOUBLE = (SqlType(n) for n in ("DATE", "TIMESTAMP", "VARCHAR", "BOOLEAN", "DOUBLE"))
+
+
+def sql_type_of(name: str) -> SqlType:
+    """The SqlType DuckDB names so ('DECIMAL(38,2)', 'BIGINT', ...); ValueError for one gquery does not hold."""
+    m = re.fullmatch(r"DECIMAL\((\d+),\s*(\d+)\)", name)
+    return SqlType("DECIMAL", int(m[1]), int(m[2])) if m else SqlType(name)
 
 
 def integer_literal_type(value: int) -> SqlType:

@@ -74,6 +74,20 @@ def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False
     return Table.from_columns(load_lineitem(source))
 
 
+def source_of(data):
+    """The files DuckDB reads for open_table(data): a LineitemSource (a store's, where its files are
+    all still there: store.as_source), or None for arrays and Arrow tables."""
+    from gquery import store
+    from gquery.tpch import find_lineitem
+
+    if isinstance(data, LineitemSource):
+        return data
+    if not isinstance(data, (str, Path)):
+        return None
+    path = Path(data)
+    return store.as_source(path) if store.is_store(path) else find_lineitem(path)
+
+
 def table_name_of(data) -> str:
     """What SQL calls the table open_table(data) opens: a store's or a file's name (sources.table_name),
     `lineitem` for arrays or an Arrow table."""
@@ -167,20 +181,16 @@ class SqlOutcome:
 def _duckdb_arrow(d):
     """DuckDB's rows as a pyarrow.Table, each column typed as its cursor named the type where gquery
     knows the type (its Arrow type as DuckDB gives it), else as Arrow infers it from the values."""
-    import re
-
     import pyarrow as pa
 
-    from gquery.query import SqlType
+    from gquery.query import sql_type_of
     from gquery.result import arrow_type
 
     arrays = []
     for i, name in enumerate(d.types):
         cells = [row[i] for row in d.rows]
-        m = re.fullmatch(r"DECIMAL\((\d+),(\d+)\)", name)
         try:
-            t = SqlType("DECIMAL", int(m[1]), int(m[2])) if m else SqlType(name)
-            arrays.append(pa.array(cells, arrow_type(t)))
+            arrays.append(pa.array(cells, arrow_type(sql_type_of(name))))
         except (ValueError, KeyError, pa.ArrowException):  # a type outside gquery's (or a date past Python's years)
             arrays.append(pa.array(cells))
     return pa.Table.from_arrays(arrays, names=list(d.columns))

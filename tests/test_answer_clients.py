@@ -118,3 +118,18 @@ def test_the_errors_a_user_acts_on_come_from_gquery(opened):
         t.sql("SELECT COUNT(*) FROM lineitem, lineitem l2", backend="cpu")
     with pytest.raises(AttributeError):
         gquery.NoSuchThing  # noqa: B018
+
+
+def test_the_api_takes_every_backend_the_cli_takes(opened, sf001):
+    """backend="duckdb": DuckDB alone over the table's files, any SQL it answers, typed as its cursor types it."""
+    t, con = opened
+    for text in (named_sql("q1"), "SELECT l_shipmode, COUNT(*) FROM lineitem WHERE l_comment LIKE '%fluffily%' "
+                                  "GROUP BY 1 ORDER BY 1"):
+        a = t.sql(text, backend="duckdb")
+        assert a.backend == "duckdb" and a.rows == con.execute(text).fetchall() and len(a.times_ms) == 1
+        assert a.arrow().schema == duck_arrow(con, text).schema
+    assert t.sql(named_sql("q6"), backend="duckdb").rows == t.sql(named_sql("q6"), backend="cpu").rows
+    with pytest.raises(gquery.UsageError, match="backend duckdb reads the table's files"):
+        gquery.open(pq.read_table(sf001.files[0])).sql("SELECT COUNT(*) FROM lineitem", backend="duckdb")
+    with pytest.raises(gquery.GqueryError, match="DuckDB failed"):
+        t.sql("SELECT COUNT(*) FROM lineitem WHERE l_nope = 1", backend="duckdb")
