@@ -24,10 +24,12 @@ the same table) and says why in the answer; backend="gpu" raises GqueryError say
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 
 from gquery.errors import GqueryError, UsageError
 from gquery.options import check_repeat
+from gquery.sources import LineitemSource
 from gquery.table import Table
 
 BACKENDS = ("auto", "gpu", "cpu", "duckdb")
@@ -108,7 +110,7 @@ class TableHandle:
         self.data = data
         self.name = name  # what SQL calls it: FROM <name>
         self.gpu = gpu
-        self.source = source  # the files it came from (DuckDB reads those), where known
+        self._source = source  # the files it came from (DuckDB reads those): a LineitemSource, the path, or None
         self.one_shot = one_shot  # opened for one query, then closed (a Dask task's part): see answer.gpu_answer
         self._closed = False
         self._lock = threading.Lock()
@@ -117,6 +119,16 @@ class TableHandle:
         # opened afresh each query, so its plans are not kept)
         self._parsed: dict[str, object] = {}
         self._plans: dict | None = {} if isinstance(data, Table) or data.tables is not None else None
+
+    @property
+    def source(self):
+        """The files the table was opened from, found on first use (a store's means reading every part's
+        manifest, which opening does not): a LineitemSource, or None for arrays and Arrow tables."""
+        if self._source is not None and not hasattr(self._source, "files"):
+            from gquery.runner import source_of
+
+            self._source = source_of(self._source)
+        return self._source
 
     @property
     def rows(self) -> int:
@@ -254,7 +266,7 @@ def open(data, pinned: bool | None = None, one_shot: bool = False, name: str | N
     one_shot: the table answers one query and is closed (its scans are chosen counting what is on disk).
     name: what SQL calls the table [default: as its files name it, trips.parquet `trips`, TPC-H's
     `lineitem` (sources.table_name); an Arrow table or arrays `lineitem`]."""
-    from gquery.runner import open_table, source_of, table_name_of
+    from gquery.runner import open_table, table_name_of
 
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise UsageError(f"name must be a table name, got {name!r}")
@@ -262,7 +274,8 @@ def open(data, pinned: bool | None = None, one_shot: bool = False, name: str | N
         memory = None if _no_driver() else _EngineMemory(checked=False)
     else:
         memory = _EngineMemory(checked=True) if pinned else None
-    return TableHandle(open_table(data, memory=memory, every_column=True), memory is not None, source=source_of(data),
+    path = data if isinstance(data, (str, os.PathLike, LineitemSource)) else None  # files found when DuckDB is asked
+    return TableHandle(open_table(data, memory=memory, every_column=True), memory is not None, source=path,
                        one_shot=one_shot, name=name if name is not None else table_name_of(data))
 
 
