@@ -6,8 +6,8 @@ progress and notes go to stderr so that --json leaves stdout to one JSON object.
 
 from __future__ import annotations
 
+import io
 import json
-import os
 import signal
 import sys
 from pathlib import Path
@@ -58,10 +58,6 @@ def _fmt(value) -> str:
 
 def _ms(v) -> str:
     return "" if v is None else f"{v:,.3f}"
-
-
-def _pct(v) -> str:
-    return "" if v is None else f"{100 * v:.0f}%"
 
 
 @app.command()
@@ -198,7 +194,7 @@ class Output:
         if self.form == "json":
             data = (json.dumps(obj, indent=2, default=str) + "\n").encode()
         elif self.form == "table":
-            console = Console(highlight=False, width=200, record=True, file=open(os.devnull, "w"))
+            console = Console(highlight=False, width=200, record=True, file=io.StringIO())
             print_table(console)
             data = console.export_text().encode()
         else:
@@ -218,18 +214,10 @@ class Output:
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
             return
-        _write_whole(self.path, data)
+        from gquery.reports import write_whole
+
+        write_whole(self.path, data)
         note(f"wrote {self.path}")
-
-
-def _write_whole(path: Path, data: bytes) -> None:
-    """The file whole or not at all: written beside it under a temporary name, then renamed over it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _sql_text(sql_text: Optional[str], named: Optional[str], z: Optional[int]):

@@ -38,10 +38,14 @@ def md_table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+def write_whole(path: Path, data: str | bytes) -> None:
+    """The file whole or not at all: written beside it under a temporary name, then renamed over it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def write(directory: Path | str, name: str, data: dict, markdown: str) -> tuple[Path, Path]:
@@ -49,6 +53,6 @@ def write(directory: Path | str, name: str, data: dict, markdown: str) -> tuple[
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     j, m = directory / f"{name}.json", directory / f"{name}.md"
-    _atomic_write(j, json.dumps(data, indent=2, default=str) + "\n")
-    _atomic_write(m, markdown.rstrip() + "\n")
+    write_whole(j, json.dumps(data, indent=2, default=str) + "\n")
+    write_whole(m, markdown.rstrip() + "\n")
     return j, m
