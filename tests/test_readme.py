@@ -64,3 +64,38 @@ def test_every_command_and_option_the_readme_names_exists():
 def test_the_check_finds_what_the_cli_lacks():
     assert unknown(["gquery run --sf 1 [--encoding sliced|all]", "gquery nosuchcommand --x", "gquery --version"]) == \
         [("gquery run --sf 1 [--encoding sliced|all]", "--encoding"), ("gquery nosuchcommand --x", "nosuchcommand")]
+
+
+def samples() -> list[tuple[str, list[str]]]:
+    """(command, the lines the README shows it printing) for each `$ gquery ...` of its code blocks."""
+    out, lines = [], README.read_text().splitlines()
+    for k, line in enumerate(lines):
+        if line.startswith("    $ gquery "):
+            shown = []
+            for after in lines[k + 1:]:
+                if not after.startswith("    ") or after.startswith("    $ "):
+                    break
+                shown.append(after[4:])
+            out.append((line[6:], shown))
+    return out
+
+
+def test_the_readmes_one_line_errors_are_what_the_cli_prints(tmp_path):
+    """Each sample whose whole output is one `gquery: error:` line, run over a small parquet file of the
+    name it reads: the line is the code's, to the character (timed samples are the GPU host's)."""
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    errors = [(c, s) for c, s in samples() if len(s) == 1 and s[0].startswith("gquery: error:")]
+    assert errors, "the README shows no one-line error"
+    for command, shown in errors:
+        words = shlex.split(command)
+        for w in words:
+            if w.endswith(".parquet"):
+                pq.write_table(pa.table({"city": ["Oslo"], "km": pa.array([3], pa.int32())}), tmp_path / w)
+        r = subprocess.run([sys.executable, "-m", "gquery", *words[1:]], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+        assert (r.stdout + r.stderr).splitlines() == shown, command
