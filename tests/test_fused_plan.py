@@ -100,11 +100,18 @@ def test_three_answers_a_frame():
     assert classify(several, z)[0].tolist() == [CHECK] * 4  # of several columns: tested row by row
 
 
-def test_a_clustered_table_ships_only_the_frames_a_range_can_touch():
+def test_a_clustered_table_ships_only_the_frames_a_range_can_touch(monkeypatch):
+    from gquery.gpu import fusedplan
+
     t = table(1_000_000, sort_by="k")
-    plan = plan_fused(query(Compare("<", col("k"), Literal(2_000, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
+    q = query(Compare("<", col("k"), Literal(2_000, INTEGER)), total(PRODUCT))
+    plan = plan_fused(q, [t], "pinned", 132)
     frames = plan.to_dict()["frames"]
     assert frames["never"] > 0.7 * t.frames and frames["always"] > 0.1 * t.frames and frames["check"] <= 2
+    # ~200 frames that pass whole save less of k's bytes than a chunk of their own costs: one chunk
+    assert not any(c.always for c in plan.tables[0].chunks)
+    monkeypatch.setattr(fusedplan, "GAP_BYTES", 64 << 10)  # a chunk as cheap as 30 frames of k: split off
+    plan = plan_fused(q, [t], "pinned", 132)
     always = [c for c in plan.tables[0].chunks if c.always]
     assert always and all("k" not in c.streamed for c in always)  # no predicate column where every row passes
     covered = sorted((c.first, c.end) for c in plan.tables[0].chunks)
@@ -220,6 +227,20 @@ def test_scattered_frames_are_one_chunk_not_thousands():
     plan = plan_fused(query(Compare("<", col("k"), Literal(6, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
     frames = plan.to_dict()["frames"]
     assert frames["never"] == k.frames - int(touched.sum()) and len(plan.tables[0].chunks) == 1
+
+
+def test_a_few_tested_frames_among_many_that_pass_whole_do_not_cut_the_run_into_chunks():
+    """603 tested frames scattered among 57,978 that pass whole (l_suppkey < 100000 at SF 10) were 589
+    chunks: each stretch that passes whole was split off to save its 100 frames of the key."""
+    t = table(2_000_000)
+    k = t.columns["k"].get("packed")
+    tested = np.arange(k.frames) % 97 == 0
+    k.zmax[:] = np.where(tested, 9999, 5000)  # k < 9999: every frame passes whole but every 97th
+    k.meta[:, 0] = 1
+    t.columns["k"]._zones = None
+    plan = plan_fused(query(Compare("<", col("k"), Literal(9999, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
+    assert plan.to_dict()["frames"]["check"] == int(tested.sum())
+    assert len(plan.tables[0].chunks) <= 2
 
 
 def test_a_parted_store_is_cut_into_chunks_for_the_whole_query_not_for_each_part():
