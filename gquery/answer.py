@@ -1,6 +1,6 @@
-"""A query of the class answered: on the GPU (the fused kernel its plan composes, or the mission's
-key scan where its slices or bucket lists read fewer bytes), by the CPU reference (NumPy over the
-same store), or by DuckDB; checked, and timed. The Python API, the CLI, the benchmark and the Dask
+"""A query of the class answered: on the GPU (the fused kernel its plan composes, over frames or by a
+column's bucket lists, whichever reads fewer bytes), by the CPU reference (NumPy over the same store),
+or by DuckDB; checked, and timed. The Python API, the CLI, the benchmark and the Dask
 tasks all answer through here, so they answer alike.
 
 Every engine answers a table part with a Partial (gquery.result: exact sums, counts, min and max a
@@ -9,24 +9,18 @@ group); the parts' partials are added in Python and finalized once into the rows
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from gquery import timing
-from gquery.encodings import packed_bytes
 from gquery.errors import GqueryError
 from gquery.host import host_threads
-from gquery.query import Aggregate, Arith, Column, Compare, Literal, Query
+from gquery.query import Query
 from gquery.result import Partial, Result, finalize
-from gquery.table import KEY, PRICE, QUANTITY, PartedTable, Table
+from gquery.table import PartedTable, Table
 
 GPU_BACKENDS = ("gpu", "auto")
-# A byte still on disk costs about ten over PCIe: read from the page cache, checksummed and page-locked at
-# about 5 GB/s against 55 GB/s copied (H100 host, scripts/first_answer_profile.py). Weighed only for runs
-# without warm-up, where reading it is part of the answer's time.
-COLD_READ_WEIGHT = 10
 PLANS_KEPT = 1024  # fused plans a table keeps (a plan holds its chunks): queries past it are planned each time
 
 
@@ -37,7 +31,7 @@ class Answer:
     result: Result
     backend: str  # "gpu", "cpu" or "duckdb": who answered
     why: str | None = None  # why not the GPU, where it did not answer
-    plan: object | None = None  # the FusedPlan, or the mission scan's QueryPlan
+    plan: object | None = None  # the FusedPlan
     profile: object | None = None  # the median GPU run's
     times_ms: list[float] = field(default_factory=list)  # every timed run's, sorted
     check: bool | None = None  # equal to the reference; None when not checked
@@ -226,43 +220,16 @@ def fused_partial(query: Query, run) -> Partial:
     return total
 
 
-def mission_z(query: Query) -> int | None:
-    """Z where the query is the mission's own (SUM(l_quantity * l_extendedprice) WHERE l_suppkey < Z, as
-    <, <=, or either side): the shape the key's slices and bucket lists answer; else None."""
-    if query.group_by or len(query.outputs) != 1 or query.order_by or query.limit is not None:
-        return None
-    a = query.outputs[0].expr
-    if not (isinstance(a, Aggregate) and a.func == "sum" and isinstance(a.arg, Arith) and a.arg.op == "*"):
-        return None
-    factors = {getattr(a.arg.left, "name", None), getattr(a.arg.right, "name", None)}
-    if factors != {QUANTITY, PRICE} or not all(isinstance(x, Column) and x.type.is_decimal and x.type.scale == 2
-                                                for x in (a.arg.left, a.arg.right)):
-        return None
-    w = query.where
-    if not isinstance(w, Compare):
-        return None
-    left, op, right = w.left, w.op, w.right
-    if isinstance(left, Literal):
-        left, right, op = right, left, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
-    if not (isinstance(left, Column) and left.name == KEY and isinstance(right, Literal) and right.type.is_integer
-            and op in ("<", "<=")):
-        return None
-    return int(right.value) + (op == "<=")
-
-
 def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1, warmup: bool = True,
-               chunk_frames: int | None = None, scan: str = "auto", multi=None, one_shot: bool = False,
-               plans: dict | None = None) -> Answer:
-    """The query on one GPU, on the calling thread (the engine's device thread: see api). `scan`:
-    auto (the planner's choice between the fused kernel and the mission's key scan), fused, or mission.
-    `multi`: a many-table engine (gpu/multi.py) that runs the mission's key scan over a parted table.
-    Without warm-up, what a scan must still read from disk is part of the answer's time, and the
-    planner weighs it (COLD_READ_WEIGHT) against the runs it would serve: this call's, or on a table
-    kept open (`plans` given, not `one_shot`) also every earlier run of the same query, as a renter
-    buys once the rent paid would have bought it: the fused kernel over what is read already until a
-    key's slices, read once, have paid for themselves. (Weighing this call alone chose the fused
-    kernel for ever: its bytes were read by then, the slices never.) `plans`: a held table's fused
-    plans, and the runs each has answered, by query and mode: a repeated text is not planned again."""
+               chunk_frames: int | None = None, one_shot: bool = False, plans: dict | None = None,
+               scan: str = "auto") -> Answer:
+    """The query on one GPU, on the calling thread (the engine's device thread: see api). Without
+    warm-up, what a scan must still read from disk is part of the answer's time: the planner weighs it
+    (FusedPlan.choose) against the runs it would serve, this call's, or on a table kept open (`plans`
+    given, not `one_shot`) also every earlier run of the same query. `plans`: a held table's fused
+    plans, and the runs each has answered, by query and mode: a repeated text is not planned again.
+    `scan`: auto (the planner's choice), or frames / index where a table can be scanned so."""
+    from gquery.gpu.fused import runner_of
     from gquery.gpu.fusedplan import plan_fused
 
     tables = parts_of(data)
@@ -274,26 +241,7 @@ def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1
             plans[key] = kept
     plan, earlier = kept[0], 0 if one_shot else kept[1]
     kept[1] += repeat
-    notes = []
-    z = mission_z(query)
-    scanner = engine if isinstance(data, Table) else multi
-    if z is not None and scan != "fused" and scanner is not None and all(t.columns[KEY].has("sliced") for t in tables):
-        runs = None if warmup else earlier + repeat  # without warm-up, what is on disk counts, over these runs
-        pick, specialist = _mission_bytes(tables, mode, sum(t.selected for t in plan.tables), runs)
-        fused_bytes = sum(t.stream_bytes + t.zero_copy_bytes for t in plan.tables)
-        if runs is not None:
-            cold = sum(t.table.columns[c].cold_bytes("packed") for t in plan.tables if t.chunks for c in plan.spec.columns)
-            fused_bytes = fused_bytes * runs + COLD_READ_WEIGHT * cold
-        per = (f" for {runs} run{'s' * (runs > 1)}, a byte still on disk weighed as {COLD_READ_WEIGHT} read over the "
-               f"link" if runs is not None else "")
-        if scan == "mission" or specialist < fused_bytes:
-            notes.append(f"the mission's key scan ({pick} key): about {specialist / 1e6:,.1f} MB to read against "
-                         f"{fused_bytes / 1e6:,.1f} MB for the fused kernel{per}")
-            return _mission_answer(query, data, scanner, mode, repeat, warmup, z, pick, notes)
-        notes.append(f"the fused kernel: about {fused_bytes / 1e6:,.1f} MB to read against {specialist / 1e6:,.1f} MB "
-                     f"for the mission's key scan ({pick} key){per}")
-    from gquery.gpu.fused import runner_of
-
+    plan = plan.choose(None if warmup else earlier + repeat, scan)  # without warm-up, what is on disk counts too
     runner = runner_of(engine)
     run = lambda: runner.run(plan)  # noqa: E731
     warm = timing.warm_up(run) if warmup else []
@@ -305,46 +253,8 @@ def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1
     first = partials[0]
     if any(p.groups != first.groups for p in partials[1:]):
         raise GqueryError("repeated GPU runs gave different answers")  # exact by construction: a bug if seen
-    plan = dataclasses.replace(plan, reasons=[*plan.reasons, *notes])  # a kept plan keeps its own reasons
     return Answer(query.sql, query, finalize(query, first), "gpu", None, plan, median.profile,
-                  [r.profile.total_ms for r in runs], notes=notes, partial=first)
-
-
-def _mission_bytes(tables: list[Table], mode: str, selected: float, runs: int | None = None) -> tuple[str, int]:
-    """(the key scan's better key, about the bytes it reads), estimated from the rows the zone maps say
-    are selected: the key's slices and lists are not read from disk to decide whether to read them.
-    Sliced: a top byte a row, a tied bucket's low bits in place (1/256 of the rows), the selected rows'
-    factors in place or in bulk; indexed: the selected rows' ids and the tied bucket's low bits in
-    order, and their factors gathered by id. `runs`: the bytes of that many runs, and those the key
-    and the factors still have to read from disk, weighed by COLD_READ_WEIGHT."""
-    from gquery.plan import FACTOR_READS_PER_ROW, LIST_MODES, ZERO_COPY_READ_BYTES, ZERO_COPY_SECTOR
-
-    rows = sum(t.rows for t in tables)
-    factors = sum(packed_bytes(t.columns[c].zone_buffers()[0]) for t in tables for c in (QUANTITY, PRICE))
-    gathered = selected * FACTOR_READS_PER_ROW * ZERO_COPY_READ_BYTES
-    cost = {"sliced": rows + rows / 256 * ZERO_COPY_READ_BYTES + min(gathered, factors)}
-    if mode in LIST_MODES:
-        cost["indexed"] = selected * (4 + ZERO_COPY_SECTOR) + rows / 256 * 2 + gathered
-    if runs is not None:
-        factors_cold = sum(t.columns[c].cold_bytes("packed") for t in tables for c in (QUANTITY, PRICE))
-        cost = {k: v * runs + COLD_READ_WEIGHT * (factors_cold + sum(t.columns[KEY].cold_bytes(k) for t in tables))
-                for k, v in cost.items()}
-    pick = min(cost, key=cost.get)
-    return pick, int(cost[pick])
-
-
-def _mission_answer(query, data, engine, mode, repeat, warmup, z, encoding, notes) -> Answer:
-    from gquery.mission import MissionQuery, measure, scaled_int
-
-    run = measure(engine, data, MissionQuery(z), mode, encoding, repeat, None, False, warmup,
-                  min_ms=None if warmup else 0.0)
-    partial = Partial.empty(query)
-    selected = int(run.result.profile.counters.get("selected_rows", 0))
-    partial.add((), [[scaled_int(run.value) if selected else 0, selected]])
-    partial.rows_selected = selected
-    plan = run.result.plan
-    return Answer(query.sql, query, finalize(query, partial), "gpu", None, plan, run.result.profile,
-                  list(run.totals_ms), notes=notes, partial=partial)
+                  [r.profile.total_ms for r in runs], partial=first)
 
 
 def gpu_answer_multi(query: Query, data, multi, mode: str = "pinned", repeat: int = 1, warmup: bool = True) -> Answer:
@@ -359,7 +269,7 @@ def gpu_answer_multi(query: Query, data, multi, mode: str = "pinned", repeat: in
 
     held = isinstance(data, Table) or data.tables is not None
     shares = multi.shares(data) if held else _frame_shares(parts_of(data), multi.gpus)  # held: kept in its cache
-    plans = [multi.workers[s.device].submit(lambda s=s: plan_fused(query, s.tables, mode, multi.device.sm_count)).result()
+    plans = [multi.workers[s.device].submit(lambda s=s: plan_fused(query, s.tables, mode, multi.device.sm_count).choose()).result()
              for s in shares]
 
     def round_() -> tuple[float, list]:

@@ -141,13 +141,12 @@ class TableHandle:
             return self.data
 
     def sql(self, text: str, backend: str = "auto", mode: str = "pinned", repeat: int = 1, check: bool = True,
-            warmup: bool = True, scan: str = "auto", gpus=1):
+            warmup: bool = True, gpus=1):
         """The SQL text's answer (gquery.answer.Answer: columns, rows, check, profile, explain()).
         backend: auto (the GPU where usable, else the CPU reference, saying why), gpu, cpu, or duckdb
         (DuckDB alone over the table's files, any SQL it answers). A query outside the class raises
-        OutOfClass naming the construct. `check`: compare with the CPU
-        reference over the same table. `scan`: auto, fused or mission (the GPU's kernel choice). `gpus`: a
-        number or "all": the frames divided among the GPUs, each its share's fused kernel."""
+        OutOfClass naming the construct. `check`: compare with the CPU reference over the same table.
+        `gpus`: a number or "all": the frames divided among the GPUs, each its share's fused kernel."""
         from gquery import answer, sql
         from gquery.answer import parts_of
         from gquery.table import read_ahead
@@ -182,9 +181,7 @@ class TableHandle:
                 if gpus != 1:  # each share on its own GPU's thread, handed out from here
                     result = answer.gpu_answer_multi(query, data, engines(gpus), mode, repeat, warmup)
                 else:
-                    parted = not isinstance(data, Table)  # the mission's key scan runs parts on the many-table engine
                     result = _on_gpu(lambda: answer.gpu_answer(query, self._live(), engine(), mode, repeat, warmup,
-                                                                scan=scan, multi=engines(1) if parted else None,
                                                                 one_shot=self.one_shot, plans=self._plans))
             except NotOnGpu as e:  # in the class, but not the fused kernel's: the CPU answers, saying why
                 if backend == "gpu":

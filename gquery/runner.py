@@ -12,7 +12,7 @@ from pathlib import Path
 from gquery.errors import GqueryError, UsageError
 from gquery.options import check_repeat
 from gquery.plan import MODES
-from gquery.table import PartedTable, Table
+from gquery.table import Table
 from gquery.sources import LineitemSource
 
 
@@ -247,7 +247,7 @@ def store_for(source: LineitemSource, echo=print, where: Path | str | None = Non
 
 
 def run_sql(source: LineitemSource, text, *, backend: str = "auto", modes=("pinned",), repeat: int = 5,
-            validate: bool = True, echo=print, scan: str = "auto", gpus: int = 1,
+            validate: bool = True, echo=print, gpus: int = 1,
             chunk_frames: int | None = None, store_path: Path | str | None = None,
             store_beside: bool = False) -> SqlOutcome:
     """SQL text over the source's table (named as its files name it: sources.table_name), parsed and
@@ -320,16 +320,15 @@ def run_sql(source: LineitemSource, text, *, backend: str = "auto", modes=("pinn
         engine = Engine()
         gpu_table = store.open_store(path, engine.memory)
         multi = None
-        if gpus > 1 or (isinstance(gpu_table, PartedTable) and answer.mission_z(outcome.query) is not None):
+        if gpus > 1:
             from gquery.gpu.multi import MultiEngine
 
-            multi = MultiEngine(gpus)  # several GPUs, or the mission's key scan over a parted store
+            multi = MultiEngine(gpus)
         try:
             for mode in modes:
                 outcome.answers.append(
                     answer.gpu_answer_multi(outcome.query, gpu_table, multi, mode, repeat) if gpus > 1 else
-                    answer.gpu_answer(outcome.query, gpu_table, engine, mode, repeat, chunk_frames=chunk_frames, scan=scan,
-                                      multi=multi))
+                    answer.gpu_answer(outcome.query, gpu_table, engine, mode, repeat, chunk_frames=chunk_frames))
         except NotOnGpu as e:  # in the class, but not the fused kernel's: the CPU reference answers, saying why
             if backend == "gpu":
                 raise

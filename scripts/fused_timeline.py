@@ -43,7 +43,7 @@ def main() -> int:
     out = []
     for setting in a.chunk_frames.split(","):
         frames = None if setting == "auto" else int(setting)
-        ans = gpu_answer(query, table, engine, a.mode, a.repeat, chunk_frames=frames, scan="fused")
+        ans = gpu_answer(query, table, engine, a.mode, a.repeat, chunk_frames=frames, scan="frames")
         prof = ans.profile
         row = {"chunk_frames": setting, "chunks": prof.counters.get("chunks"), "total_ms": prof.total_ms,
                "times_ms": sorted(ans.times_ms), "h2d_ms": prof.stage_ms("h2d"), "kernel_ms": prof.stage_ms("kernel"),

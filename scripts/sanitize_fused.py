@@ -1,14 +1,15 @@
 """Every fused-kernel shape of the GPU tests (predicates, aggregates, groups, 64- and 128-bit arithmetic,
 split sums), in every mode, on small odd-sized tables (one of them clustered, so chunks of frames that
-pass whole and chunks that test), each answer checked against the CPU reference: run under
-compute-sanitizer (memcheck, racecheck) on a GPU host."""
+pass whole and chunks that test), and the index scan over l_suppkey's bucket lists in the modes that
+read in place, each answer checked against the CPU reference: run under compute-sanitizer (memcheck,
+racecheck) on a GPU host."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from test_gpu_sql import MODES, QUERIES, SCHEMA, random_table  # noqa: E402
+from test_gpu_sql import INDEXED, MODES, QUERIES, SCHEMA, random_table  # noqa: E402
 
 from gquery import answer, sql  # noqa: E402
 from gquery.gpu.codegen import NotOnGpu  # noqa: E402
@@ -19,12 +20,14 @@ failures = checked = 0
 tables = [random_table(1, 1), random_table(1025, 2), random_table(5003, 3, big=True),
           random_table(40_001, 4, sort_by="l_suppkey")]
 for table in tables:
-    for text in QUERIES:
+    table.columns["l_suppkey"].get("indexed")  # its bucket lists: the index scan can run
+    texts = [(t, "auto") for t in QUERIES] + [(t.format(z=z), "index") for t in INDEXED for z in (-60, 3, 700, 2100)]
+    for text, scan in texts:
         query = sql.parse(text, SCHEMA)
         want = answer.cpu_answer(query, table).rows
-        for mode in MODES:
+        for mode in MODES if scan == "auto" else ("pinned", "registered"):
             try:
-                got = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False, chunk_frames=8).rows
+                got = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False, chunk_frames=8, scan=scan).rows
             except NotOnGpu:
                 continue
             checked += 1

@@ -1,12 +1,12 @@
 """What a first answer rests on, without a GPU: plans sized from frame metadata alone, the bytes a store's
-encodings still have to read from disk and how a one-shot mission query weighs them, columns read
+encodings still have to read from disk and how a one-shot query's plan weighs them, columns read
 ahead and together, and a GPU thread started unchecked on a host without a GPU."""
 
 import numpy as np
 import pytest
 
 from gquery import sql, store
-from gquery.answer import _mission_bytes, parts_of, schema_of
+from gquery.answer import parts_of, schema_of
 from gquery.encodings import encode_column, frame_words, packed_bytes
 from gquery.gpu.fusedplan import plan_fused
 from gquery.table import KEY, PRICE, QUANTITY, read_ahead, read_all
@@ -42,17 +42,33 @@ def test_cold_bytes_are_the_manifests_until_read(opened):
     assert key.cold_bytes("sliced") > 0
 
 
-def test_a_one_shot_mission_query_counts_what_is_still_on_disk(opened):
-    tables = parts_of(opened)
-    selected = opened.rows / 2
-    warm_pick, warm_bytes = _mission_bytes(tables, "pinned", selected)
-    pick, once = _mission_bytes(tables, "pinned", selected, runs=1)
+def test_a_one_shot_query_counts_what_is_still_on_disk(tmp_path):
+    """The planner weighs the index scan from the zone maps without reading the lists; a run that reads them
+    from disk weighs each of their bytes 10x, so a one-shot sparse query scans frames, until the lists are in
+    memory: then the warm choice (the lists) holds for one run too."""
+    from gquery.query import BIGINT, decimal
+    from gquery.schema import Schema
+    from gquery.table import Table
+
+    rng = np.random.default_rng(4)
+    rows = 1_000_000
+    values = {KEY: rng.integers(1, 100_001, rows), QUANTITY: rng.integers(1, 51, rows) * 100,
+              PRICE: rng.integers(90_000, 10_000_000, rows)}
+    schema = Schema({KEY: BIGINT, QUANTITY: decimal(15, 2), PRICE: decimal(15, 2)}, {})
+    opened = store.open_store(store.write_store(Table.from_values(values, schema), tmp_path / "t.gq", echo=lambda m: None))
+    query = sql.parse(sql.named_sql("mission", 30), schema)
+    plan = plan_fused(query, parts_of(opened), "pinned", 132)
     key = opened.columns[KEY]
-    factors = sum(opened.columns[c].cold_bytes("packed") for c in (QUANTITY, PRICE))
-    assert once >= 10 * (factors + key.cold_bytes(pick))  # every byte of it still on disk, weighed 10x
+    assert plan.tables[0].index_option is not None and "indexed" not in key.encodings  # planned from zone maps
+    warm = plan.choose()
+    assert warm.tables[0].index is not None  # chosen warm: the lists are read to find the buckets' entries
+    key.encodings.pop("indexed")
+    once = plan.choose(runs=1)
+    assert once.tables[0].index is None and "for 1 run, a byte still on disk weighed as 10" in once.scan_note
+    assert "indexed" not in key.encodings  # not chosen: not read
     read_all([opened.columns[c] for c in (QUANTITY, PRICE)], "packed")
-    key.get(pick)
-    assert _mission_bytes(tables, "pinned", selected, runs=1) == (warm_pick, warm_bytes)  # nothing left to read
+    key.get("indexed")
+    assert plan.choose(runs=1).tables[0].index is not None  # nothing left to read: as warm
 
 
 def test_read_ahead_reads_zone_maps_and_words_of_the_named_columns(opened):

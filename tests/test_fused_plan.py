@@ -199,14 +199,16 @@ def test_generated_kernels_compile_without_spills(shape, tmp_path):
     else:  # 128-bit products and sums kept as two halves
         spec = plan_fused(query(None, total(Arith("*", col("p"), col("p"), decimal(30, 4)))), [table(3000, p_hi=2**62)],
                           "pinned", 132).spec
-    build = fused_build(spec)
-    source = tmp_path / "fused.cu"
-    source.write_text(build.text())
-    r = subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-Xptxas", "-v", f"-I{kernels.CUDA_DIR}", *build.nvcc_options(),
-                        "-o", str(tmp_path / "k.cubin"), str(source)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", r.stderr)
-    assert spills and all(s == ("0", "0") for s in spills), r.stderr
+    # the frame loop, and the index scan over the first predicate column (low bits of 2 bytes, or none)
+    index = [codegen.IndexKernel(spec.predicate_slots[0], low) for low in (2, 0)] if spec.predicate_slots else []
+    for k, build in enumerate([fused_build(spec), *(fused_build(spec, i) for i in index)]):
+        source = tmp_path / f"fused{k}.cu"
+        source.write_text(build.text())
+        r = subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-Xptxas", "-v", f"-I{kernels.CUDA_DIR}", *build.nvcc_options(),
+                            "-o", str(tmp_path / f"k{k}.cubin"), str(source)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", r.stderr)
+        assert spills and all(s == ("0", "0") for s in spills), r.stderr
 
 
 def test_a_group_columns_groups_are_narrowed_by_the_predicate():
@@ -267,3 +269,63 @@ def test_ranges_on_one_column_intersect_before_they_multiply():
     z = Zones(np.full(1, 1024), {"d": np.array([0])}, {"d": np.array([10])})
     between = And((Compare(">=", Column("d", D2), Literal(5, D2)), Compare("<=", Column("d", D2), Literal(7, D2))))
     assert classify(between, z)[1][0] == pytest.approx(3 / 11)  # not (6/11) x (8/11)
+
+
+# --- the index scan ----------------------------------------------------------------------------------------------
+def indexed_table(rows=400_000, seed=5):
+    t = table(rows, seed)
+    t.columns["k"].get("indexed")  # the bucket lists, derived in memory (a store reads them from disk)
+    return t
+
+
+def test_a_narrow_range_on_a_column_with_bucket_lists_is_scanned_by_index_and_a_wide_one_by_frames():
+    t = indexed_table()
+    narrow = plan_fused(query(Compare("<", col("k"), Literal(30, INTEGER)), total(PRODUCT)), [t], "pinned", 132).choose()
+    ix = narrow.tables[0].index
+    lists = t.columns["k"].get("indexed")
+    assert ix is not None and ix.column == "k" and (ix.bucket_first, ix.bucket_end) == (0, 1)
+    assert (ix.first, ix.end) == (0, int(lists.histogram[0])) and ix.first_value == lists.reference
+    assert list(ix.starts) == [0, ix.entries]
+    assert "index-scan" in dict(narrow.steps()) and "by the index on k" in narrow.describe()
+    wide = plan_fused(query(Compare("<", col("k"), Literal(9_000, INTEGER)), total(PRODUCT)), [t], "pinned", 132).choose()
+    assert wide.tables[0].index is None and wide.tables[0].index_option is not None
+    assert "0 of 1 table(s) scanned by the index" in wide.describe()
+    # where no column of the predicate has lists, or a kernel cannot read rows in place, frames only
+    assert plan_fused(query(Compare("<", col("d"), Literal(1, INTEGER)), total(PRODUCT)), [t], "pinned", 132).tables[0].index_option is None
+    for mode in ("pageable", "resident"):
+        assert plan_fused(query(Compare("<", col("k"), Literal(30, INTEGER)), total(PRODUCT)), [t], mode, 132).choose(scan="index").tables[0].index is None
+
+
+def test_the_index_scans_buckets_cover_every_value_the_predicate_can_select():
+    """Exact by construction: the entries read are every row whose value lies in the buckets that hold the
+    column's range among selectable rows (prune.narrowed), whatever else the predicate says."""
+    t = indexed_table(300_000, seed=9)
+    lists = t.columns["k"].get("indexed")
+    values = t.columns["k"].values()
+    for lo, hi in ((1, 1), (17, 4000), (2500, 2600), (9990, 20_000), (0, 10)):
+        where = And((Compare(">=", col("k"), Literal(lo, INTEGER)), Compare("<=", col("k"), Literal(hi, INTEGER)),
+                     Compare(">", col("d"), Literal(2, INTEGER))))
+        plan = plan_fused(query(where, total(PRODUCT)), [t], "pinned", 132).choose(scan="index")
+        ix = plan.tables[0].index
+        if ix is None:  # every frame ruled out: nothing to scan
+            assert not plan.tables[0].chunks
+            continue
+        rows = lists.ids[ix.first:ix.end]
+        wanted = np.flatnonzero((values >= lo) & (values <= hi))
+        assert set(wanted.tolist()) <= set(rows.tolist())
+        in_lists = values[rows]
+        assert in_lists.min() >= ix.first_value and in_lists.max() < ix.first_value + ix.bucket * (ix.bucket_end - ix.bucket_first)
+
+
+def test_the_cold_lists_are_read_once_they_pay_for_themselves():
+    """Without warm-up, a byte on disk counts: the lists (not yet read) are chosen only once the runs they
+    serve would have paid for reading them."""
+    t = indexed_table()
+    opt_plan = plan_fused(query(Compare("<", col("k"), Literal(30, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
+    column = t.columns["k"]
+    column.encodings.pop("indexed")
+    column.stored, column.on_disk = ("packed", "indexed"), {"indexed": 50 << 20}
+    column.load = lambda enc, lists=indexed_table().columns["k"].get("indexed"): lists
+    assert opt_plan.choose(runs=1).tables[0].index is None
+    assert opt_plan.choose(runs=10_000).tables[0].index is not None
+    assert "for 10000 runs" in opt_plan.choose(runs=10_000).describe()

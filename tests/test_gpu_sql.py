@@ -105,10 +105,68 @@ def test_clustered_tables_prune_frames_and_stay_exact(engine, sort_by, mode):
     table = random_table(300_001, 11, sort_by=sort_by)
     for text in QUERIES:
         got = check(engine, table, text, mode, chunk_frames=16)
-    plan = answer.gpu_answer(sql.parse(QUERIES[0], SCHEMA), table, engine, mode, warmup=False, scan="fused").plan
+    plan = answer.gpu_answer(sql.parse(QUERIES[0], SCHEMA), table, engine, mode, warmup=False, scan="frames").plan
     if sort_by == "l_suppkey":
         assert plan.to_dict()["frames"]["never"] > 0 and plan.to_dict()["frames"]["always"] > 0
     assert got.rows
+    engine.memory.release_table(table)
+
+
+INDEXED = [  # queries whose predicate has a range on l_suppkey (the column given bucket lists below)
+    "SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < {z}",
+    "SELECT COUNT(*), SUM(l_quantity), MIN(l_extendedprice), MAX(l_shipdate) FROM lineitem WHERE l_suppkey >= {z} - 40 "
+    "AND l_suppkey <= {z} AND l_discount > 3",
+    "SELECT l_returnflag, COUNT(*), AVG(l_extendedprice), SUM(l_suppkey) FROM lineitem WHERE l_suppkey < {z} "
+    "AND (l_tax = 2 OR l_linestatus = 'O') GROUP BY l_returnflag ORDER BY 1",
+    "SELECT l_suppkey, COUNT(*), SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey BETWEEN {z} AND {z} + 3 "
+    "GROUP BY l_suppkey ORDER BY 1",
+]
+
+
+@pytest.mark.parametrize("mode", ("pinned", "registered"))
+@pytest.mark.parametrize("keys", [(1, 200), (1, 100_000), (-(2**31), 2**31 - 1)])
+def test_the_index_scan_equals_the_cpu_reference_at_every_bucket_edge(engine, mode, keys):
+    """The index scan against the CPU reference: keys that fit a bucket each (no low bits), 17-bit keys (2-byte
+    low bits), keys across the whole int32 range (4-byte low bits); constants at the edges of buckets (a
+    bucket's first value, its last, the one after) and random ones; frames and index alike."""
+    rng = np.random.default_rng(keys[1] % 1000)
+    rows = 5 * 1024 + 3
+    table = random_table(rows, 17)
+    values = {n: table.columns[n].values() for n in table.columns}
+    values["l_suppkey"] = rng.integers(keys[0], keys[1], rows, endpoint=True)
+    table = Table.from_values(values, SCHEMA, {"l_returnflag": ("A", "N", "R"), "l_linestatus": ("F", "O")}, "keys")
+    lists = table.columns["l_suppkey"].get("indexed")
+    edges = [lists.reference + b * lists.bucket + d for b in (0, 1, 17, 255, 256) for d in (-1, 0, 1)]
+    for z in edges + [int(x) for x in rng.integers(keys[0] - 5, keys[1] + 5, 3)]:
+        for text in INDEXED:
+            query = sql.parse(text.format(z=z), SCHEMA)
+            want = answer.cpu_answer(query, table).rows
+            for scan in ("index", "frames"):
+                got = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False, scan=scan)
+                assert got.rows == want, (keys, z, text, scan)
+                if scan == "index" and got.plan.tables[0].chunks:  # a table with frames to scan ran by its lists
+                    assert got.plan.tables[0].index is not None and got.profile.counters["index_scans"] == 1
+    engine.memory.release_table(table)
+
+
+def test_a_sparse_query_over_a_store_reads_the_lists_and_little_else(engine, tmp_path):
+    """auto over a store (which holds l_suppkey's bucket lists): a sparse range reads its buckets' entries and
+    the selected rows' values in place, far under the frames' bytes; a dense one scans the frames."""
+    rng = np.random.default_rng(12)
+    rows = 2_000_000
+    values = {"l_suppkey": rng.integers(1, 100_001, rows), "l_quantity": rng.integers(1, 51, rows) * 100,
+              "l_extendedprice": rng.integers(90_000, 10_000_000, rows)}
+    schema = Schema({c: SCHEMA.types[c] for c in values}, {})
+    path = store.write_store(Table.from_values(values, schema, {}, "sparse"), tmp_path / "lineitem.gq", echo=lambda m: None)
+    table = store.open_store(path, engine.memory)
+    text = "SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < {z}"
+    sparse = answer.gpu_answer(sql.parse(text.format(z=30), schema), table, engine, "pinned", repeat=1)
+    assert sparse.plan.tables[0].index is not None and sparse.profile.h2d_bytes == 0
+    frames = answer.gpu_answer(sql.parse(text.format(z=30), schema), table, engine, "pinned", repeat=1, scan="frames")
+    assert sparse.rows == frames.rows == answer.cpu_answer(sql.parse(text.format(z=30), schema), table).rows
+    assert sparse.profile.pcie_bytes_per_row < 0.1 < 1 <= frames.profile.pcie_bytes_per_row
+    dense = answer.gpu_answer(sql.parse(text.format(z=50_000), schema), table, engine, "pinned", repeat=1)
+    assert dense.plan.tables[0].index is None and "by the index" in dense.explain()
     engine.memory.release_table(table)
 
 
@@ -154,7 +212,7 @@ def test_tpch_queries_equal_duckdb(engine, data_dir, sf):
         query = sql.parse(text, table.schema)
         want = duck.run_sql(text, repeat=1).rows
         for mode in MODES:
-            for scan in ("auto", "fused"):
+            for scan in ("auto", "frames", "index"):
                 got = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False, scan=scan)
                 assert same(got.result, want, bool(query.order_by)), (name, mode, scan)
     duck.close()

@@ -222,27 +222,38 @@ def accumulator_index(query: Query, spec: KernelSpec) -> list[int | None]:
     return out
 
 
-def source(spec: KernelSpec, block_threads: int) -> str:
-    """The kernel's CUDA source."""
-    n = len(spec.columns)
+def _column_params(spec: KernelSpec) -> list[str]:
+    """Each column's words, frame metadata, word base and common factor; the constants; the group bases."""
     params = [f"const unsigned* __restrict__ w{i}, const longlong2* __restrict__ m{i}, long long b{i}, long long f{i}"
-              for i in range(n)]
+              for i in range(len(spec.columns))]
     params += [f"long long k{j}" for j in range(spec.constants)]
-    params += [f"long long g{j}" for j in range(len(spec.group_slots))]
-    params += ["const signed char* __restrict__ classes", "long long frames", "long long rows", "u64* __restrict__ acc",
-               "long long in_place", "u64* __restrict__ counters"]
+    return params + [f"long long g{j}" for j in range(len(spec.group_slots))]
+
+
+def _header(spec: KernelSpec, name: str, params: list[str], block_threads: int, note: str = "") -> list[str]:
     init = ", ".join(f"{w}ull" for w in _group_initial(spec))
-    lines = [f"// {spec.comment}", f"// columns: {', '.join(f'v{i} = {c}' for i, c in enumerate(spec.columns))}",
-             '#include "fused.cuh"', "",
-             f"#define GROUPS {spec.groups}", f"#define WORDS {spec.words}",
-             f"__constant__ u64 INITIAL[WORDS] = {{{init}}};  // a group's words before any row", "",
-             f'extern "C" __global__ void __launch_bounds__({block_threads})',
-             "fused(" + ",\n      ".join(params) + ") {"]
+    return [f"// {spec.comment}{note}", f"// columns: {', '.join(f'v{i} = {c}' for i, c in enumerate(spec.columns))}",
+            '#include "fused.cuh"', "",
+            f"#define GROUPS {spec.groups}", f"#define WORDS {spec.words}",
+            f"__constant__ u64 INITIAL[WORDS] = {{{init}}};  // a group's words before any row", "",
+            f'extern "C" __global__ void __launch_bounds__({block_threads})',
+            f"{name}(" + ",\n      ".join(params) + ") {"]
+
+
+def _prologue(spec: KernelSpec) -> list[str]:
     if spec.in_shared:
         body = ["    FUSED_BEGIN(GROUPS, WORDS, INITIAL);"]
     else:  # the table's words in device memory, set to INITIAL before the kernel: no block-wide merge at the end
         body = ["    FUSED_BEGIN_IN_DEVICE_MEMORY(acc);"]
-    body += [f"    {_register(a, k)}" for k, a in enumerate(spec.accumulators)] if spec.groups == 1 else []
+    return body + ([f"    {_register(a, k)}" for k, a in enumerate(spec.accumulators)] if spec.groups == 1 else [])
+
+
+def source(spec: KernelSpec, block_threads: int) -> str:
+    """The kernel's CUDA source: a warp a frame, over the frames the plan's chunk covers."""
+    params = _column_params(spec) + ["const signed char* __restrict__ classes", "long long frames", "long long rows",
+                                     "u64* __restrict__ acc", "long long in_place", "u64* __restrict__ counters"]
+    lines = _header(spec, "fused", params, block_threads)
+    body = _prologue(spec)
     body += ["    for (long long f = first_frame(); f < frames; f += frame_stride()) {",
              "        const int cls = classes ? classes[f] : ALWAYS;",
              "        if (cls == NEVER) continue;",
@@ -271,15 +282,83 @@ def source(spec: KernelSpec, block_threads: int) -> str:
     else:  # the warp a slot at a time: the lanes of one group add up together, one atomic a group
         body += _grouped_slot(spec)
         body += ["    }"]
+    return "\n".join(lines + body + _epilogue(spec, "count_in_place(in_place, rows_selected, frames_read);")) + "\n"
+
+
+@dataclass(frozen=True)
+class IndexKernel:
+    """What the list loop's source depends on besides the query's shape: the slot of the column whose
+    bucket lists it walks, and the bytes of a listed row's low bits (0: the bucket is the value)."""
+
+    slot: int
+    low_bytes: int
+
+
+LOW_TYPES = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "unsigned long long"}
+
+
+def list_source(spec: KernelSpec, index: IndexKernel, block_threads: int) -> str:
+    """The kernel's CUDA source over a column's bucket lists (an index scan): a lane an entry of the
+    buckets the plan chose, the indexed column's value from its bucket and low bits (read in list order),
+    every other column read in place at the entry's row, the whole predicate tested, then accumulated as
+    the frame loop does. The row ids are 32-bit (a table of up to 2^32 rows)."""
+    k = index.slot
+    params = _column_params(spec) + [
+        "const unsigned* __restrict__ ids", f"const {LOW_TYPES.get(index.low_bytes, 'unsigned char')}* __restrict__ lows",
+        "const long long* __restrict__ starts", "int buckets", "long long first_value", "long long bucket",
+        "long long entries", "u64* __restrict__ acc", "long long in_place", "u64* __restrict__ counters"]
+    lines = _header(spec, "fused_list", params, block_threads, f" (index scan on {spec.columns[k]})")
+    body = ["    __shared__ long long bucket_start[MAX_BUCKETS + 1];  // entries from the first, a bucket each",
+            "    for (int b = threadIdx.x; b <= buckets; b += blockDim.x) bucket_start[b] = starts[b];"]
+    body += _prologue(spec)  # its __syncthreads also publishes bucket_start
+    others = [i for i in spec.predicate_slots if i != k]
+    values = [i for i in spec.value_slots if i not in spec.predicate_slots and i != k]
+    low = f" + (long long){'__ldg(lows + e)' if index.low_bytes else '0'}"
+    body += ["    (void)frames_read;  // the list loop reads no frame whole",
+             "    u64 reads = 0;  // sectors read in place: each column's metadata and word at a row",
+             "    for (long long w = first_frame(); 32 * w < entries; w += frame_stride()) {  // a warp 32 entries",
+             "        const long long e = 32 * w + lane_id();",
+             "        const bool listed = e < entries;",
+             "        const long long row = listed ? (long long)__ldg(ids + e) : 0;",
+             f"        const long long v{k} = listed ? first_value + bucket * bucket_of(bucket_start, buckets, e){low if index.low_bytes else ''} : 0;",
+             "        const long long f = row >> 10;  // its frame, and its slot in it",
+             "        const unsigned s = (unsigned)(row & (FRAME_ROWS - 1));"]
+    body += [f"        const long long v{i} = listed ? value_at(frame_of(w{i}, m{i}, 0, f), s, f{i}) : 0;" for i in others]
+    body += [f"        reads += listed ? {2 * len(others)} : 0;" if others else "",
+             f"        const bool sel = listed && {spec.predicate or 'true'};"]
+    body = [b for b in body if b]
+    if spec.groups == 1:
+        body += ["        if (sel) {"]
+        body += [f"            const long long v{i} = value_at(frame_of(w{i}, m{i}, 0, f), s, f{i});" for i in values]
+        body += [f"            reads += {2 * len(values)};" if values else "", "            rows_selected += 1;"]
+        body += [f"            {_accumulate(a, j)}" for j, a in enumerate(spec.accumulators)]
+        body += ["        }"]
+        body = [b for b in body if b]
+    else:
+        body += ["        const unsigned selected = __ballot_sync(FULL_MASK, sel);",
+                 "        if (selected) {  // the warp's selected entries added to their groups together"]
+        body += [f"            const long long v{i} = sel ? value_at(frame_of(w{i}, m{i}, 0, f), s, f{i}) : 0;" for i in values]
+        body += [f"            reads += sel ? {2 * len(values)} : 0;" if values else ""]
+        body += _grouped_add(spec)
+        body += ["        }"]
+        body = [b for b in body if b]
+    body += ["    }"]
+    return "\n".join(lines + body + _epilogue(spec, "count_in_place(in_place, reads, 0);")) + "\n"
+
+
+def _epilogue(spec: KernelSpec, count: str) -> list[str]:
+    """A query without groups adds its registers to the block's words; then the block's words are added to the
+    table's (groups in device memory were added there already), and the in-place reads counted."""
+    body = []
     if spec.groups == 1:
         body += ["    atomicAdd(group_acc, rows_selected);"]
         offset = 1
         for k, a in enumerate(spec.accumulators):
             body += [f"    {_flush_register(a, k, offset)}"]
             offset += a.words
-    body += ["    count_in_place(in_place, rows_selected, frames_read);"]
+    body += [f"    {count}"]
     if not spec.in_shared:
-        return "\n".join(lines + body + ["    __syncthreads();", "    flush_in_place(counters);", "}"]) + "\n"
+        return body + ["    __syncthreads();", "    flush_in_place(counters);", "}"]
     body += ["    __syncthreads();  // every warp's rows are in the block's words: add them to the table's",
              "    for (int group = threadIdx.x; group < GROUPS; group += blockDim.x) {",
              "        const u64* const from = group_acc + group * WORDS;",
@@ -293,8 +372,7 @@ def source(spec: KernelSpec, block_threads: int) -> str:
         else:
             body += [f"        atomic{'Min' if a.kind == 'min' else 'Max'}((long long*)(to + {offset}), (long long)from[{offset}]);"]
         offset += a.words
-    body += ["    }", "    flush_in_place(counters);", "}"]
-    return "\n".join(lines + body) + "\n"
+    return body + ["    }", "    flush_in_place(counters);", "}"]
 
 
 def _register(a: Accumulator, k: int) -> str:
@@ -324,8 +402,15 @@ def _grouped_slot(spec: KernelSpec) -> list[str]:
            "            if (!selected) continue;",
            "            const unsigned s = 32 * j + lane_id();"]
     out += [f"            const long long v{i} = sel ? value_at(q{i}, s, f{i}) : 0;" for i in spec.value_slots]
-    out += [f"            const long long g = sel ? (long long)({_group_index(spec)}) : -1;",
-            "            rows_selected += sel;"]
+    return out + _grouped_add(spec) + ["        }"]
+
+
+def _grouped_add(spec: KernelSpec) -> list[str]:
+    """A warp's selected rows (`sel`, their values v<slot> decoded) added to their groups: each lane's group
+    and contributions (identities where not selected); then for each group among the warp's rows, its
+    lanes' contributions summed by shuffles and added by one lane with one atomic each."""
+    out = [f"            const long long g = sel ? (long long)({_group_index(spec)}) : -1;",
+           "            rows_selected += sel;"]
     for k, a in enumerate(spec.accumulators):
         if a.kind == "sum":
             out.append(f"            const i128 x{k} = sel ? (i128){a.code} : (i128)0;")
@@ -360,7 +445,7 @@ def _grouped_slot(spec: KernelSpec) -> list[str]:
         else:
             out.append(f"                    atomic{'Min' if a.kind == 'min' else 'Max'}((long long*)(to + {offset}), t{k});")
         offset += a.words
-    out += ["                }", "            }", "        }"]
+    out += ["                }", "            }"]
     return out
 
 

@@ -29,9 +29,15 @@ COUNTER_WORDS = 2  # a table's: values read in place, frames whose metadata was 
 SECTOR = 32  # the smallest read a GPU load makes of host memory
 
 
-def fused_build(spec: codegen.KernelSpec) -> kernels.Build:
-    return kernels.build("fused", code=codegen.source(spec, BLOCK_THREADS).replace(
-        f"__launch_bounds__({BLOCK_THREADS})", f"__launch_bounds__({BLOCK_THREADS}, {MIN_BLOCKS_PER_SM})"))
+def fused_build(spec: codegen.KernelSpec, index: codegen.IndexKernel | None = None) -> kernels.Build:
+    """The frame loop's build, or the index scan's (`index`: the slot it walks and its low bits' bytes)."""
+    code = codegen.source(spec, BLOCK_THREADS) if index is None else codegen.list_source(spec, index, BLOCK_THREADS)
+    return kernels.build("fused", code=code.replace(f"__launch_bounds__({BLOCK_THREADS})",
+                                                   f"__launch_bounds__({BLOCK_THREADS}, {MIN_BLOCKS_PER_SM})"))
+
+
+def index_kernel(scan) -> codegen.IndexKernel:
+    return codegen.IndexKernel(scan.slot, scan.low_bytes)
 
 
 @dataclass
@@ -65,17 +71,18 @@ class FusedRunner:
         self.engine = engine
         self._functions: dict = {}
 
-    def function(self, spec: codegen.KernelSpec):
-        build = fused_build(spec)
+    def function(self, spec: codegen.KernelSpec, index: codegen.IndexKernel | None = None):
+        build = fused_build(spec, index)
         if build not in self._functions:
-            f = kernels.function(build, "fused")
-            f.prepare("PPqq" * len(spec.columns) + "q" * (spec.constants + len(spec.group_slots)) + "PqqPqP")
+            f = kernels.function(build, "fused" if index is None else "fused_list")
+            columns = "PPqq" * len(spec.columns) + "q" * (spec.constants + len(spec.group_slots))
+            f.prepare(columns + ("PqqPqP" if index is None else "PPPiqqqPqP"))
             self._functions[build] = f
         return self._functions[build]
 
-    def wave(self, spec) -> int:
+    def wave(self, spec, index: codegen.IndexKernel | None = None) -> int:
         """Blocks of one wave: what the GPU holds of this kernel at once."""
-        f = self.function(spec)
+        f = self.function(spec, index)
         return self.engine.device.sm_count * max(1, kernels.blocks_per_sm(f, BLOCK_THREADS))
 
     def close(self) -> None:
@@ -108,13 +115,19 @@ class FusedRunner:
                 for b in ("meta", "words"):
                     sources[(i, c, b)] = (self._device(tp.table, c, b) if plan.mode == "resident"
                                           else self._host(tp.table, c, b, plan.mode))
+            if tp.index is not None:  # the lists, read in place in list order
+                lists = tp.table.columns[tp.index.column].get("indexed")
+                for b, array in (("ids", lists.ids), ("low", lists.low)):
+                    if array is not None:
+                        sources[(i, tp.index.column, b)] = self.engine._host_buffer(
+                            tp.table, (tp.index.column, "indexed", b), array, plan.mode)
         if plan.mode == "resident":
             cuda.Context.synchronize()  # uploads done before the query's clock starts
         setup_ms = (time.perf_counter() - t_setup) * 1e3
 
         # every chunk's copies, sized before anything is queued (a ring slot regrown mid-run would be
         # freed under a kernel still reading it)
-        chunks = [(i, ch) for i, tp in enumerate(plan.tables) for ch in tp.chunks]
+        chunks = [(i, ch) for i, tp in enumerate(plan.tables) if tp.index is None for ch in tp.chunks]
         slots = 3 if any(ch.streamed for _, ch in chunks) else 1
         # each streamed column's words of each chunk, found once (the loop that queues the chunks reuses them)
         spans = [{c: plan.tables[i].table.columns[c].get("packed").frame_words(ch.first, ch.end) for c in ch.streamed}
@@ -142,6 +155,13 @@ class FusedRunner:
             class_at.append(at)
             at += len(tp.classes)
         classes_d = memory.mapped_pointer(classes) if len(classes) else 0
+        scans = [(i, tp.index) for i, tp in enumerate(plan.tables) if tp.index is not None and tp.index.entries]
+        starts = memory.scratch_mapped("fused:starts", max(1, sum(len(ix.starts) for _, ix in scans)), np.int64)
+        start_at, at = [], 0
+        for _, ix in scans:
+            starts[at:at + len(ix.starts)] = ix.starts
+            start_at.append(at)
+            at += len(ix.starts)
 
         words_per_table = COUNTER_WORDS + spec.groups * spec.words
         acc_d = memory.scratch_device("fused:acc", 8 * words_per_table * len(plan.tables))
@@ -208,6 +228,33 @@ class FusedRunner:
             end = tl.event(stream)
             tl.gpu("kernel", f"stream {lane}", n, begin, end)
             ring_free[slot] = last_kernel[lane] = end
+        list_bytes = 0
+        for n, ((i, ix), at) in enumerate(zip(scans, start_at)):  # index scans: a launch a table, after the chunks
+            tp, stream = plan.tables[i], compute[n % len(compute)]
+            kernel = index_kernel(ix)
+            args = []
+            for c in spec.columns:
+                if c == ix.column:
+                    args += [0, 0, 0]  # its value comes from the lists
+                else:
+                    args += [memory.mapped_pointer(sources[(i, c, "words")]), memory.mapped_pointer(sources[(i, c, "meta")]), 0]
+                args.append(tp.table.columns[c].zone_buffers()[2])
+            ids = sources[(i, ix.column, "ids")][ix.first:ix.end]
+            low = sources.get((i, ix.column, "low"))
+            table_words = int(acc_d) + 8 * i * words_per_table
+            args += list(tp.constants) + list(tp.group_bases)
+            args += [memory.mapped_pointer(ids), memory.mapped_pointer(low[ix.first:ix.end]) if low is not None else 0,
+                     memory.mapped_pointer(starts[at:]), ix.bucket_end - ix.bucket_first, ix.first_value, ix.bucket,
+                     ix.entries, table_words + 8 * COUNTER_WORDS, 1, table_words]
+            list_bytes += ids.nbytes + (ix.entries * low.itemsize if low is not None else 0)
+            warps = -(-ix.entries // 32)
+            begin = tl.event(stream)
+            self.function(spec, kernel).prepared_async_call(
+                (max(1, min(-(-warps // (BLOCK_THREADS // 32)), self.wave(spec, kernel))), 1, 1), (BLOCK_THREADS, 1, 1),
+                stream, *args)
+            end = tl.event(stream)
+            tl.gpu("kernel", f"stream {n % len(compute)}", len(chunks) + n, begin, end)
+            last_kernel[n % len(compute)] = end
         queued_ms = (time.perf_counter() - t_queue) * 1e3  # the host's time to queue every chunk (the GPU runs meanwhile)
         for end in last_kernel.values():
             copy.wait_for_event(end)
@@ -225,12 +272,13 @@ class FusedRunner:
             runs.append(TableRun(tp, groups, int(words[0]), int(words[1])))
         total_ms = done.time_since(tl.start)
         selected = sum(r for run in runs for r, _ in run.groups.values())
-        zero_bytes = SECTOR * sum(r.values_in_place + r.frames_in_place for r in runs)
+        zero_bytes = SECTOR * sum(r.values_in_place + r.frames_in_place for r in runs) + list_bytes
         logical = sum(tp.table.logical_bytes(spec.columns) for tp in plan.tables)
         profile = Profile(plan.mode, plan.rows, logical, h2d_bytes, total_ms, tl.intervals(), setup_ms, None,
                           encoding="fused", zero_copy_bytes=zero_bytes,
                           physical_bytes=sum(tp.stream_bytes for tp in plan.tables),
                           counters={"selected_rows": selected, "chunks": len(chunks), "queued_ms": queued_ms,
+                                    "index_scans": len(scans), "list_entries": sum(ix.entries for _, ix in scans),
                                     "values_read_in_place": sum(r.values_in_place for r in runs)},
                           host_path=_host_path(plan))
         eng._events.extend(tl.recorded)
@@ -244,7 +292,10 @@ def _blocks(frames: int, wave: int) -> int:
 
 def _used(spec, tp, mode: str) -> list[str]:
     """The columns a table's chunks read, in the kernel's order: resident, every column of a table with
-    a chunk; else those its chunks ship, read in place, or need."""
+    a chunk; else those its chunks ship, read in place, or need. Scanned by index: every column but the
+    indexed one (its values are in the lists), read in place."""
+    if tp.index is not None:
+        return [c for c in spec.columns if c != tp.index.column] if tp.index.entries else []
     if mode == "resident":
         return list(spec.columns) if tp.chunks else []
     wanted = set().union(*(set(ch.streamed) | set(ch.zero_copy) | _needed(spec, ch) for ch in tp.chunks))

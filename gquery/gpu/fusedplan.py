@@ -10,18 +10,26 @@ each column's bytes come from:
 
 Predicate columns ship first (only for chunks with frames to test); a value column (an aggregate's
 or a group's) is read in place when the rows a chunk selects would cost fewer bytes of the link
-that way than its frames copied whole, else shipped in bulk with the chunk. Every choice has its
-reason in `reasons`, and --explain prints them with the generated kernel.
+that way than its frames copied whole, else shipped in bulk with the chunk.
+
+A table whose predicate column carries bucket lists (the `indexed` encoding: its rows listed bucket
+after bucket, 256 buckets of equal ranges of its values) may instead be scanned by index: only the
+entries of the buckets the predicate's range on that column can touch are read, in list order, and
+every other column is read in place at each entry's row. The planner weighs the two by the bytes
+each reads over the link (a byte still on disk weighed COLD_READ_WEIGHT where reading it is part of
+the answer's time) and keeps the cheaper, per table. Every choice has its reason in `reasons`, and
+--explain prints them with the generated kernel.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from gquery.encodings import FRAME_ROWS, frame_words, packed_bytes
+from gquery.encodings import FRAME_ROWS, TOP_BITS, frame_words, packed_bytes
 from gquery.errors import UsageError
 from gquery.gpu.codegen import KernelSpec, NotOnGpu, kernel_spec
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
@@ -45,6 +53,45 @@ MIN_CHUNK_FRAMES, MAX_CHUNK_FRAMES = 1024, 8192  # 1 to 8 M rows a chunk
 # took 18 ms where the link needs 7.
 CHUNKS_PER_QUERY = 8
 META_BYTES = 16  # a frame's metadata a column: reference, word offset and width
+# A byte still on disk costs about ten over PCIe: read from the page cache, checksummed and page-locked at
+# about 5 GB/s against 55 GB/s copied (H100 host, scripts/first_answer_profile.py). Weighed only for runs
+# without warm-up, where reading it is part of the answer's time.
+COLD_READ_WEIGHT = 10
+IN_PLACE_READS = 2  # a column's value at a row read in place: its frame's metadata, then its word
+INDEX_MODES = MAPPED_MODES  # where a kernel can read a listed row's columns in place
+SCANS = ("auto", "frames", "index")
+
+
+@dataclass(frozen=True)
+class IndexOption:
+    """A table's index scan as the planner weighs it, before the lists are read: the column, the bucket
+    range its predicate range can touch, and the bytes estimated from its zone maps."""
+
+    column: str
+    values: tuple[int, int]  # the column's values a selected row can have (prune.narrowed)
+    entries: float  # estimated entries of the buckets those values fall in
+    link_bytes: float  # list entries read in order, and the columns read in place at their rows
+
+
+@dataclass(frozen=True)
+class IndexScan:
+    """The index scan a table runs: entries [first, end) of `column`'s lists, buckets [bucket_first,
+    bucket_end); a listed value is first_value + bucket x (its bucket - bucket_first) + its low bits."""
+
+    column: str
+    slot: int
+    bucket_first: int
+    bucket_end: int
+    first: int
+    end: int
+    first_value: int
+    bucket: int
+    low_bytes: int
+    starts: np.ndarray = field(repr=False, compare=False)  # each bucket's first entry, from `first`, and the end
+
+    @property
+    def entries(self) -> int:
+        return self.end - self.first
 
 
 @dataclass(frozen=True)
@@ -73,10 +120,17 @@ class TablePlan:
     selected: float  # rows estimated to pass
     stream_bytes: int  # bulk copies, over every chunk
     zero_copy_bytes: int  # estimated reads in place
+    index_option: IndexOption | None = None  # the index scan the planner may choose instead of the chunks
+    index: IndexScan | None = None  # chosen (FusedPlan.choose): the table is scanned by its lists, not its chunks
 
     @property
     def rows(self) -> int:
         return self.table.rows
+
+    @property
+    def link_bytes(self) -> float:
+        """What the chosen scan reads over the link, estimated."""
+        return self.index_option.link_bytes if self.index is not None else self.stream_bytes + self.zero_copy_bytes
 
     def counts(self) -> dict[str, int]:
         return {name: int(np.count_nonzero(self.classes == c)) for name, c in (("never", NEVER), ("check", CHECK), ("always", ALWAYS))}
@@ -91,6 +145,44 @@ class FusedPlan:
     reasons: list[str]
     block_threads: int = 128
     encoding: str = "fused"
+    scan_note: str = ""  # why the tables with an index option are scanned as they are (FusedPlan.choose)
+
+    def choose(self, runs: int | None = None, scan: str = "auto") -> "FusedPlan":
+        """Each table with an index option scanned by index or by frames, whichever reads fewer bytes over the
+        link: warm (`runs` None), or over `runs` runs without warm-up, a byte still on disk (the lists, or the
+        columns' words) weighed COLD_READ_WEIGHT, as a renter buys once the rent paid would have bought it.
+        (Weighing one cold run alone chose the frames for ever: their bytes were read by then, the lists never.)
+        `scan`: auto, or "frames" / "index" wherever a table can be scanned so (tests and benchmarks)."""
+        if scan not in SCANS:
+            raise UsageError(f"scan must be one of {', '.join(SCANS)}, got {scan!r}")
+        options = [tp for tp in self.tables if tp.index_option is not None]
+        if not options:
+            return self
+        frames_cost = index_cost = 0.0
+        chosen = {}
+        for tp in options:
+            opt = tp.index_option
+            frames, index = tp.stream_bytes + tp.zero_copy_bytes, opt.link_bytes
+            if runs is not None:
+                columns = tp.table.columns
+                frames = frames * runs + COLD_READ_WEIGHT * sum(columns[c].cold_bytes("packed") for c in _frame_columns(self.spec, tp))
+                index = index * runs + COLD_READ_WEIGHT * (columns[opt.column].cold_bytes("indexed") +
+                                                           sum(columns[c].cold_bytes("packed") for c in _index_columns(self.spec, opt)))
+            by_index = scan == "index" or (scan == "auto" and index < frames)
+            chosen[id(tp)] = _index_scan(tp, self.spec) if by_index else None
+            frames_cost, index_cost = frames_cost + frames, index_cost + index
+        tables = [dataclasses.replace(tp, index=chosen[id(tp)]) if id(tp) in chosen else tp for tp in self.tables]
+        by_index = sum(1 for v in chosen.values() if v is not None)
+        column = options[0].index_option.column
+        per = (f" for {runs} run{'s' * (runs > 1)}, a byte still on disk weighed as {COLD_READ_WEIGHT} read over the link"
+               if runs is not None else "")
+        note = (f"{by_index} of {len(options)} table(s) scanned by the index on {column}: about {index_cost / 1e6:,.1f} MB "
+                f"to read by index against {frames_cost / 1e6:,.1f} MB by frames{per}")
+        return dataclasses.replace(self, tables=tables, scan_note=note)
+
+    @property
+    def why(self) -> list[str]:
+        return [*self.reasons, *([self.scan_note] if self.scan_note else [])]
 
     @property
     def rows(self) -> int:
@@ -101,36 +193,50 @@ class FusedPlan:
         return None
 
     def steps(self) -> list[tuple[str, str]]:
-        total = {k: sum(t.counts()[k] for t in self.tables) for k in ("never", "check", "always")}
+        by_frames = [t for t in self.tables if t.index is None]
+        total = {k: sum(t.counts()[k] for t in by_frames) for k in ("never", "check", "always")}
         frames = sum(total.values())
-        chunks = [c for t in self.tables for c in t.chunks]
+        chunks = [c for t in by_frames for c in t.chunks]
         streamed = sorted({c for ch in chunks for c in ch.streamed})
         zero = sorted({c for ch in chunks for c in ch.zero_copy})
-        out = [("prune", f"{frames:,} frames of {FRAME_ROWS}: {total['never']:,} ruled out by the zone maps (not shipped), "
-                         f"{total['always']:,} pass whole (no predicate), {total['check']:,} tested row by row")]
+        out = []
+        indexed = [t for t in self.tables if t.index is not None]
+        if indexed:
+            ix = indexed[0].index
+            rest = ", ".join(c for c in self.spec.columns if c != ix.column) or "none"
+            out.append(("index-scan", f"{len(indexed)} table(s) by the bucket lists of {ix.column}: "
+                                      f"{sum(t.index.entries for t in indexed):,} entries of the buckets its range can touch, "
+                                      f"read in order; at each listed row, read in place: {rest}"))
+        if not by_frames:
+            return out + [("combine", self._combine())]
+        out += [("prune", f"{frames:,} frames of {FRAME_ROWS}: {total['never']:,} ruled out by the zone maps (not shipped), "
+                          f"{total['always']:,} pass whole (no predicate), {total['check']:,} tested row by row")]
         if self.mode == "resident":
             out.append(("resident", f"on the GPU before the query: {', '.join(self.spec.columns)}"))
         elif streamed:
             out.append(("transfer", f"{len(chunks)} chunk(s) of contiguous frames copied on one stream: "
-                                    f"{', '.join(streamed)} ({sum(t.stream_bytes for t in self.tables) / 1e6:,.1f} MB)"))
+                                    f"{', '.join(streamed)} ({sum(t.stream_bytes for t in by_frames) / 1e6:,.1f} MB)"))
         pred = ", ".join(self.spec.columns[i] for i in self.spec.predicate_slots) or "none"
         values = ", ".join(self.spec.columns[i] for i in self.spec.value_slots) or "none"
         out.append(("decode-and-scan", f"fused kernel, a warp a frame: predicate on {pred}; then, only for frames with a "
                                        f"selected row, {values} of the selected rows"))
         if zero:
             out.append(("gather", f"read in place from mapped host memory for selected rows: {', '.join(zero)} "
-                                  f"(about {sum(t.zero_copy_bytes for t in self.tables) / 1e6:,.1f} MB)"))
+                                  f"(about {sum(t.zero_copy_bytes for t in by_frames) / 1e6:,.1f} MB)"))
+        out.append(("combine", self._combine()))
+        return out
+
+    def _combine(self) -> str:
         agg = "registers" if self.spec.groups == 1 else \
             f"{self.spec.groups:,} group(s) x {self.spec.words} words in {'shared' if self.spec.in_shared else 'device'} memory"
-        out.append(("combine", f"exact 128-bit sums, counts, min and max in {agg}; atomically added per table; one copy back"))
-        return out
+        return f"exact 128-bit sums, counts, min and max in {agg}; atomically added per table; one copy back"
 
     def describe(self) -> str:
         lines = [f"plan: {self.mode}, fused kernel, {len(self.tables)} table(s), {self.rows:,} rows",
                  f"  query       {self.query.describe()}",
                  f"  selects     about {sum(t.selected for t in self.tables):,.0f} rows (estimated from the zone maps)"]
         lines += [f"  {i + 1}. {name:<16} {text}" for i, (name, text) in enumerate(self.steps())]
-        lines += [f"  why: {r}" for r in self.reasons]
+        lines += [f"  why: {r}" for r in self.why]
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
@@ -141,7 +247,8 @@ class FusedPlan:
                 "chunks": sum(len(t.chunks) for t in self.tables), "selected_estimate": sum(t.selected for t in self.tables),
                 "stream_bytes": sum(t.stream_bytes for t in self.tables),
                 "zero_copy_bytes_estimate": sum(t.zero_copy_bytes for t in self.tables),
-                "steps": [list(s) for s in self.steps()], "reasons": list(self.reasons)}
+                "index_scans": [{"column": t.index.column, "entries": t.index.entries} for t in self.tables if t.index],
+                "steps": [list(s) for s in self.steps()], "reasons": self.why}
 
 
 def _runs(touched: np.ndarray, gap_frames: int) -> list[tuple[int, int]]:
@@ -172,7 +279,9 @@ def _segments(classes: np.ndarray, a: int, b: int, split: int) -> list[tuple[int
 
 
 def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frames: int | None = None) -> FusedPlan:
-    """Plan `query` over `tables` (one Table, or a parted table's parts) in `mode`."""
+    """Plan `query` over `tables` (one Table, or a parted table's parts) in `mode`: each table's chunks, and
+    its index option where it has one, weighed from the zone maps alone (no list is read to plan). The
+    scans are chosen by FusedPlan.choose, which reads the lists it chooses."""
     if mode not in MODES:
         raise UsageError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if chunk_frames is not None and chunk_frames < 1:
@@ -206,6 +315,8 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     target = chunk_frames or min(MAX_CHUNK_FRAMES, max(MIN_CHUNK_FRAMES, math.ceil(touched / CHUNKS_PER_QUERY)))
     table_plans = [_chunks(t, query, spec, mode, classes, selected, constants, bases, target)
                    for t, classes, selected, constants, bases in classified]
+    if mode in INDEX_MODES:
+        table_plans = [dataclasses.replace(tp, index_option=_index_option(tp, spec, r)) for tp, r in zip(table_plans, selectable)]
     if mode in MAPPED_MODES:
         reasons.append(f"value columns read in place when a chunk's selected rows x {ZERO_COPY_READ_BYTES} B a column "
                        f"cost less than its frames copied whole")
@@ -215,6 +326,63 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
         reasons.append(f"the rows are clustered by {tables[0].sorted_by}: its zone maps are narrow, so a range on it "
                        f"rules out most frames")
     return FusedPlan(query, mode, spec, table_plans, reasons)
+
+
+# --- the index scan ------------------------------------------------------------------------------------------------
+def _frame_columns(spec: KernelSpec, tp: TablePlan) -> list[str]:
+    return list(spec.columns) if tp.chunks else []
+
+
+def _index_columns(spec: KernelSpec, opt: IndexOption) -> list[str]:
+    """The columns an index scan reads in place at listed rows: every kernel column but the indexed one."""
+    return [c for c in spec.columns if c != opt.column]
+
+
+def _buckets(lo: int, hi: int, reference: int, bucket: int) -> tuple[int, int]:
+    """[first, end) of the buckets that hold values lo..hi (256 buckets of `bucket` values from `reference`)."""
+    top = (1 << TOP_BITS) - 1
+    return min(top, max(0, (lo - reference) // bucket)), min(top, max(0, (hi - reference) // bucket)) + 1
+
+
+def _index_option(tp: TablePlan, spec: KernelSpec, selectable: dict) -> IndexOption | None:
+    """The cheapest index scan of a table, over a predicate column whose bucket lists it holds or can read,
+    estimated from the zone maps alone: the entries of the buckets the column's range among selectable
+    rows touches (its values spread evenly over the buckets), each an id and its low bits read in order, and
+    every other column read in place at each entry's row (predicate columns) or selected row (the rest)."""
+    table, best = tp.table, None
+    if not tp.chunks or table.rows >= 2**32:  # nothing to scan; 32-bit row ids only
+        return None
+    for i in spec.predicate_slots:
+        c = spec.columns[i]
+        col = table.columns[c]
+        if not col.has("indexed") or c not in selectable:
+            continue
+        lo, hi = col.range()
+        bucket = (hi - lo) // (1 << TOP_BITS) + 1  # as the lists are built (encodings.slice_key)
+        b0, b1 = _buckets(*selectable[c], lo, bucket)
+        entries = table.rows * min(1.0, (b1 - b0) * bucket / (hi - lo + 1))
+        low_bytes = next((n for bits, n in ((0, 0), (8, 1), (16, 2), (32, 4)) if (bucket - 1).bit_length() <= bits), 8)
+        others = [spec.columns[j] for j in spec.predicate_slots if j != i]
+        values = [x for x in spec.columns if x != c and x not in others]
+        link = (entries * (4 + low_bytes) + entries * IN_PLACE_READS * ZERO_COPY_READ_BYTES * len(others)
+                + tp.selected * IN_PLACE_READS * ZERO_COPY_READ_BYTES * len(values))
+        if best is None or link < best.link_bytes:
+            best = IndexOption(c, selectable[c], entries, link)
+    return best
+
+
+def _index_scan(tp: TablePlan, spec: KernelSpec) -> IndexScan | None:
+    """The chosen index scan, exact: the lists are read (from disk, the first time) and the entries of the
+    buckets found from their histogram. None where the lists cannot serve the kernel (64-bit row ids)."""
+    opt = tp.index_option
+    lists = tp.table.columns[opt.column].get("indexed")
+    if lists.ids.dtype != np.uint32:
+        return None
+    b0, b1 = _buckets(*opt.values, lists.reference, lists.bucket)
+    starts = lists.starts
+    first, end = int(starts[b0]), int(starts[b1])
+    return IndexScan(opt.column, spec.columns.index(opt.column), b0, b1, first, end, lists.reference + b0 * lists.bucket,
+                     lists.bucket, 0 if lists.low is None else lists.low.itemsize, (starts[b0:b1 + 1] - first).astype(np.int64))
 
 
 def _chunks(table, query: Query, spec: KernelSpec, mode: str, classes: np.ndarray, selected: np.ndarray,
@@ -259,4 +427,4 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, classes: np.ndarra
     return TablePlan(table, constants, bases, classes, tuple(chunks), float(selected.sum()), stream_bytes, zero_bytes)
 
 
-__all__ = ["FusedPlan", "TablePlan", "Chunk", "plan_fused", "NotOnGpu"]
+__all__ = ["FusedPlan", "TablePlan", "Chunk", "IndexOption", "IndexScan", "plan_fused", "NotOnGpu"]

@@ -47,6 +47,20 @@ __device__ __forceinline__ long long value_at(const Frame& fr, unsigned slot, lo
     return (long long)((u64)fr.reference + extract_bits(fr.words, slot * fr.width, fr.width)) * factor;
 }
 
+// The index scan (codegen.list_source): a column's rows listed bucket after bucket, buckets of equal ranges of
+// its values; `start[b]`: bucket b's first entry, from the first bucket the plan reads; start[buckets]: the end.
+#define MAX_BUCKETS 256
+
+// The bucket of entry e: the last b with start[b] <= e (a binary search of the block's shared copy).
+__device__ __forceinline__ long long bucket_of(const long long* start, int buckets, long long e) {
+    int lo = 0, hi = buckets;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) >> 1;
+        if (start[mid] <= e) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
 __device__ __forceinline__ long long warp_min(long long v) {
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1) v = min(v, __shfl_down_sync(FULL_MASK, v, offset));
