@@ -227,8 +227,8 @@ def compare(ours: Result, theirs_rows: list[tuple], ordered: bool) -> Comparison
     mine, theirs = list(ours.rows), [tuple(r) for r in theirs_rows]
     if len(mine) != len(theirs):
         return Comparison(False)
-    if not ordered:
-        mine, theirs = sorted(mine, key=_canonical_row), sorted(theirs, key=_canonical_row)
+    if not ordered:  # doubles sort last: one a unit in the last place apart must not put its row elsewhere
+        mine, theirs = sorted(mine, key=_matching_key), sorted(theirs, key=_matching_key)
     last_place = 0
     for a, b in zip(mine, theirs):
         if len(a) != len(b):
@@ -261,6 +261,12 @@ def same_value(a, b) -> bool:
 def _one_ulp_apart(a, b) -> bool:
     return type(a) is float and type(b) is float and math.isfinite(a) and math.isfinite(b) and \
         (math.nextafter(a, math.inf) == b or math.nextafter(a, -math.inf) == b)
+
+
+def _matching_key(row: tuple) -> tuple:
+    """A row's place among rows compared as multisets: its exact values first, then its doubles."""
+    return (tuple(_canonical_value(v) for v in row if type(v) is not float),
+            tuple(_canonical_value(v) for v in row if type(v) is float))
 
 
 def _canonical_row(row: tuple) -> tuple:
