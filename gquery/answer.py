@@ -257,7 +257,8 @@ def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1
                   [r.profile.total_ms for r in runs], partial=first)
 
 
-def gpu_answer_multi(query: Query, data, multi, mode: str = "pinned", repeat: int = 1, warmup: bool = True) -> Answer:
+def gpu_answer_multi(query: Query, data, multi, mode: str = "pinned", repeat: int = 1, warmup: bool = True,
+                     scan: str = "auto") -> Answer:
     """The query on every GPU of a many-GPU engine (gpu/multi.py): each GPU a share of nearly equal
     frames (whole parts where they fall inside a share, frame views of a part cut by a boundary), its
     share's fused plan run on its own thread, all at once; the exact partials added here. Timed as one:
@@ -269,7 +270,7 @@ def gpu_answer_multi(query: Query, data, multi, mode: str = "pinned", repeat: in
 
     held = isinstance(data, Table) or data.tables is not None
     shares = multi.shares(data) if held else _frame_shares(parts_of(data), multi.gpus)  # held: kept in its cache
-    plans = [multi.workers[s.device].submit(lambda s=s: plan_fused(query, s.tables, mode, multi.device.sm_count).choose()).result()
+    plans = [multi.workers[s.device].submit(lambda s=s: plan_fused(query, s.tables, mode, multi.device.sm_count).choose(scan=scan)).result()
              for s in shares]
 
     def round_() -> tuple[float, list]:

@@ -443,17 +443,19 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
     import statistics
     import time
 
+
     from gquery import ladder as L
-    from gquery import reports
+    from gquery import reports, sql as S
+    from gquery.answer import cpu_answer, gpu_answer, schema_of
     from gquery.columns import load_lineitem
+    from gquery.contract import QUERY_COLUMNS
     from gquery.gpu.bandwidth import measure
     from gquery.gpu.device import require
     from gquery.gpu.executor import Engine
-    from gquery.gpu.ladder import LadderRunner
+    from gquery.bench.ladder import LadderRunner
     from gquery.plan import MODES
     from gquery.plots import plot_ladder, plot_run
-    from gquery.mission import MissionQuery, Outcome, numpy_select_sum, run_modes, scaled_int
-    from gquery.reference import DuckDBReference
+    from gquery.reference import DuckDBTable
 
     if repeat < 1:
         raise UsageError("--repeat must be at least 1")
@@ -462,34 +464,38 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
             raise UsageError(f"--plot writes a PNG: give a path ending in .png, got {p}")
     info = require()
     source = _source(sf, data, data_dir)
-    query = MissionQuery(z)
+    text = S.named_sql("mission", z)
     note(f"DuckDB: loading {source}")
-    ref = DuckDBReference(source)
-    duck = ref.run(query, repeat=repeat)
+    ref = DuckDBTable(source, QUERY_COLUMNS)
+    duck = ref.run_sql(text, repeat=repeat)
     ref.close()
+    if duck.unavailable:
+        raise GqueryError(f"DuckDB cannot answer the mission's query: {duck.unavailable}")
+    value = duck.rows[0][0]
+    expected = 0 if value is None else int(value.scaleb(4, context=L.EXACT))  # ten-thousandths, exactly
     columns = load_lineitem(source)
+    engine = Engine()
+    runner = LadderRunner(engine)
+    table = runner.table(columns)
+    query = S.parse(text, schema_of(table))
     numpy_times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        numpy_select_sum(columns, query)
+        cpu_answer(query, table)
         numpy_times.append((time.perf_counter() - t0) * 1e3)
-    engine = Engine()
     limits = measure(engine.memory)
-    runner = LadderRunner(engine)
-    expected = scaled_int(duck.value)
     rows = []
     for step in L.STEPS:
         note(f"step {step.name}")
-        rows.append(runner.measure(step, columns, query, expected, repeat))
-    outcome = Outcome(query, str(source), columns.rows, duck, device=info.to_dict(), limits=limits)
-    outcome.runs = run_modes(engine, runner.table(columns), query, MODES, repeat, duck.value,
-                             encodings=("plain",))
+        rows.append(runner.measure(step, columns, z, expected, repeat))
+    modes = [gpu_answer(query, table, engine, mode, repeat) for mode in MODES]  # the engine in each mode
+    modes_match = all(a.rows == [(value,)] for a in modes)
     runner.release()
     engine.close()
     notes = L.findings(rows, duck.median_ms, statistics.median(numpy_times))
     meta = {"device": info.name, **reports.stamp(), "sf": sf, "z": z, "rows": columns.rows, "repeat": repeat,
-            "result": _fmt(duck.value), "duckdb_ms": duck.median_ms, "duckdb_threads": duck.threads,
-            "duckdb_version": duck.version, "numpy_ms": statistics.median(numpy_times), "limits": limits,
+            "result": _fmt(value), "duckdb_ms": duck.median_ms, "duckdb_threads": ref.threads,
+            "duckdb_version": ref.version, "numpy_ms": statistics.median(numpy_times), "limits": limits,
             "command": "gquery " + " ".join(sys.argv[1:]) if sys.argv[1:] else "gquery ladder"}
     if plot is not None:
         plot_ladder(rows, plot, info.name)
@@ -498,8 +504,10 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
         name = f"ladder-{reports.slug(info.name)}"
         report_dir.mkdir(parents=True, exist_ok=True)
         plot_ladder(rows, report_dir / f"{name}.png", info.name)
-        plot_run([r.result.profile for r in outcome.runs], limits, report_dir / f"{name}-modes.png")
-        data_out = meta | {"steps": [r.to_dict() for r in rows], "modes": outcome.to_dict()["runs"], "findings": notes}
+        plot_run([a.profile for a in modes], limits, report_dir / f"{name}-modes.png")
+        runs = [{"mode": a.profile.mode, "result": _fmt(a.rows[0][0]), "match": a.rows == [(value,)],
+                 "profile": a.profile.to_dict(limits), "totals_ms": a.times_ms} for a in modes]
+        data_out = meta | {"steps": [r.to_dict() for r in rows], "modes": runs, "findings": notes}
         j, m = reports.write(report_dir, name, data_out,
                              L.markdown(rows, meta, notes, [f"{name}.png", f"{name}-modes.png"]))
         note(f"wrote {j}, {m}")
@@ -516,37 +524,36 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
                   f"{meta['numpy_ms']:.3f} ms; 2012: {L.COURSE_CPU_MS} ms on a Core i5-750")
         for n in notes:
             out.print(f"- {n}")
-    if any(r.match is False for r in rows) or not outcome.all_match:
+    if any(r.match is False for r in rows) or not modes_match:
         raise GqueryError("a step's result differs from DuckDB's")
 
 
 @app.command()
-def bench(sf: list[float] = typer.Option([1.0, 10.0], "--sf", help="Scale factors (repeat the option)."),
+def bench(sf: list[float] = typer.Option([10.0, 100.0], "--sf", help="Scale factors (repeat the option)."),
           repeat: int = typer.Option(10, "--repeat", help="Timed runs of everything; medians are reported."),
-          out_dir: Path = typer.Option(Path("reports"), "--out", help="Where bench-<gpu>.json/.md go."),
+          out_dir: Path = typer.Option(Path("reports"), "--out", help="Where the report's .json and .md go."),
           scale: bool = typer.Option(False, "--scale", help="The class at scale instead: Q6, Q1 and the mission at each SF on one GPU, at --gpu-sf on each --gpus count and as Dask tasks on GPU workers; writes scale-queries-<gpu>.json/.md."),
           gpus: list[int] = typer.Option([1, 2, 4], "--gpus", help="--scale: GPU counts (repeat; those the host has)."),
           gpu_sf: Optional[float] = typer.Option(None, "--gpu-sf", help="--scale: the SF run on several GPUs [default: 100 if given, else the largest]."),
-          queries: bool = typer.Option(False, "--queries", help="SQL of the class (the mission's Z sweep, Q6, Q1) in both designs against DuckDB, and the first answer; writes queries-<gpu>.json/.md."),
-          all_columns: bool = typer.Option(False, "--all-columns", help="--queries: store every column (default: the columns the queries read)."),
+          queries: bool = typer.Option(True, "--queries", hidden=True, help="The default: SQL of the class against DuckDB."),
+          all_columns: bool = typer.Option(False, "--all-columns", help="Store every column (default: the columns the queries read)."),
           data_dir: Optional[Path] = DATA_DIR):
-    """Benchmark and write a report: the key-scan engine's modes and encodings at each SF for Z = 30 and
-    half the suppliers, with DuckDB and CuPy; --queries, the class against DuckDB; --scale, the class at scale."""
+    """Benchmark and write a report: SQL of the class (the mission's Z sweep, Q6 and Q1) in
+    both designs against DuckDB, and the first answer, into queries-<gpu>.json/.md; --scale, the class at scale."""
     from gquery import tpch
     from gquery.options import check_positive, check_repeat, require_gpu
 
-    require_gpu("bench")  # before the import below, which needs pycuda
-    from gquery.bench import keyscan as B
+    require_gpu("bench")  # before the imports below, which need pycuda
+    from gquery.bench import queries as Q
 
     check_repeat(repeat)
+    sfs = sorted({tpch.check_sf(x) for x in sf})
     if scale:
-        from gquery.bench import queries as Q
         from gquery.bench import scale as SQ
         from gquery.gpu.device import device_count
 
         check_positive(gpus=min(gpus))
         counts = sorted({g for g in gpus if g <= device_count()})
-        sfs = sorted({tpch.check_sf(x) for x in sf})
         stores = {x: Q.class_store(x, data_dir, note) for x in sfs}
         target = gpu_sf if gpu_sf is not None else (100.0 if 100.0 in sfs else sfs[-1])
         if target not in stores:
@@ -557,21 +564,11 @@ def bench(sf: list[float] = typer.Option([1.0, 10.0], "--sf", help="Scale factor
         if not all(r["match"] for r in data["runs"]):
             raise GqueryError("a GPU answer differs from the reference")
         return
-    if queries:
-        from gquery.bench import queries as Q
-
-        sfs = sorted({tpch.check_sf(x) for x in sf}) if sf != [1.0, 10.0] else [10.0, 100.0]
-        data = Q.run_queries(sfs, repeat, data_dir, echo=note, columns=None if all_columns else Q.NEEDED)
-        j, m = Q.write(data, out_dir, "gquery " + " ".join(sys.argv[1:]))
-        out.print(m.read_text())
-        if not all(r["match"] for r in data["runs"]):
-            raise GqueryError("a GPU answer differs from DuckDB's")
-        return
-    data = B.run_bench(sf, repeat, data_dir, echo=note)
-    j, m = B.write(data, out_dir, "gquery " + " ".join(sys.argv[1:]))
+    data = Q.run_queries(sfs, repeat, data_dir, echo=note, columns=None if all_columns else Q.NEEDED)
+    j, m = Q.write(data, out_dir, "gquery " + " ".join(sys.argv[1:]))
     out.print(m.read_text())
     if not all(r["match"] for r in data["runs"]):
-        raise GqueryError("a GPU result differs from DuckDB's")
+        raise GqueryError("a GPU answer differs from DuckDB's")
 
 
 def _version(value: bool) -> None:

@@ -1,5 +1,5 @@
 """The course's optimization ladder and its modern continuation: the steps as data, their 2012
-figures, and the table and findings made from a run (gquery/gpu/ladder.py runs them).
+figures, and the table and findings made from a run (gquery/bench/ladder.py runs them).
 
 The 2012 figures are the course's, on a GeForce 9500 GT (32 cores) with a Core i5-750, SF 1, Z = 30.
 """
@@ -7,24 +7,26 @@ The 2012 figures are the course's, on a GeForce 9500 GT (32 cores) with a Core i
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from decimal import Context
+
 
 COURSE_DEVICE = "GeForce 9500 GT (2012)"
 COURSE_CPU_MS = 5.782  # the course's CPU-only reference on a Core i5-750
 CAPPED = ("-maxrregcount=32",)
+EXACT = Context(prec=80)  # a DECIMAL(38,4) answer scaled to ten-thousandths without rounding
 
 
 @dataclass(frozen=True)
 class Step:
     name: str
     removes: str  # the one inefficiency this step removes
-    kernel: str  # entry point in ladder.cu, or "select_sum" (the engine's kernel)
+    kernel: str  # entry point in ladder.cu, "select_sum" (the engine's kernel before codegen), or "fused" (the engine)
     rows_per_thread: int  # 1 or 2 rows a thread; 0: a grid that fills the GPU once and loops
     output: str  # rows: a product per row | partials: one per block | gpu_total: reduced on the GPU | exact: 128-bit total
     host: str  # pageable or pinned host columns
     streams: int = 1  # >1: chunks on that many streams, copies overlapping kernels
     options: tuple[str, ...] = ()  # extra nvcc options
-    encoding: str | None = None  # kernel "scan": the table's encoding set, run through the engine's pipeline
-    gather: bool = True  # kernel "scan": may the planner read selected rows' factors in place
+    scan: str | None = None  # kernel "fused": the engine's scan the step runs (frames, or index: the key's bucket lists)
     course_step: str | None = None
     course_ms: tuple[float | None, float | None, float | None] | None = None  # total, memcpy, kernel + CPU sum
 
@@ -59,16 +61,12 @@ STEPS = (
     Step("fused_engine", "factor loads for rows that fail the predicate, int64 partials: the engine's kernel "
          "(predicate-first loads, exact 128-bit sum, one atomic result)",
          "select_sum", 0, "exact", "pinned", 4),
-    Step("packed_columns", "20 bytes a row crossing PCIe: frame-of-reference bit-packed columns with a common "
-         "factor, decoded inside the scan", "scan", 0, "exact", "pinned", 3, encoding="packed", gather=False),
-    Step("bit_sliced_keys", "every key bit crossing PCIe: the key's top byte decides, its low bits are read in "
-         "place only where the byte ties Z's", "scan", 0, "exact", "pinned", 3, encoding="sliced", gather=False),
-    Step("late_materialization", "factors shipped for rows that fail the predicate: the planner reads selected "
-         "rows' factors in place when the histogram says they are few", "scan", 0, "exact", "pinned", 3,
-         encoding="sliced"),
-    Step("bucket_lists", "a key byte crossing PCIe for every row: the rows of Z's bucket and those below it are a "
-         "prefix of the key's bucket lists (row ids and low bits), read in place with the selected rows' factors",
-         "scan", 0, "exact", "pinned", 3, encoding="indexed"),
+    Step("packed_columns", "20 bytes a row crossing PCIe, and factors shipped for rows that fail the predicate: "
+         "frame-of-reference bit-packed columns decoded in a kernel generated for the query, the selected rows' "
+         "factors read in place when the zone maps say they are few", "fused", 0, "exact", "pinned", 3, scan="frames"),
+    Step("bucket_lists", "a key crossing PCIe for every row: the rows of Z's bucket and those below it are a "
+         "stretch of the key's bucket lists (row ids and low bits), read in order with the selected rows' factors "
+         "in place", "fused", 0, "exact", "pinned", 3, scan="index"),
 )
 
 
@@ -100,7 +98,8 @@ class LadderRow:
     def from_dict(cls, d: dict) -> "LadderRow":
         """A recorded row (to_dict's output) back as an object."""
         fields = {k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "step"}
-        step = dict(d["step"], options=tuple(d["step"]["options"]),
+        kept = {k: v for k, v in d["step"].items() if k in Step.__dataclass_fields__}  # a report's retired fields dropped
+        step = dict(kept, options=tuple(d["step"]["options"]),
                     course_ms=tuple(d["step"]["course_ms"]) if d["step"]["course_ms"] else None)
         value = fields.pop("value")
         return cls(Step(**step), None if value is None else int(value), **fields)

@@ -35,9 +35,7 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
-import threading
 import time
 import zlib
 from pathlib import Path
@@ -49,7 +47,7 @@ from gquery.errors import GqueryError
 from gquery.host import parallel_map
 from gquery.query import SqlType
 from gquery.schema import Schema
-from gquery.table import KEY, PRICE, QUANTITY, Column, ColumnBounds, PartedTable, Table
+from gquery.table import KEY, Column, ColumnBounds, PartedTable, Table
 
 STORE_NAME = "lineitem.gq"
 PART_NAME = "part-{:05d}.gq"
@@ -710,139 +708,6 @@ def unchanged_sources(path: Path | str) -> tuple[Path, ...]:
     if not sources or any(not Path(s["path"]).is_file() or _changed(s) for s in sources):
         return ()
     return tuple(Path(s["path"]) for s in sources)
-
-
-# --- a window of parts -----------------------------------------------------------------------------------------
-MISSION_ENCODINGS = {KEY: ("sliced", "indexed", "packed"), QUANTITY: ("packed",), PRICE: ("packed",)}
-
-
-def stored_encodings(skip_lists: bool = False) -> dict:
-    """The mission scan's encodings of its three columns, less the key's bucket lists when a reader
-    will not use them (a windowed query that did not ask for them reads 6 bytes a row less from disk)."""
-    return {c: tuple(e for e in names if not (skip_lists and e == "indexed")) for c, names in MISSION_ENCODINGS.items()}
-
-
-def _slot_buffers(manifest: dict, encodings: dict) -> dict[tuple[str, str], dict]:
-    """(column, buffer) → manifest entry of what a window reads of a part."""
-    out = {}
-    for column, names in encodings.items():
-        for name in names:
-            if name == "packed":
-                for b in ("meta", "zmax", "words"):
-                    out[(column, b)] = manifest["columns"][column]["buffers"][b]
-            else:
-                for b in ("top",) + KEY_BUFFERS[name][:1 if name == "sliced" else 2]:
-                    if b in manifest["key"]["buffers"]:
-                        out[(column, b)] = manifest["key"]["buffers"][b]
-                if name == "sliced" and "low" in manifest["key"]["buffers"]:
-                    out[(column, "low")] = manifest["key"]["buffers"]["low"]
-    return out
-
-
-class PartReader:
-    """Reads parts of a windowed PartedTable from disk in order, ahead of the query, into `window`
-    slots of host memory (page-locked and mapped with `memory`), so host memory holds at most
-    `window` parts however large the store. Iterating yields (part index, Table); a part's slot is
-    reused once the next part is asked for, so window = 2 reads one part while the GPU scans
-    another. Slots are sized up front to each buffer's largest part (the CUDA context that pins
-    them is current on the caller's thread only), and a re-read checks sizes, not checksums."""
-
-    def __init__(self, table: PartedTable, indices, memory=None, window: int | None = None, slots=None,
-                 lists: bool = True):
-        """`slots`: a previous reader's slots (same table, indices, window and lists) to read into
-        again: page-locking them anew costs more than reading the parts. `lists`: read the key's
-        bucket lists too (only a query that asked for the indexed encoding reads them). `pinned`:
-        the registrations of the slots this reader page-locked (the caller unregisters them)."""
-        self.pinned: list = []
-        self.table, self.indices = table, list(indices)
-        self.encodings = stored_encodings(skip_lists=not lists)
-        self.window = max(1, min(window or table.window or 2, len(self.indices) or 1))
-        self.manifests = {i: _manifest(table.paths[i]) for i in self.indices}
-        sizes: dict = {}
-        for m in self.manifests.values():
-            for key, meta in _slot_buffers(m, self.encodings).items():
-                dtype = np.dtype(meta["dtype"])
-                sizes[key] = (max(sizes.get(key, (0,))[0], meta["bytes"] // dtype.itemsize), dtype)
-        if slots is None:  # page-locked in place (registered), so that they are let go explicitly, on their thread
-            slots = [{k: np.empty(n, d) for k, (n, d) in sizes.items()} for _ in range(self.window)]
-            self.pinned = [(memory.register(a), a) for slot in slots for a in slot.values() if a.nbytes] \
-                if memory is not None else []
-        self.slots = slots
-        self.slot_bytes = sum(a.nbytes for a in self.slots[0].values()) if self.slots else 0
-        self._free: queue.Queue = queue.Queue()
-        self._ready: queue.Queue = queue.Queue()
-        for s in range(self.window):
-            self._free.put(s)
-        self._stop = False
-        self._thread = threading.Thread(target=self._read_all, name="gquery-parts", daemon=True)
-        self._thread.start()
-
-    def _read_part(self, i: int, into: dict) -> Table:
-        path, manifest = self.table.paths[i], self.manifests[i]
-        files = StoreFiles(path, manifest, verify=False)
-        wanted = _slot_buffers(manifest, self.encodings)
-        arrays = dict(zip(wanted, files.read(list(wanted.values()), [into[k] for k in wanted])))
-
-        def shaped(k):
-            meta = wanted[k]
-            return arrays[k].reshape(meta["shape"])
-
-        columns = {}
-        for column, names in self.encodings.items():
-            entry = manifest["columns"][column]
-            meta, zmax = shaped((column, "meta"))[:files.frames], shaped((column, "zmax"))  # the trailer left out
-            col = columns[column] = Column(column, {}, SqlType(*manifest["schema"]["types"][column]))
-            col.encodings["packed"] = Packed(files.rows, np.dtype(np.int64), int(entry["factor"]), meta,
-                                             shaped((column, "words")), zmax)
-            for name in names:
-                if name in KEY_BUFFERS:
-                    col.encodings[name] = _window_key(files, name, shaped, (meta, zmax), int(entry["factor"]), column)
-        t = Table(files.rows, columns, str(path), {}, pinned=self.table.pinned)
-        t.largest = ColumnBounds(columns)
-        return t
-
-    def _read_all(self) -> None:
-        for i in self.indices:
-            slot = self._free.get()
-            if self._stop:
-                return
-            try:
-                self._ready.put((slot, i, self._read_part(i, self.slots[slot])))
-            except BaseException as e:  # handed to the consumer, raised there
-                self._ready.put(e)
-                return
-
-    def __iter__(self):
-        held = None
-        for _ in self.indices:
-            if held is not None:
-                self._free.put(held)  # before waiting: with one slot, the reader needs it back
-            item = self._ready.get()
-            if isinstance(item, BaseException):
-                raise item
-            held, i, t = item
-            yield i, t
-        if held is not None:
-            self._free.put(held)
-
-    def close(self) -> None:
-        self._stop = True
-        self._free.put(0)
-        self._thread.join()
-
-
-def _window_key(files: StoreFiles, name: str, shaped, zones, factor: int, column: str):
-    """The key's slices or lists of a part in a window's slots (as StoreFiles.key_encoding derives them)."""
-    meta, zmax = zones
-    reference = int(meta[:, 0].min()) * factor if files.rows else 0
-    bucket = (int(zmax.max()) - reference if files.rows else 0) // (1 << TOP_BITS) + 1
-    top = shaped((column, "top"))
-    histogram = np.bincount(top[:files.rows], minlength=1 << TOP_BITS).astype(np.int64)
-    if name == "sliced":
-        low = shaped((column, "low")) if bucket > 1 else None
-        return Sliced(files.rows, np.dtype(np.int64), reference, bucket, top, low, histogram)
-    low = shaped((column, "ids_low")) if bucket > 1 else None
-    return Indexed(files.rows, np.dtype(np.int64), reference, bucket, shaped((column, "ids")), low, histogram)
 
 
 # --- sources -------------------------------------------------------------------------------------------------

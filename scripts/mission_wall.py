@@ -63,7 +63,7 @@ def main() -> None:
         exact = value(q) == value(s) and (d is None or d[0][0] == value(q))
         profile = getattr(s, "profile", None)
         summary = profile.summary() if profile is not None else {}
-        scan = getattr(s.plan, "encoding", "fused") if getattr(s, "plan", None) is not None else None
+        scan = _scan(getattr(s, "plan", None))
         rows.append({"z": z, "query_wall_ms": q_ms, "sql_wall_ms": s_ms, "duckdb_ms": d_ms, "exact": exact,
                      "value": str(value(q)), "scan": scan, "gpu_ms": getattr(profile, "total_ms", None),
                      "h2d_ms": summary.get("h2d_ms"), "kernel_ms": summary.get("kernel_ms"),
@@ -79,6 +79,17 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump({"label": args.label, "commit": args.commit, "store": args.store, "device": info and info.name,
                        "duckdb": duckdb.__version__, "runs": rows}, f, indent=2)
+
+
+def _scan(plan) -> str | None:
+    """What scanned the table: the fused kernel's frames or a column's bucket lists (the one road), or the
+    old road's key-scan encoding."""
+    if plan is None:
+        return None
+    tables = getattr(plan, "tables", None)
+    if tables and hasattr(tables[0], "index"):
+        return "+".join(sorted({"index" if t.index is not None else "frames" for t in tables}))
+    return getattr(plan, "encoding", "fused")
 
 
 def report(out_dir: str, paths: list[str]) -> None:

@@ -13,11 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import gquery
-from gquery import store, tpch
+from gquery import answer, sql, store, tpch
 from gquery.errors import GqueryError, Stopped
-from gquery.mission import MissionQuery
-from gquery.reference import DuckDBReference
-from gquery.mission import select_sum
+from gquery.reference import DuckDBTable
 from test_bad_inputs import alive, one_error, stopped_generation
 from test_tpch import copying_generator, shutil_usage
 
@@ -35,11 +33,16 @@ def rows_of(source) -> int:
 
 
 def duckdb(source, z):
-    ref = DuckDBReference(source)
+    ref = DuckDBTable(source, ["l_suppkey", "l_quantity", "l_extendedprice"])
     try:
-        return ref.run(MissionQuery(z), repeat=1, warmup=0).value
+        return ref.run_sql(sql.named_sql("mission", z), repeat=1, warmup=0).rows[0][0]
     finally:
         ref.close()
+
+
+def cpu_mission(table, z):
+    """The mission's SQL at Z through the CPU reference over a (parted) store: its one value."""
+    return answer.cpu_answer(sql.parse(sql.named_sql("mission", z), answer.schema_of(table)), table).rows[0][0]
 
 
 def no_temps(data) -> bool:
@@ -73,7 +76,7 @@ def test_parts_add_up_to_the_single_file_and_answer_as_duckdb(kept, single):
         assert store.source_files(store.part_path(path, k)) == [f.resolve()]
         assert table.part_rows[k - 1] == pq.read_metadata(f).num_rows
     for z in ZS:
-        assert select_sum(table, MissionQuery(z)) == duckdb(single, z) == duckdb(store.as_source(path), z)
+        assert cpu_mission(table, z) == duckdb(single, z) == duckdb(store.as_source(path), z)
     assert no_temps(data) and not (path / tpch.GENERATING).exists()
 
 
@@ -124,7 +127,7 @@ def test_stopped_then_resumed_keeps_finished_parts_and_deletes_parquet(tmp_path,
     assert (first.stat().st_ino, first.stat().st_mtime_ns, (first / "manifest.json").stat().st_mtime_ns) == before
     table = store.open_store(path)
     assert table.parts == PARTS and table.rows == rows_of(single)
-    assert select_sum(table, MissionQuery(150)) == duckdb(single, 150)
+    assert cpu_mission(table, 150) == duckdb(single, 150)
     assert not (path.parent / "lineitem").exists() and no_temps(data) and "no parquet kept" in r.stdout
     assert tpch.existing_dataset(SF, data) == store.as_source(path) and store.as_source(path).files == ()
 

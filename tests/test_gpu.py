@@ -1,22 +1,23 @@
-"""On a GPU host: every mode x encoding and every ladder step equals DuckDB or an exact Python sum."""
+"""On a GPU host: the mission's SQL on the one road in every mode and scan equals DuckDB or Python's own
+integers (odd sizes, sums past 64 bits, values across the whole int64 range, every frame width), and every
+ladder step equals them too."""
 
 import numpy as np
 import pytest
 
 from conftest import gquery
-from gquery import tpch
+from gquery import answer, sql, tpch
 from gquery.columns import LineitemColumns, load_lineitem
+from gquery.bench.ladder import LadderRunner  # noqa: F401 (the ladder fixture's)
 from gquery.ladder import STEPS
-from gquery.plan import LIST_MODES, MODES
-from gquery.mission import MissionQuery, numpy_select_sum, to_decimal
-from gquery.reference import DuckDBReference
+from gquery.plan import MODES
+from gquery.reference import DuckDBTable
 from gquery.table import Table
 
 pytestmark = pytest.mark.gpu
-ENCODINGS = ("plain", "packed", "sliced", "indexed")
-# every mode x encoding that runs: the indexed key gathers factors by row id, which pageable memory
-# does not allow (test_planner checks that it is refused there)
-COMBOS = [(m, e) for e in ENCODINGS for m in MODES if e != "indexed" or m in LIST_MODES]
+SCANS = ("frames", "index")
+INDEX_MODES = ("pinned", "registered")  # where the index scan reads a listed row's columns in place
+COMBOS = [(m, s) for s in SCANS for m in MODES if s == "frames" or m in INDEX_MODES]
 
 
 @pytest.fixture(scope="module")
@@ -30,22 +31,32 @@ def engine():
 
 @pytest.fixture(scope="module")
 def ladder(engine):
-    from gquery.gpu.ladder import LadderRunner
-
     return LadderRunner(engine)
 
 
-def run(engine, table, z, mode, encoding="auto", **options):
-    return engine.run(table, MissionQuery(z), engine.plan(table, MissionQuery(z), mode, encoding, **options))
+def mission(engine, table, z, mode, scan="auto", **options):
+    """The mission's SQL at Z on the GPU: its one value (a Decimal, or None over no rows) and the answer."""
+    if scan == "index":
+        table.columns["l_suppkey"].get("indexed")  # the key's bucket lists (a store holds them)
+    query = sql.parse(sql.named_sql("mission", z), answer.schema_of(table))
+    a = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False, scan=scan, **options)
+    if scan == "index" and a.plan.tables[0].chunks:
+        assert a.plan.tables[0].index is not None  # scanned by its lists, as asked
+    return a.rows[0][0], a
 
 
 def exact(cols: LineitemColumns, z: int):
-    """Python's own integers, row by row where small, else NumPy's exact path."""
-    mask = cols.suppkey.astype(np.int64) < MissionQuery(z).z_int64
-    if cols.rows <= 5000:
-        products = [int(q) * int(p) for q, p, m in zip(cols.quantity, cols.extendedprice, mask) if m]
-        return to_decimal(sum(products), len(products))
-    return numpy_select_sum(cols, MissionQuery(z))
+    """Python's own integers, row by row: the exact sum in ten-thousandths as SQL gives it (None over no rows)."""
+    from decimal import Decimal
+
+    from gquery.exact import exact_product_sum
+
+    mask = cols.suppkey.astype(np.int64) < z
+    if not mask.any():
+        return None
+    if cols.rows > 5000:  # NumPy's exact path (tests/test_query.py checks it against Python's)
+        return Decimal(f"{exact_product_sum(cols.quantity[mask], cols.extendedprice[mask])}E-4")
+    return Decimal(f"{sum(int(q) * int(p) for q, p, m in zip(cols.quantity, cols.extendedprice, mask) if m)}E-4")
 
 
 def random_columns(rows: int, seed: int, big: bool = False) -> LineitemColumns:
@@ -56,61 +67,59 @@ def random_columns(rows: int, seed: int, big: bool = False) -> LineitemColumns:
 
 
 @pytest.mark.parametrize("sf", [0.01, 0.1, 1])
-def test_tpch_every_mode_equals_duckdb(engine, data_dir, sf):
+def test_tpch_every_mode_and_scan_equals_duckdb(engine, data_dir, sf):
     source = tpch.generate(sf, data_dir, echo=lambda m: None)
     cols = load_lineitem(source)
     table = Table.from_columns(cols)
-    ref = DuckDBReference(source)
+    duck = DuckDBTable(source, ["l_suppkey", "l_quantity", "l_extendedprice"])
     top = int(cols.suppkey.max())
     try:
         for z in (-3, 0, 1, 30, top // 2, top, top + 1, 2**40):
-            expected = ref.run(MissionQuery(z), repeat=1).value
-            for mode, encoding in COMBOS:
-                got = run(engine, table, z, mode, encoding).value
-                assert got == expected, f"SF {sf}, Z {z}, {mode}, {encoding}"
+            want = duck.run_sql(sql.named_sql("mission", z), repeat=1).rows[0][0]
+            for mode, scan in COMBOS:
+                assert mission(engine, table, z, mode, scan)[0] == want, f"SF {sf}, Z {z}, {mode}, {scan}"
     finally:
-        ref.close()
+        duck.close()
         engine.memory.release_table(table)
 
 
 @pytest.mark.parametrize("rows", [0, 1, 3, 4, 5, 31, 33, 255, 257, 1023, 1024, 1025, 2047, 2049, 2**20 - 1, 2**20 + 1])
-@pytest.mark.parametrize("mode,encoding", COMBOS)
-def test_odd_sizes_and_partial_chunks(engine, rows, mode, encoding):
+@pytest.mark.parametrize("mode,scan", COMBOS)
+def test_odd_sizes_and_partial_chunks(engine, rows, mode, scan):
     cols = random_columns(rows, rows)
     table = Table.from_columns(cols)
     for z in (0, 500, 2000):
         want = exact(cols, z)
-        for chunk in (None, 1024, 3072):  # default, many small chunks, a short last chunk
-            options = {} if chunk is None or mode == "resident" else {"chunk_rows": chunk}
-            result = run(engine, table, z, mode, encoding, **options)
-            assert result.value == want, f"{rows} rows, Z {z}, {mode}, {encoding}, chunk {chunk}"
-            assert result.selected_rows == int(np.count_nonzero(cols.suppkey < z))
+        for frames in (None, 1, 3):  # default chunks, a frame a chunk, a short last chunk
+            value, a = mission(engine, table, z, mode, scan, chunk_frames=frames)
+            assert value == want, f"{rows} rows, Z {z}, {mode}, {scan}, chunk {frames}"
+            assert a.partial.rows_selected == int(np.count_nonzero(cols.suppkey < z))
     engine.memory.release_table(table)
 
 
-@pytest.mark.parametrize("mode,encoding", COMBOS)
-def test_sum_beyond_int64_is_exact(engine, mode, encoding):
+@pytest.mark.parametrize("mode,scan", COMBOS)
+def test_sum_beyond_int64_is_exact(engine, mode, scan):
     rows = 4099
     limit = 2**31 - 1
     cols = LineitemColumns.from_values(np.arange(rows) % 7, np.full(rows, limit), np.full(rows, limit))
     total = rows * limit * limit
     assert total > 2**63
     tables = [Table.from_columns(cols)]
-    assert run(engine, tables[-1], 100, mode, encoding).value == to_decimal(total, rows)
+    assert mission(engine, tables[-1], 100, mode, scan)[0] == exact(cols, 100)
     neg = LineitemColumns.from_values(np.zeros(rows), np.full(rows, -limit), np.full(rows, limit))
     tables.append(Table.from_columns(neg))
-    assert run(engine, tables[-1], 1, mode, encoding).value == to_decimal(-total, rows)
+    assert mission(engine, tables[-1], 1, mode, scan)[0] == exact(neg, 1) < 0
     mixed = random_columns(100_003, 7, big=True)
     tables.append(Table.from_columns(mixed))
-    assert run(engine, tables[-1], 700, mode, encoding).value == exact(mixed, 700)
+    assert mission(engine, tables[-1], 700, mode, scan)[0] == exact(mixed, 700)
     for t in tables:
         engine.memory.release_table(t)
 
 
-@pytest.mark.parametrize("mode,encoding", COMBOS)
-def test_64_bit_values_and_products_are_exact(engine, mode, encoding):
-    """Values across the whole int64 range: 64-bit frame widths, 128-bit products (the scan's wide
-    variant), negative values, constant frames and frames of one row; random Z."""
+@pytest.mark.parametrize("mode,scan", COMBOS)
+def test_64_bit_values_and_products_are_exact(engine, mode, scan):
+    """Values across the whole int64 range: 64-bit frame widths, 128-bit products, negative values,
+    constant frames and frames of one row; random Z."""
     rng = np.random.default_rng(42)
     rows = 3 * 1024 + 1
     top = 2**63 - 1
@@ -121,40 +130,49 @@ def test_64_bit_values_and_products_are_exact(engine, mode, encoding):
     keys = rng.integers(-2**31, 2**31 - 1, rows)
     cols = LineitemColumns(keys.astype(np.int32), q, p, "int64 edges")
     table = Table.from_columns(cols)
-    assert table.wide_products()
     for z in [int(x) for x in rng.integers(-2**31, 2**31, 6)] + [-2**31, 2**31]:
-        mask = keys < z
-        want = to_decimal(sum(int(a) * int(b) for a, b in zip(q[mask], p[mask])), int(mask.sum()))
-        assert run(engine, table, z, mode, encoding).value == want, (z, mode, encoding)
+        assert mission(engine, table, z, mode, scan)[0] == exact(cols, z), (z, mode, scan)
     engine.memory.release_table(table)
 
 
-def test_sparse_selection_reads_in_place_and_dense_ships(engine):
-    rng = np.random.default_rng(8)
-    cols = LineitemColumns.from_values(rng.integers(1, 100_001, 2_000_000), rng.integers(1, 51, 2_000_000) * 100,
-                                       rng.integers(90_000, 10_000_000, 2_000_000))
-    table = Table.from_columns(cols)
-    sparse = engine.plan(table, MissionQuery(30), "pinned")
-    assert sparse.placement("l_suppkey", "low") == "zero_copy"
-    assert sparse.placement("l_quantity", "words") == "zero_copy"
-    result = engine.run(table, MissionQuery(30), sparse)
-    assert result.value == exact(cols, 30)
-    assert result.profile.pcie_bytes_per_row < 1.5 and result.profile.zero_copy_bytes > 0
-    dense = engine.plan(table, MissionQuery(50_000), "pinned")
-    assert dense.placement("l_quantity", "words") == "stream"
-    assert engine.run(table, MissionQuery(50_000), dense).value == exact(cols, 50_000)
-    assert engine.run(table, MissionQuery(50_000), dense).profile.pcie_bytes_per_row < 6
-    engine.memory.release_table(table)
+def frames_of_widths(widths, rng, low: int) -> np.ndarray:
+    """Whole frames of 1024 values, frame i spanning exactly widths[i] bits above the reference
+    low + i (both ends present)."""
+    out = []
+    for i, w in enumerate(widths):
+        ref = low + i
+        f = ref + rng.integers(0, 1 << w, 1024, dtype=np.uint64).astype(np.int64) if w else np.full(1024, ref)
+        f[0], f[-1] = ref, ref + (1 << w) - 1
+        out.append(f)
+    return np.concatenate(out)
+
+
+@pytest.mark.parametrize("mode,scan", COMBOS)
+def test_every_frame_width_decodes_exactly(engine, mode, scan):
+    """Frames of widths 0, 1, 5, 26, 27, 31, 32 bits, references near -2^31, a partial last frame: the fused
+    kernel's decoding against Python's integers, random Z."""
+    rng = np.random.default_rng(2026)
+    q = frames_of_widths([0, 26, 26, 27, 32, 5, 1], rng, -2**31)
+    p = frames_of_widths([31, 31, 32, 32, 32, 0, 1], rng, -2**31)
+    for rows in (1, 1023, 5 * 1024 + 7, 7 * 1024):
+        keys = rng.integers(0, 5000, rows)
+        cols = LineitemColumns(keys.astype(np.int32), q[:rows].copy(), p[:rows].copy(), f"widths {rows}")
+        table = Table.from_columns(cols)
+        if rows == 7 * 1024:
+            assert [int(w) for w in table.columns["l_quantity"].get("packed").widths] == [0, 26, 26, 27, 32, 5, 1]
+        for z in [0, 1, 2500, 5000] + [int(x) for x in rng.integers(0, 5000, 3)]:
+            assert mission(engine, table, z, mode, scan, chunk_frames=2)[0] == exact(cols, z), (rows, z, mode, scan)
+        engine.memory.release_table(table)
 
 
 def test_resident_columns_are_uploaded_once(engine):
     cols = random_columns(300_001, 3)
     table = Table.from_columns(cols)
-    first = run(engine, table, 10, "resident", "plain")
+    _, first = mission(engine, table, 10, "resident")
     uploads = lambda: {k: v for k, v in table.cache.items() if k[0] == "device"}
     held = uploads()
     for z in (1, 10, 500, 999, 1000, 5000):
-        assert run(engine, table, z, "resident", "plain").value == exact(cols, z)
+        assert mission(engine, table, z, "resident")[0] == exact(cols, z)
     assert uploads() == held  # cached: no second upload (the same device allocations)
     assert first.profile.h2d_bytes == 0
     engine.memory.release_table(table)
@@ -168,8 +186,8 @@ def test_store_round_trip_on_the_gpu(engine, tmp_path):
     path = store.write_store(Table.from_columns(cols), tmp_path / "lineitem.gq", echo=lambda m: None)
     table = store.open_store(path, engine.memory)
     assert table.pinned
-    for mode in MODES:
-        assert run(engine, table, 400, mode).value == exact(cols, 400), mode
+    for mode, scan in COMBOS:
+        assert mission(engine, table, 400, mode, scan)[0] == exact(cols, 400), (mode, scan)
     engine.memory.release_table(table)
 
 
@@ -180,7 +198,8 @@ def test_every_ladder_step(ladder, rows):
         want = exact(cols, z)
         scaled = 0 if want is None else int(want.scaleb(4))
         for step in STEPS:
-            assert ladder.run(step, cols, MissionQuery(z))["value"] == scaled, f"{step.name}, {rows} rows, Z {z}"
+            assert ladder.run(step, cols, z)["value"] == scaled, f"{step.name}, {rows} rows, Z {z}"
+    ladder.release()
 
 
 def test_ladder_refuses_what_int64_partials_cannot_hold(ladder):
@@ -191,27 +210,16 @@ def test_ladder_refuses_what_int64_partials_cannot_hold(ladder):
     assert ladder.exactness_problem(STEPS[-1], cols, cols.rows) is None  # the engine's kernel is exact
 
 
-def test_cupy_one_liner_matches(engine):
-    from gquery.bench import cupy_baseline
-
-    if not cupy_baseline.available():
-        pytest.skip("CuPy is not installed")
-    cols = random_columns(1_000_003, 11)
-    dev, _ = engine.memory.resident(cols)
-    ms, value = cupy_baseline.one_liner(dev, cols.rows, MissionQuery(300), repeat=2)
-    assert ms > 0 and value == int(exact(cols, 300).scaleb(4))
-    engine.memory.evict(cols)
-
-
 def test_profile_accounts_for_every_chunk(engine):
     cols = random_columns(10_000_000, 5)
     table = Table.from_columns(cols)
     for mode in ("pinned", "registered", "pageable"):
-        plan = engine.plan(table, MissionQuery(500), mode, "plain", chunk_rows=1 << 20)
-        p = engine.run(table, MissionQuery(500), plan).profile
-        assert len(p.stage("h2d")) == len(p.stage("kernel")) == plan.geometry.n_chunks
-        assert (len(p.stage("staging")) == plan.geometry.n_chunks) == (mode == "pageable")
-        assert p.h2d_bytes == cols.nbytes and 0 < p.stage_ms("h2d") <= p.total_ms
+        _, a = mission(engine, table, 500, mode, "frames", chunk_frames=1024)
+        p, chunks = a.profile, sum(len(t.chunks) for t in a.plan.tables)
+        assert chunks > 1 and len(p.stage("kernel")) == chunks == p.counters["chunks"]
+        assert len(p.stage("h2d")) == sum(1 for t in a.plan.tables for c in t.chunks if c.streamed)
+        assert (len(p.stage("staging")) > 0) == (mode == "pageable")
+        assert p.h2d_bytes == sum(t.stream_bytes for t in a.plan.tables) and 0 < p.stage_ms("h2d") <= p.total_ms
         assert all(i.end_ms >= i.start_ms >= 0 for i in p.intervals)
     engine.memory.release_table(table)
 
@@ -229,120 +237,6 @@ def test_bandwidth_command():
 
     limits = json.loads(r.stdout)["limits"]
     assert limits["d2d_gbps"] > limits["h2d_pinned_gbps"] > 0 and limits["host_staging_gbps"] > 0
-
-
-def frames_of_widths(widths, rng, low: int) -> np.ndarray:
-    """Whole frames of 1024 values, frame i spanning exactly widths[i] bits above the reference
-    low + i (both ends present)."""
-    out = []
-    for i, w in enumerate(widths):
-        ref = low + i
-        f = ref + rng.integers(0, 1 << w, 1024, dtype=np.uint64).astype(np.int64) if w else np.full(1024, ref)
-        f[0], f[-1] = ref, ref + (1 << w) - 1
-        out.append(f)
-    return np.concatenate(out)
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("encoding", ["packed", "sliced"])
-def test_frame_tiles_equal_the_vector_loop_at_every_width(engine, mode, encoding):
-    """The frame loop's two sums (offsets from the references when both widths are <= 32 and add up
-    to <= 58, value by value otherwise) against the vector loop and Python's integers: widths
-    0, 1, 26 + 31, 26 + 32 = 58, 27 + 32 = 59, 32 + 32; references near -2^31 so that n x rq x rp
-    leaves 64 bits while every product stays below 2^63 (64-bit products; the 128-bit ones are
-    test_64_bit_values_and_products_are_exact's); a partial last frame; random Z."""
-    rng = np.random.default_rng(2026)
-    q = frames_of_widths([0, 26, 26, 27, 32, 5, 1], rng, -2**31)
-    p = frames_of_widths([31, 31, 32, 32, 32, 0, 1], rng, -2**31)
-    for rows in (1, 1023, 5 * 1024 + 7, 7 * 1024):
-        keys = rng.integers(0, 5000, rows)
-        cols = LineitemColumns(keys.astype(np.int32), q[:rows].copy(), p[:rows].copy(), f"widths {rows}")
-        table = Table.from_columns(cols)
-        assert not table.wide_products()
-        if rows == 7 * 1024:
-            assert [int(w) for w in table.encoded("packed")["l_quantity"].widths] == [0, 26, 26, 27, 32, 5, 1]
-        for z in [0, 1, 2500, 5000] + [int(x) for x in rng.integers(0, 5000, 3)]:
-            want = exact(cols, z)
-            for tiles in (True, False):
-                options = {} if mode == "resident" else {"chunk_rows": 2048}
-                result = run(engine, table, z, mode, encoding, tiles=tiles, **options)
-                assert result.value == want, (rows, z, mode, encoding, tiles)
-        engine.memory.release_table(table)
-
-
-def test_an_equal_plan_reuses_its_job_until_the_table_is_released(engine):
-    """Engine._job keeps what follows from a plan (pointers, ranges) for the next equal plan,
-    at most JOBS_KEPT a table; releasing the table's memory drops them, and the next query
-    page-locks and resolves again."""
-    from gquery.gpu.executor import JOBS_KEPT
-
-    cols = random_columns(5000, 3)
-    table = Table.from_columns(cols)
-    jobs = lambda: [k for k in table.cache if k[0] == "job"]
-    first = run(engine, table, 500, "pinned", "sliced", chunk_rows=1024)
-    assert first.value == exact(cols, 500) and len(jobs()) == 1
-    again = run(engine, table, 500, "pinned", "sliced", chunk_rows=1024)  # a new, equal plan
-    assert again.value == first.value and len(jobs()) == 1 and again.profile.setup_ms == 0.0
-    for z in range(JOBS_KEPT + 3):
-        assert run(engine, table, z * 50, "pinned", "sliced").value == exact(cols, z * 50)
-    assert len(jobs()) == JOBS_KEPT
-    engine.memory.release_table(table)
-    assert jobs() == []
-    assert run(engine, table, 500, "pinned", "sliced", chunk_rows=1024).value == first.value
-    engine.memory.release_table(table)
-
-
-@pytest.mark.parametrize("mode", LIST_MODES)
-@pytest.mark.parametrize("id_bytes", [4, 8])
-def test_bucket_lists_at_every_bucket_edge(engine, mode, id_bytes):
-    """The list loop against Python's integers: keys that fit the top byte (no low bits), 17-bit
-    keys (2-byte low bits), keys across the whole int32 range (4-byte low bits); Z at the edges of
-    buckets (the first entry of a bucket, its last, the one after) and random; 4- and 8-byte row
-    ids (8 bytes are what a table past 2^32 rows takes: here the same lists, widened)."""
-    import dataclasses
-
-    rng = np.random.default_rng(id_bytes)
-    rows = 5 * 1024 + 3
-    for lo, hi in ((1, 200), (1, 100_000), (-(2**31), 2**31 - 1)):
-        keys = rng.integers(lo, hi, rows, endpoint=True)
-        cols = LineitemColumns(keys.astype(np.int32), rng.integers(-10**7, 10**7, rows), rng.integers(1, 10**9, rows),
-                               f"keys {lo}..{hi}")
-        table = Table.from_columns(cols)
-        key = table.encoded("indexed")["l_suppkey"]
-        if id_bytes == 8:
-            key = dataclasses.replace(key, ids=key.ids.astype(np.uint64))
-            table.columns["l_suppkey"].encodings["indexed"] = key
-        edges = [key.reference + b * key.bucket + d for b in (0, 1, 17, 255, 256) for d in (-1, 0, 1)]
-        for z in edges + [int(x) for x in rng.integers(lo - 5, hi + 5, 4)] + [-(2**31), 2**31]:
-            plan = engine.plan(table, MissionQuery(z), mode, "indexed")
-            assert plan.kernel.key == "indexed" and plan.kernel.id_bytes == id_bytes
-            result = engine.run(table, MissionQuery(z), plan)
-            assert result.value == exact(cols, z), (lo, hi, z, mode, id_bytes)
-            assert result.selected_rows == int(np.count_nonzero(keys < z))
-        engine.memory.release_table(table)
-
-
-def test_a_sparse_query_over_a_store_reads_the_lists_and_little_else(engine, tmp_path):
-    """auto over a store (which holds the key's bucket lists): a sparse Z reads a prefix of the
-    lists and the selected rows' factors in place, far under the sliced key's byte a row; the
-    profile's bytes come from the kernel's counters."""
-    from gquery import store
-
-    rng = np.random.default_rng(12)
-    rows = 2_000_000
-    cols = LineitemColumns.from_values(rng.integers(1, 100_001, rows), rng.integers(1, 51, rows) * 100,
-                                       rng.integers(90_000, 10_000_000, rows))
-    path = store.write_store(Table.from_columns(cols), tmp_path / "lineitem.gq", echo=lambda m: None)
-    table = store.open_store(path, engine.memory)
-    lists = run(engine, table, 30, "pinned")
-    assert lists.plan.encoding == "indexed" and lists.value == exact(cols, 30)
-    scan = run(engine, table, 30, "pinned", "sliced")
-    assert scan.value == lists.value
-    assert lists.profile.pcie_bytes_per_row < 0.1 < 1 <= scan.profile.pcie_bytes_per_row
-    assert lists.profile.h2d_bytes == 0 and lists.profile.zero_copy_bytes > 0
-    dense = run(engine, table, 50_000, "pinned")
-    assert dense.plan.encoding == "sliced" and dense.value == exact(cols, 50_000)
-    engine.memory.release_table(table)
 
 
 def test_page_locked_memory_is_freed_on_whichever_thread_collects_it(engine):

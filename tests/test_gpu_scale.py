@@ -1,19 +1,24 @@
-"""On a GPU host: parted tables, windows read from disk, shares over every GPU, and a table of more
-than 2^32 rows, each equal to an exact sum computed another way."""
+"""On a GPU host: parted tables, shares over every GPU, parts of unlike shapes in one plan, and a table of
+more than 2^32 rows, each equal to an exact sum computed another way."""
+
+from decimal import Decimal
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import gquery  # noqa: F401  (puts the checkout first on the path)
-from gquery import store
+from gquery import answer, sql, store
 from gquery.columns import LineitemColumns
-from gquery.encodings import FRAME_ROWS, PAD_WORDS, Packed, Sliced
-from gquery.mission import MissionQuery, numpy_select_sum, to_decimal
+from gquery.encodings import FRAME_ROWS, PAD_WORDS, Packed
+from gquery.exact import exact_product_sum
+from gquery.query import BIGINT, decimal
+from gquery.schema import Schema
 from gquery.table import KEY, PRICE, QUANTITY, Column, PartedTable, Table
-from gquery.mission import select_sum
 
 pytestmark = pytest.mark.gpu
 HOST_MODES = ("pinned", "registered", "pageable")
+COMBOS = [(m, "frames") for m in ("resident", *HOST_MODES)] + [(m, "index") for m in ("pinned", "registered")]
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +36,11 @@ def columns(rows: int, seed: int) -> LineitemColumns:
                                        rng.integers(-10**9, 10**9, rows), source=f"random({rows}, {seed})")
 
 
+def exact(cols: LineitemColumns, z: int):
+    mask = cols.suppkey.astype(np.int64) < z
+    return Decimal(f"{exact_product_sum(cols.quantity[mask], cols.extendedprice[mask])}E-4") if mask.any() else None
+
+
 def parted(tmp_path, sizes, seed=7):
     """A parted store of parts of the given row counts, and the columns it holds, concatenated."""
     path = tmp_path / "lineitem.gq"
@@ -44,13 +54,13 @@ def parted(tmp_path, sizes, seed=7):
     return path, whole
 
 
-def run(engine, table, z, mode, encoding="auto"):
-    q = MissionQuery(z)
-    return engine.run(table, q, engine.plan(table, q, mode, encoding))
+def mission(multi, data, z, mode, scan="auto"):
+    query = sql.parse(sql.named_sql("mission", z), answer.schema_of(data))
+    return answer.gpu_answer_multi(query, data, multi, mode, repeat=1, warmup=False, scan=scan)
 
 
 @pytest.mark.parametrize("gpus", [1, 2, 4])
-def test_parted_store_every_mode_and_share(multi, tmp_path, gpus):
+def test_parted_store_every_mode_scan_and_share(multi, tmp_path, gpus):
     from gquery.gpu.multi import MultiEngine
 
     if gpus > multi.gpus:
@@ -60,25 +70,23 @@ def test_parted_store_every_mode_and_share(multi, tmp_path, gpus):
     pinned = store.open_store(path, engine.memory)
     plain = store.open_store(path)
     for z in (-10, 0, 1, 1500, 2999, 10**6):
-        want = numpy_select_sum(whole, MissionQuery(z))
-        for mode in ("resident", "pinned"):
-            for encoding in ("plain", "packed", "sliced", "indexed"):  # shares of parts: the lists' ranges
-                r = run(engine, pinned, z, mode, encoding)
-                assert r.value == want, (z, mode, encoding)
-        for mode in ("registered", "pageable"):
-            assert run(engine, plain, z, mode).value == want, (z, mode)
-    r = run(engine, pinned, 1500, "pinned")
+        want = exact(whole, z)
+        for mode, scan in COMBOS:
+            data = pinned if mode in ("resident", "pinned") else plain
+            assert mission(engine, data, z, mode, scan).rows == [(want,)], (z, mode, scan)
+    r = mission(engine, pinned, 1500, "pinned")
     assert {g["gpu"] for g in r.profile.per_gpu} == set(range(min(gpus, 4)))
-    assert all(i.lane.startswith("gpu") for i in r.profile.intervals)
     engine.memory.release_table(pinned), engine.memory.release_table(plain)
     if engine is not multi:
         engine.close()
 
 
-def test_unlike_tables_queued_as_one_batch(multi):
-    """run_many queues tables back to back on shared streams and buffers: tables whose keys need
-    different low-slice types, whose planner picks different encodings, or that no row of can pass,
-    each give the answer they give alone, in every host mode."""
+def test_parts_of_unlike_shapes_in_one_plan(multi):
+    """Parts whose keys need different low bits in their lists (none, 2 bytes, 4 bytes), whose zone maps rule
+    every frame out, or whose planner scans frames where another's scans its lists, answered in one plan on one
+    GPU, each as it answers alone, in every host mode."""
+    from gquery.gpu.executor import Engine
+
     rng = np.random.default_rng(11)
     spans = [(0, 200, 5000), (-2**31, 2**31 - 1, 3 * FRAME_ROWS + 1), (10**6, 10**6 + 70_000, 2 * FRAME_ROWS - 3),
              (0, 1, 1), (0, 5000, 40_000)]
@@ -86,18 +94,23 @@ def test_unlike_tables_queued_as_one_batch(multi):
                                         rng.integers(1, 51, n) * 100, rng.integers(-10**9, 10**9, n))
             for lo, hi, n in spans]
     tables = [Table.from_columns(c) for c in cols]
+    for t in tables:
+        t.columns[KEY].get("indexed")
+    whole = PartedTable(sum(t.rows for t in tables), [Path(f"part{k}") for k in range(len(tables))],
+                        [t.rows for t in tables], "unlike parts", {}, tables)
+    all_cols = LineitemColumns.from_values(*(np.concatenate([getattr(c, n) for c in cols])
+                                             for n in ("suppkey", "quantity", "extendedprice")))
     w = multi.workers[0]
     for z in (-2**31, 0, 150, 10**6 + 35_000, 2**31 - 1):
-        q = MissionQuery(z)
+        query = sql.parse(sql.named_sql("mission", z), answer.schema_of(whole))
         for mode in HOST_MODES:
-            for encoding in ("auto", "plain", "sliced") + (("indexed",) if mode != "pageable" else ()):
-                plans = [w.submit(w.engine.plan, t, q, mode, encoding).result() for t in tables]
-                batch = w.submit(w.engine.run_many, list(zip(tables, plans)), q).result()
-                for t, c, p, r in zip(tables, cols, plans, batch):
-                    alone = w.submit(w.engine.run, t, q, p).result()
-                    assert (r.value, r.selected_rows) == (alone.value, alone.selected_rows) \
-                        == (numpy_select_sum(c, q), int(np.count_nonzero(c.suppkey < z))), (z, mode, encoding)
-                assert len({r.started for r in batch}) == 1  # one time axis for the batch
+            for scan in ("auto", "frames") + (("index",) if mode != "pageable" else ()):
+                got = w.submit(lambda: answer.gpu_answer(query, whole, w.engine, mode, 1, False, scan=scan)).result()
+                assert got.rows == [(exact(all_cols, z),)], (z, mode, scan)
+                for t, c in zip(tables, cols):
+                    alone = w.submit(lambda: answer.gpu_answer(query, t, w.engine, mode, 1, False, scan=scan)).result()
+                    assert alone.rows == [(exact(c, z),)], (z, mode, scan)
+    assert isinstance(w.engine, Engine)
     for t in tables:
         multi.memory.release_table(t)
 
@@ -105,26 +118,22 @@ def test_unlike_tables_queued_as_one_batch(multi):
 def test_one_table_divided_among_the_gpus(multi):
     cols = columns(5 * FRAME_ROWS + 17, 3)
     table = Table.from_columns(cols)
+    table.columns[KEY].get("indexed")
     for z in (0, 700, 3000):
-        for mode in ("resident", "pinned", "pageable"):
-            assert run(multi, table, z, mode, "sliced").value == numpy_select_sum(cols, MissionQuery(z))
-        for mode in ("resident", "pinned"):  # each GPU's share of the key's bucket lists
-            assert run(multi, table, z, mode, "indexed").value == numpy_select_sum(cols, MissionQuery(z))
+        for mode, scan in COMBOS:
+            assert mission(multi, table, z, mode, scan).rows == [(exact(cols, z),)], (z, mode, scan)
     multi.memory.release_table(table)
 
 
-@pytest.mark.parametrize("window", [1, 2])
-def test_window_reads_parts_from_disk(multi, tmp_path, window):
+def test_a_store_opened_with_a_window_holds_no_part(multi, tmp_path):
     path, whole = parted(tmp_path, [5000, 1, 7000, 2 * FRAME_ROWS])
-    table = store.open_store(path, multi.memory, window=window)
+    table = store.open_store(path, multi.memory, window=1)
     assert table.tables is None
     for z in (0, 1234, 5000):
-        for mode in HOST_MODES:
-            assert run(multi, table, z, mode).value == numpy_select_sum(whole, MissionQuery(z)), (z, mode)
-        for mode in ("pinned", "registered"):  # the lists read from disk only when asked for
-            assert run(multi, table, z, mode, "indexed").value == numpy_select_sum(whole, MissionQuery(z)), (z, mode)
-    assert select_sum(table, MissionQuery(1234)) == numpy_select_sum(whole, MissionQuery(1234))
-    multi.memory.release_table(table)  # each GPU's page-locked memory freed on its own thread, not by a later collection
+        for mode, scan in COMBOS:
+            if mode != "resident":
+                assert mission(multi, table, z, mode, scan).rows == [(exact(whole, z),)], (z, mode, scan)
+    multi.memory.release_table(table)
 
 
 def test_api_queries_a_parted_store(tmp_path):
@@ -134,37 +143,40 @@ def test_api_queries_a_parted_store(tmp_path):
     t = gquery.open(path)
     assert isinstance(t.data, PartedTable)
     r = t.query(1000, mode="pinned")
-    assert r.check and r.rows == [(numpy_select_sum(whole, MissionQuery(1000)),)]
+    assert r.check and r.rows == [(exact(whole, 1000),)]
     once = t.query(1000, mode="registered", warmup=False)  # a one-shot query: its setup inside its one run
     assert once.check and once.rows == r.rows and len(once.times_ms) == 1
     t.close()
 
 
 def synthetic(rows: int) -> tuple[Table, dict]:
-    """A table of `rows` rows built from encodings alone (no plain column: 2^32 int64s would be 34 GB).
-    Keys: one 1024-row pattern of top bytes repeated (buckets of 1: the key is the top byte). Factors:
-    constant within a frame (width 0), the frame's reference varying with the frame number."""
+    """A table of `rows` rows built from packed encodings alone (2^32 int64s would be 34 GB). Keys: one
+    1024-row pattern of bytes, every frame pointing at the same words. Factors: constant within a frame
+    (width 0), the frame's reference varying with the frame number."""
     frames = -(-rows // FRAME_ROWS)
-    pattern = (np.arange(FRAME_ROWS, dtype=np.int64) * 37 % 256).astype(np.uint8)
-    top = np.empty(frames * FRAME_ROWS, dtype=np.uint8)
-    top.reshape(frames, FRAME_ROWS)[:] = pattern
-    histogram = np.bincount(pattern, minlength=256).astype(np.int64) * frames
-    tail = frames * FRAME_ROWS - rows  # the last frame's padding is not rows
-    histogram -= np.bincount(pattern[FRAME_ROWS - tail:], minlength=256) if tail else 0
-    key = Sliced(rows, np.dtype(np.int32), 0, 1, top, None, histogram)
+    pattern = (np.arange(FRAME_ROWS, dtype=np.int64) * 37 % 256).astype(np.uint32)
+    words = np.zeros(8 * FRAME_ROWS // 32 + PAD_WORDS, dtype=np.uint32)
+    for i, v in enumerate(pattern):  # 8 bits a value, little-endian within each word
+        words[i // 4] |= np.uint32(int(v) << (8 * (i % 4)))
+    key_meta = np.zeros((frames, 2), dtype=np.int64)
+    key_meta[:, 1] = 8  # word offset 0, width 8: every frame the same words
+    key = Packed(rows, np.dtype(np.int64), 1, key_meta, words, np.full(frames, int(pattern.max()), dtype=np.int64))
     f = np.arange(frames, dtype=np.int64)
     q_ref, p_ref = 1 + f % 50, 1000 + f % 1000 - 700 * (f % 3 == 0)
 
     def constant_frames(refs, factor):
         meta = np.zeros((frames, 2), dtype=np.int64)
         meta[:, 0] = refs
-        return Packed(rows, np.dtype(np.int64), factor, meta, np.zeros(PAD_WORDS, dtype=np.uint32))
+        return Packed(rows, np.dtype(np.int64), factor, meta, np.zeros(PAD_WORDS, dtype=np.uint32), refs * factor)
 
-    columns = {KEY: Column(KEY, {"sliced": key}), QUANTITY: Column(QUANTITY, {"packed": constant_frames(q_ref, 100)}),
-               PRICE: Column(PRICE, {"packed": constant_frames(p_ref, 1)})}
+    types = {KEY: BIGINT, QUANTITY: decimal(15, 2), PRICE: decimal(15, 2)}
+    cols = {KEY: Column(KEY, {"packed": key}, types[KEY]),
+            QUANTITY: Column(QUANTITY, {"packed": constant_frames(q_ref, 100)}, types[QUANTITY]),
+            PRICE: Column(PRICE, {"packed": constant_frames(p_ref, 1)}, types[PRICE])}
     largest = {QUANTITY: 100 * 50, PRICE: 2000}
-    return Table(rows, columns, f"synthetic({rows:,})", largest), {"pattern": pattern, "q": 100 * q_ref, "p": p_ref,
-                                                                   "tail": tail}
+    table = Table(rows, cols, f"synthetic({rows:,})", largest)
+    assert answer.schema_of(table) == Schema(types, {})
+    return table, {"pattern": pattern.astype(np.int64), "q": 100 * q_ref, "p": p_ref, "tail": frames * FRAME_ROWS - rows}
 
 
 def synthetic_answer(parts: dict, z: int):
@@ -175,7 +187,7 @@ def synthetic_answer(parts: dict, z: int):
     qp = q * p  # < 2^23 a frame: the sum over 4M frames fits int64
     total = per_frame * int(qp[:-1].sum()) + last * int(qp[-1])
     selected = per_frame * (len(q) - 1) + last
-    return to_decimal(total, selected), selected
+    return (Decimal(f"{total}E-4") if selected else None), selected
 
 
 def test_more_than_2_to_the_32_rows(multi):
@@ -187,12 +199,13 @@ def test_more_than_2_to_the_32_rows(multi):
     try:
         for z in (1, 100, 256):
             want, selected = synthetic_answer(parts, z)
+            query = sql.parse(sql.named_sql("mission", z), answer.schema_of(table))
             for mode in ("resident", "pinned"):
-                r = run(engine, table, z, mode, "sliced")
-                assert (r.value, r.selected_rows) == (want, selected), (z, mode)
+                a = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False)
+                assert (a.rows, a.partial.rows_selected) == ([(want,)], selected), (z, mode)
+                assert a.plan.tables[0].index_option is None  # 32-bit row ids: frames only
         assert synthetic_answer(parts, 256)[1] == rows
-        r = run(multi, table, 100, "pinned", "sliced")  # frame views past 2^32 on every GPU
-        assert r.value == synthetic_answer(parts, 100)[0]
+        assert mission(multi, table, 100, "pinned").rows == [(synthetic_answer(parts, 100)[0],)]  # frame views past 2^32
     finally:
         engine.memory.release_table(table)
         multi.memory.release_table(table)

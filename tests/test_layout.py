@@ -77,7 +77,7 @@ LAYERS = [
     ("foundation", "errors exact host timing profile reports query schema sources"),
     ("data: sources, schema, encodings, the store", "encodings contract columns table arrow store tpch"),
     ("the query: SQL to Query, pruning, results, the CPU reference", "sql prune result cpu ladder"),
-    ("the key scan's plan", "plan mission"),
+    ("the modes, the link's costs, the ladder's chunk geometry", "plan"),
     ("engines: the GPU (device, memory, codegen, fused plan, kernels, executor, several GPUs), DuckDB",
      "gpu reference"),
     ("orchestration: one query answered and checked", "options answer runner"),

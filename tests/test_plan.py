@@ -1,10 +1,11 @@
+"""The ladder's chunked pipelines' geometry (gquery.plan.make_plan): chunks, streams, launches."""
+
 import math
 
 import pytest
 
 from gquery.errors import GqueryError, UsageError
-from gquery.plan import (BATCH_CHUNKS_PER_TABLE, BLOCK_THREADS, GRID_BLOCKS_PER_SM, CHUNK_ALIGN_ROWS, MAX_CHUNK_BYTES,
-                         MAX_CHUNK_ROWS, MODES, blocks_for, make_plan)
+from gquery.plan import BLOCK_THREADS, GRID_BLOCKS_PER_SM, CHUNK_ALIGN_ROWS, MAX_CHUNK_ROWS, MODES, blocks_for, make_plan
 
 SF10_ROWS = 59_986_052
 
@@ -20,23 +21,6 @@ def test_chunks_cover_every_row_once(mode, rows):
     if mode != "resident":
         assert plan.chunk_rows % CHUNK_ALIGN_ROWS == 0  # every chunk starts 16-byte aligned
         assert plan.chunk_rows <= MAX_CHUNK_ROWS
-
-
-def test_a_batched_table_takes_fewer_larger_chunks():
-    """Queued behind another table, a part needs fewer chunks: its first copy is hidden by the
-    kernels before it. Chunks grow to MAX_CHUNK_BYTES of streamed bytes, so a 1 B row's chunk is
-    far more rows than a 20 B row's, and free GPU memory still bounds them."""
-    part = 60_000_000
-    one = make_plan("pinned", part, 1, 132, free_bytes=None)
-    batched = make_plan("pinned", part, 1, 132, free_bytes=None, batched=True)
-    assert one.n_chunks == 8 and batched.n_chunks == BATCH_CHUNKS_PER_TABLE
-    assert batched.chunk_rows * 1 <= MAX_CHUNK_BYTES
-    wide = make_plan("pinned", part, 20, 132, free_bytes=None, batched=True)
-    assert wide.chunk_rows == MAX_CHUNK_ROWS and wide.chunk_rows * 20 <= MAX_CHUNK_BYTES
-    tight = make_plan("pinned", part, 1, 132, free_bytes=16 << 20, batched=True)
-    assert tight.device_bytes <= (16 << 20) * 0.9
-    spans = list(batched.chunks())
-    assert spans[0][1] == 0 and spans[-1][2] == part
 
 
 def test_resident_is_one_launch_over_the_table():

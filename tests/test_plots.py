@@ -18,7 +18,8 @@ def recorded_ladder():
 
 def test_ladder_plot(tmp_path):
     d, rows = recorded_ladder()
-    assert [r.step.name for r in rows] == [s.name for s in STEPS]
+    names = [r.step.name for r in rows]  # recorded before two scan steps were retired with the key-scan engine
+    assert [n for n in names if n in {s.name for s in STEPS}] == [s.name for s in STEPS]
     out = tmp_path / "ladder.png"
     plot_ladder(rows, out, d["device"])
     assert out.read_bytes().startswith(PNG) and out.stat().st_size > 20_000
@@ -38,7 +39,7 @@ def test_run_plot_timeline_and_bandwidth(tmp_path):
 def test_ladder_table_and_findings_from_recorded_rows():
     d, rows = recorded_ladder()
     table = table_rows(rows)
-    assert len(table) == len(STEPS) and all(row[-1] == "MATCH" for row in table)
+    assert len(table) == len(rows) and all(row[-1] == "MATCH" for row in table)
     notes = findings(rows, d["duckdb_ms"], d["numpy_ms"])
     assert any("data transfer" in n for n in notes) and any("DuckDB" in n for n in notes)
     meta = {k: d[k] for k in ("device", "commit", "date", "sf", "z", "rows", "repeat", "result", "duckdb_ms",

@@ -5,11 +5,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gquery import answer, sql
 from gquery.columns import LineitemColumns, load_lineitem
 from gquery import exact as Q
+from gquery.errors import GqueryError
 from gquery.exact import exact_product_sum, exact_sum_int64
-from gquery.mission import MissionQuery, numpy_select_sum, to_decimal
-from gquery.reference import DuckDBReference
+from gquery.reference import DuckDBTable
+from gquery.table import Table
+
+MISSION_COLUMNS = ["l_suppkey", "l_quantity", "l_extendedprice"]
+
+
+def cpu_mission(cols: LineitemColumns, z: int) -> Decimal | None:
+    """The mission's SQL at Z through the CPU reference over the columns: its one value (None over no rows)."""
+    table = Table.from_columns(cols)
+    return answer.cpu_answer(sql.parse(sql.named_sql("mission", z), answer.schema_of(table)), table).rows[0][0]
+
+
+def duckdb_mission(ref: DuckDBTable, z: int) -> Decimal | None:
+    return ref.run_sql(sql.named_sql("mission", z), repeat=1).rows[0][0]
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +33,7 @@ def loaded(sf001):
 
 @pytest.fixture(scope="module")
 def duck(sf001):
-    ref = DuckDBReference(sf001)
+    ref = DuckDBTable(sf001, MISSION_COLUMNS)
     yield ref
     ref.close()
 
@@ -31,47 +45,34 @@ def z_grid(cols: LineitemColumns) -> list[int]:
 
 def test_numpy_columns_agree_with_duckdb(loaded, duck):
     for z in z_grid(loaded):
-        result = duck.run(MissionQuery(z), repeat=1)
-        assert numpy_select_sum(loaded, MissionQuery(z)) == result.value, f"Z = {z}"
-        assert result.value is None or result.value.as_tuple().exponent == -4
+        value = duckdb_mission(duck, z)
+        assert cpu_mission(loaded, z) == value, f"Z = {z}"
+        assert value is None or value.as_tuple().exponent == -4
 
 
 def test_tbl_through_duckdb_agrees(sf001_tbl, loaded):
-    ref = DuckDBReference(sf001_tbl)
+    ref = DuckDBTable(sf001_tbl, MISSION_COLUMNS)
     try:
         for z in (30, int(loaded.suppkey.max())):
-            assert ref.run(MissionQuery(z), repeat=1).value == numpy_select_sum(loaded, MissionQuery(z))
+            assert duckdb_mission(ref, z) == cpu_mission(loaded, z)
     finally:
         ref.close()
 
 
-def test_duckdb_timing_fields(duck):
-    r = duck.run(MissionQuery(30), repeat=3)
-    assert len(r.times_ms) == 3 and r.median_ms > 0 and r.threads >= 1 and r.version
-    with pytest.raises(ValueError):
-        duck.run(MissionQuery(30), repeat=0)
-
-
 def test_empty_selection_is_null(loaded, duck):
-    assert duck.run(MissionQuery(-5), repeat=1).value is None
-    assert numpy_select_sum(loaded, MissionQuery(-5)) is None
+    assert duckdb_mission(duck, -5) is None
+    assert cpu_mission(loaded, -5) is None
 
 
 def test_query_sql_and_clamp():
-    assert MissionQuery(30).sql() == "SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < 30"
-    assert MissionQuery(2**70).z_int64 == 2**63 - 1 and MissionQuery(-(2**70)).z_int64 == -(2**63)
-    with pytest.raises(TypeError):
-        MissionQuery(1.5)
-    with pytest.raises(TypeError):
-        MissionQuery(True)
+    from gquery.bench.ladder import z_int64
 
-
-def test_to_decimal():
-    assert to_decimal(0, 0) is None
-    assert to_decimal(0, 3) == Decimal("0.0000") and str(to_decimal(0, 3)) == "0.0000"
-    assert str(to_decimal(123456, 1)) == "12.3456" and str(to_decimal(-5, 1)) == "-0.0005"
-    huge = 100_000 * (2**63 - 1) ** 2  # 43 digits: no rounding to the default 28
-    assert str(to_decimal(huge, 1)) == f"{str(huge)[:-4]}.{str(huge)[-4:]}"
+    assert sql.named_sql("mission", 30) == "SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < 30"
+    assert z_int64(2**70) == 2**63 - 1 and z_int64(-(2**70)) == -(2**63)
+    with pytest.raises(GqueryError, match="Z must be an integer"):
+        sql.named_sql("mission", 1.5)
+    with pytest.raises(GqueryError, match="Z must be an integer"):
+        sql.named_sql("mission", True)
 
 
 @settings(max_examples=200, deadline=None)
@@ -111,17 +112,9 @@ def test_exact_product_sum_at_the_extremes_and_across_pieces(monkeypatch):
     assert exact_product_sum(np.array([], np.int64), np.array([], np.int64)) == 0
 
 
-def test_numpy_select_sum_beyond_int64_products():
+def test_cpu_mission_beyond_int64_products():
     q = [3_000_000_000, 2**63 - 1, -(2**63), 5]  # hundredths: 30,000,000.00 and the int64 extremes
     p = [3_000_000_000, 2**63 - 1, 2**63 - 1, 7]
     cols = LineitemColumns.from_values([1, 2, 3, 40], q, p)
-    assert numpy_select_sum(cols, MissionQuery(40)) == Decimal(sum(x * y for x, y in zip(q[:3], p[:3]))).scaleb(-4)
-    assert numpy_select_sum(cols, MissionQuery(1)) is None
-
-
-def test_scaled_int_is_exact_at_any_length():
-    from gquery.mission import scaled_int
-
-    for v in (0, 1, -1, 10**40 + 7, -(10**45) - 3, 2**127):
-        assert scaled_int(to_decimal(v, 1)) == v
-    assert scaled_int(None) == 0
+    assert cpu_mission(cols, 40) == Decimal(sum(x * y for x, y in zip(q[:3], p[:3]))).scaleb(-4)
+    assert cpu_mission(cols, 1) is None

@@ -136,24 +136,6 @@ def test_bucket_lists_naming_a_row_past_the_last_are_refused(written):
     assert "\n" not in str(e.value)
 
 
-def test_a_windowed_reader_leaves_the_bucket_lists_on_disk_unless_asked(tmp_path):
-    from gquery.table import PartedTable
-
-    for k in (1, 2):
-        store.write_store(Table.from_columns(columns(3000, k)), store.part_path(tmp_path, k), echo=lambda m: None)
-    store.finish_parted(tmp_path, 2, echo=lambda m: None)
-    table = store.open_store(tmp_path, window=1)
-    assert isinstance(table, PartedTable)
-    for lists in (False, True):
-        reader = store.PartReader(table, range(2), window=1, lists=lists)
-        try:
-            for _, part in reader:
-                assert ("indexed" in part.columns["l_suppkey"].encodings) == lists
-                assert ("l_suppkey", "ids") in reader.slots[0] or not lists
-        finally:
-            reader.close()
-
-
 def _halves(sf001, folder):
     """Two parquet files of different rows in one folder: the first and second half of SF 0.01."""
     import pyarrow.parquet as pq

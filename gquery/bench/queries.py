@@ -1,4 +1,4 @@
-"""`gquery bench --queries`: SQL of the class on the GPU against DuckDB on the same SQL text, in two
+"""`gquery bench`: SQL of the class on the GPU against DuckDB on the same SQL text, in two
 physical designs, and the time to a first answer. Writes reports/queries-<gpu>.json and .md.
 
     designs    as-generated          the rows as tpchgen-cli writes them
@@ -10,8 +10,8 @@ physical designs, and the time to a first answer. Writes reports/queries-<gpu>.j
                q6, q1    TPC-H's own, as generated and clustered by l_shipdate
 
 gpu_ms: the query on the GPU from the first copy to the result on the host (CUDA events), the
-median run, the store in host memory and nothing on the GPU before it; the planner chooses the
-kernel (the fused kernel, or the mission's key scan where it reads fewer bytes). duckdb_ms: DuckDB
+median run, the store in host memory and nothing on the GPU before it; the planner chooses each
+table's scan (its frames, or a column's bucket lists where they read fewer bytes). duckdb_ms: DuckDB
 over its own in-memory table of the columns the queries read, all cores, warm, median.
 """
 
@@ -50,6 +50,11 @@ def design_columns(design: str) -> tuple[str, ...]:
 def sweep(largest_key: int) -> list[int]:
     """The mission's Z: absolute values, then shares of the suppliers (100%: every row)."""
     return sorted({*SWEEP_ABSOLUTE, *(largest_key * p // 100 + (p == 100) for p in SWEEP_PERCENT)})
+
+
+def _scans(plan) -> str:
+    """How the plan's tables are scanned: frames, index (a column's bucket lists), or both."""
+    return "+".join(sorted({"index" if t.index is not None else "frames" for t in plan.tables}))
 
 
 def bench_source(sf: float, data_dir, echo):
@@ -100,7 +105,8 @@ t2 = time.perf_counter()
 a = t.sql(sys.argv[2], check=False, warmup=False)
 t3 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "open_s": t2 - t1, "first_query_ms": (t3 - t2) * 1e3,
-                  "kernel": a.plan.encoding, "rows": [[str(v) for v in r] for r in a.rows]}))
+                  "scans": sorted({"index" if p.index is not None else "frames" for p in a.plan.tables}),
+                  "rows": [[str(v) for v in r] for r in a.rows]}))
 """
 DUCKDB_PROBE = """import json, os, sys, time
 t0 = time.perf_counter()
@@ -163,16 +169,6 @@ def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, des
 
     engine = Engine()
     runs, first, probes = [], [], []
-    many: list = []
-
-    def multi():
-        """The many-table engine the mission's key scan runs parted stores on, made when first needed."""
-        if not many:
-            from gquery.gpu.multi import MultiEngine
-
-            many.append(MultiEngine(1))
-        return many[0]
-
     for sf in sfs:
         source = bench_source(sf, data_dir, echo)
         for design in designs:
@@ -191,26 +187,22 @@ def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, des
                     query = parse(text, schema)
                     echo(f"SF {sf:g}, {design}, {name}{'' if z is None else f' Z = {z}'}")
                     d = duck.run_sql(text, repeat=repeat)
-                    a = gpu_answer(query, table, engine, "pinned", repeat, multi=multi() if name == "mission" else None)
+                    a = gpu_answer(query, table, engine, "pinned", repeat)
                     p = a.profile
                     dms = sorted(d.times_ms)[len(d.times_ms) // 2] if d.times_ms else None
                     runs.append({"query": name, "sql": text, "sf": sf, "z": z, "design": design,
                                  "gpu_ms": p.total_ms, "duckdb_ms": dms, "ratio": dms / p.total_ms if dms else None,
                                  "match": bool(d.unavailable is None and same(a.result, d.rows, bool(query.order_by))),
                                  "rows": [[str(v) for v in r] for r in a.rows], "pcie_bytes_per_row": p.pcie_bytes_per_row,
-                                 "h2d_ms": p.stage_ms("h2d"), "kernel_ms": p.stage_ms("kernel"), "kernel": a.plan.encoding,
+                                 "h2d_ms": p.stage_ms("h2d"), "kernel_ms": p.stage_ms("kernel"), "scans": _scans(a.plan),
                                  "queued_ms": p.counters.get("queued_ms"),
                                  "times_ms": a.times_ms, "duckdb_times_ms": d.times_ms, "plan": a.plan.to_dict(),
                                  "notes": a.notes, "table_rows": table.rows})
-            for m in many:  # what the key scan's worker cached in the parts, freed on its own thread first
-                m.memory.release_table(table)
             engine.memory.release_table(table)
             duck.close()
             del table, duck
             if design == "as-generated":  # after its queries: their kernels are in the compile cache on disk
                 probes.append((sf, source, path, largest))
-    for m in many:
-        m.close()
     engine.close()
     for probe in probes:  # as a user's first process meets the GPU: no other context of this one's on it
         first.append(_first(*probe))
@@ -234,7 +226,7 @@ def _first(sf: float, source, path: Path, largest_key: int) -> dict:
     gquery_s = g["open_s"] + g["first_query_ms"] / 1e3
     duckdb_s = d["load_s"] + d["first_query_ms"] / 1e3
     return {"sf": sf, "sql": sql, "gquery_import_s": g["import_s"], "gquery_open_s": g["open_s"],
-            "gquery_first_query_ms": g["first_query_ms"], "gquery_first_kernel": g["kernel"],
+            "gquery_first_query_ms": g["first_query_ms"], "gquery_first_scans": "+".join(g["scans"]),
             "duckdb_import_s": d["import_s"], "duckdb_load_s": d["load_s"], "duckdb_first_query_ms": d["first_query_ms"],
             "duckdb_over_parquet_ms": files_ms, "gquery_total_s": gquery_s, "duckdb_total_s": duckdb_s,
             "gquery_with_import_s": g["import_s"] + gquery_s, "duckdb_with_import_s": d["import_s"] + duckdb_s,
@@ -264,11 +256,11 @@ def floors(runs: list[dict], first: list[dict]) -> list[dict]:
 def _why(r: dict) -> str:
     queued = f", queued by the host in {r['queued_ms']:.3f} ms" if r.get("queued_ms") is not None else ""
     return (f"GPU {r['gpu_ms']:.3f} ms (H2D busy {r['h2d_ms']:.3f} ms, kernels {r['kernel_ms']:.3f} ms{queued}, "
-            f"{r['pcie_bytes_per_row']:.2f} B a row over PCIe, {r['kernel']}) against DuckDB {r['duckdb_ms']:.3f} ms")
+            f"{r['pcie_bytes_per_row']:.2f} B a row over PCIe, {r['scans']}) against DuckDB {r['duckdb_ms']:.3f} ms")
 
 
 def markdown(data: dict, command: str) -> str:
-    rows = [[f"{r['sf']:g}", r["design"], r["query"], "" if r["z"] is None else f"{r['z']:,}", r["kernel"],
+    rows = [[f"{r['sf']:g}", r["design"], r["query"], "" if r["z"] is None else f"{r['z']:,}", r["scans"],
              "MATCH" if r["match"] else "MISMATCH", f"{r['gpu_ms']:.3f}", f"{r['duckdb_ms']:.2f}",
              f"{r['ratio']:.1f}x", f"{r['pcie_bytes_per_row']:.3f}",
              f"{r['plan']['frames']['never']:,}/{sum(r['plan']['frames'].values()):,}" if 'frames' in r['plan'] else ""]
@@ -277,7 +269,7 @@ def markdown(data: dict, command: str) -> str:
               f"{f['duckdb_load_s']:.3f}", f"{f['duckdb_first_query_ms']:.0f}", f"{f['duckdb_total_s']:.3f}",
               f"{f['gquery_import_s']:.3f} / {f['duckdb_import_s']:.3f}",
               f"{f['gquery_with_import_s']:.3f} / {f['duckdb_with_import_s']:.3f}",
-              f"{f['duckdb_over_parquet_ms']:.0f}", f['gquery_first_kernel'], "yes" if f["same_answer"] else "NO"]
+              f"{f['duckdb_over_parquet_ms']:.0f}", f['gquery_first_scans'], "yes" if f["same_answer"] else "NO"]
              for f in data["first_answer"]]
     floor_rows = [[f["what"], f"SF {f['sf']:g}", f"{f['value']:.2f}", f"≥ {f['floor']:g}",
                    "met" if f["met"] else f"MISSED by {f['floor'] - f['value']:.2f}", f["why"] or ""]
@@ -295,7 +287,7 @@ def markdown(data: dict, command: str) -> str:
         "",
         "## Runs",
         "",
-        reports.md_table(["SF", "design", "query", "Z", "kernel", "check", "GPU ms", "DuckDB ms", "vs DuckDB", "PCIe B/row",
+        reports.md_table(["SF", "design", "query", "Z", "scan", "check", "GPU ms", "DuckDB ms", "vs DuckDB", "PCIe B/row",
                           "frames pruned"], rows),
         "",
         "GPU ms: the query from the store in host memory, nothing on the GPU before it, CUDA events from the first "
@@ -307,7 +299,7 @@ def markdown(data: dict, command: str) -> str:
         "",
         reports.md_table(["SF", "gquery open s", "first query ms", "total s", "DuckDB load s", "first query ms", "total s",
                           "imports s (gquery / DuckDB)", "with imports s (gquery / DuckDB)", "DuckDB over parquet ms",
-                          "gquery kernel", "same answer"], first),
+                          "gquery scan", "same answer"], first),
         "",
         "gquery: a fresh process imports gquery, opens the store (its manifest; the driver and the GPU's context start "
         "meanwhile, on threads of their own) and answers the mission query at Z = half the suppliers, reading, checking "

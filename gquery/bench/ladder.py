@@ -1,5 +1,7 @@
 """Runs the ladder's steps (gquery/ladder.py) through one host routine: copy the columns in, launch
-the step's kernel per chunk, copy its output back, sum it on the CPU where the step does."""
+the step's kernel per chunk, copy its output back, sum it on the CPU where the step does. The last
+steps are the engine itself: the mission's SQL planned and run by the fused kernel (gpu/fused.py),
+over frames or by the key's bucket lists, as the step says."""
 
 from __future__ import annotations
 
@@ -11,15 +13,14 @@ import numpy as np
 from gquery import timing
 from gquery.columns import LineitemColumns
 from gquery.gpu import kernels
-from gquery.gpu.executor import Engine, exact_total
+from gquery.gpu.executor import Engine
 from gquery.gpu.timeline import Timeline
 from gquery.gpu.memory import ROW_BYTES
 from gquery.ladder import STEPS, LadderRow, Step
 from gquery.host import host_threads
 from gquery.plan import BLOCK_THREADS, BLOCKS_PER_SM, blocks_for, make_plan
 from gquery.profile import busy_ms
-from gquery.exact import exact_sum_int64
-from gquery.mission import MissionQuery, scaled_int
+from gquery.exact import INT64_MAX, INT64_MIN, exact_sum_int64
 from gquery.table import Table
 
 INT64_LIMIT = 2**63
@@ -28,11 +29,25 @@ DYNAMIC_SHARED = {"reduce_interleaved", "reduce_sequential", "reduce_unrolled_wa
                   "reduce_warp_shuffle"}  # kernels that size `extern __shared__` at launch: a word a thread
 
 
+SELECT_SUM = kernels.build("select_sum.cu", BLOCK_THREADS=BLOCK_THREADS, VECTORS_PER_THREAD=4,
+                           MIN_BLOCKS_PER_SM=BLOCKS_PER_SM)  # the fused_engine step: the engine's kernel before codegen
+
+
 def builds() -> set:
-    """Every compilation of ladder.cu the ladder launches (the CPU test compiles each with nvcc); the
-    engine's kernels (select_sum, scan) are compiled with the engine's."""
+    """Every compilation of ladder.cu and select_sum.cu the ladder launches (the CPU test compiles each with
+    nvcc); the engine's own steps compile their generated kernels as any query does."""
     return {kernels.build("ladder.cu", s.options, BLOCK_THREADS=BLOCK_THREADS) for s in STEPS
-            if s.kernel not in ("select_sum", "scan")}
+            if s.kernel not in ("select_sum", "fused")} | {SELECT_SUM}
+
+
+def z_int64(z: int) -> int:
+    """Z clamped into int64 for the ladder's kernels: keys are int32, so the predicate is unchanged."""
+    return min(max(z, INT64_MIN), INT64_MAX)
+
+
+def signed_128(lo, hi) -> int:
+    total = (int(hi) << 64) | int(lo)
+    return total - (1 << 128) if total >= 1 << 127 else total
 
 
 class LadderRunner:
@@ -42,6 +57,7 @@ class LadderRunner:
         self._cuda = engine._cuda
         self._largest: dict[int, tuple[LineitemColumns, int]] = {}
         self._tables: dict[int, tuple[LineitemColumns, Table]] = {}
+        self._select_sum = None
 
     def table(self, columns: LineitemColumns) -> Table:
         """The columns as an encoded table, once per table (kept with the columns, so the id holds)."""
@@ -49,9 +65,17 @@ class LadderRunner:
             self._tables[id(columns)] = (columns, Table.from_columns(columns))
         return self._tables[id(columns)][1]
 
-    def scan_plan(self, step: Step, columns: LineitemColumns, query: MissionQuery):
-        return self.engine.plan(self.table(columns), query, step.host, step.encoding, streams=step.streams,
-                                gather=step.gather)
+    def fused_plan(self, step: Step, columns: LineitemColumns, z: int):
+        """The mission's SQL planned as any query is, the scan the step names chosen."""
+        from gquery import sql
+        from gquery.answer import schema_of
+        from gquery.gpu.fusedplan import plan_fused
+
+        table = self.table(columns)
+        if step.scan == "index":
+            table.columns["l_suppkey"].get("indexed")  # the key's bucket lists, made once with the table
+        query = sql.parse(sql.named_sql("mission", z), schema_of(table))
+        return plan_fused(query, [table], step.host, self.engine.device.sm_count).choose(scan=step.scan)
 
     def release(self) -> None:
         for _, table in self._tables.values():
@@ -60,7 +84,10 @@ class LadderRunner:
 
     def function(self, step: Step):
         if step.kernel == "select_sum":
-            return self.engine.kernel
+            if self._select_sum is None:
+                self._select_sum = kernels.function(SELECT_SUM, "select_sum")
+                self._select_sum.prepare("PPPqqP")
+            return self._select_sum
         f = kernels.function(kernels.build("ladder.cu", step.options, BLOCK_THREADS=BLOCK_THREADS), step.kernel)
         f.prepare("PPPqqP")
         return f
@@ -111,7 +138,7 @@ class LadderRunner:
             return None
         if self.largest_product(columns) >= INT64_LIMIT:  # every step multiplies in 64 bits
             return (f"a product overflows int64 (largest {self.largest_product(columns):,}); "
-                    "the engine's scan multiplies these in 128 bits")
+                    "the engine's fused kernel multiplies these in 128 bits")
         if step.output == "exact":
             return None
         per_partial, bound = self.partial_bound(step, columns, chunk_rows)
@@ -120,10 +147,10 @@ class LadderRunner:
             return f"an int64 partial of {per_partial:,} rows could overflow (largest product {largest:,})"
         return None
 
-    def run(self, step: Step, columns: LineitemColumns, query: MissionQuery) -> dict:
+    def run(self, step: Step, columns: LineitemColumns, z: int, plan=None) -> dict:
         """One timed run of a step: its exact sum and where the time went."""
-        if step.kernel == "scan":
-            return self._run_scan(step, columns, query)
+        if step.kernel == "fused":
+            return self._run_fused(plan or self.fused_plan(step, columns, z))
         cuda, memory = self._cuda, self.memory
         plan = self.plan(step, columns.rows)
         pinned = step.host == "pinned"
@@ -157,7 +184,7 @@ class LadderRunner:
                 int(partials_d) if second else int(out_d) + int(off) * 8)
             shared = BLOCK_THREADS * 8 if step.kernel in DYNAMIC_SHARED else 0
             func.prepared_async_call((grid, 1, 1), (BLOCK_THREADS, 1, 1), stream, *dev.pointers(), n,
-                                     query.z_int64, target, shared_size=shared)
+                                     z_int64(z), target, shared_size=shared)
             if second:
                 second.prepared_async_call((1, 1, 1), (SECOND_REDUCE_THREADS, 1, 1), stream, int(partials_d), grid,
                                            int(out_d) + int(off) * 8, shared_size=SECOND_REDUCE_THREADS * 8)
@@ -176,7 +203,7 @@ class LadderRunner:
         done = tl.event(streams[0])
         done.synchronize()
         t0 = time.perf_counter()
-        total = exact_total(acc_h)[0] if step.output == "exact" else exact_sum_int64(out_h, bound)
+        total = signed_128(acc_h[0], acc_h[1]) if step.output == "exact" else exact_sum_int64(out_h, bound)
         cpu_ms = (time.perf_counter() - t0) * 1e3 if step.output in ("rows", "partials") else 0.0
         intervals = tl.intervals()
         pick = lambda stage: [iv for iv in intervals if iv.stage == stage]
@@ -185,28 +212,35 @@ class LadderRunner:
                 "copy_ms": busy_ms(pick("h2d") + pick("d2h")),
                 "intervals": intervals}
 
-    def _run_scan(self, step: Step, columns: LineitemColumns, query: MissionQuery) -> dict:
-        """The engine's own pipeline on the step's encoding: the same chunks, streams and events."""
-        result = self.engine.run(self.table(columns), query, self.scan_plan(step, columns, query))
-        p = result.profile
-        return {"value": scaled_int(result.value), "total_ms": p.total_ms, "h2d_ms": p.stage_ms("h2d"),
+    def _run_fused(self, plan) -> dict:
+        """The engine's own run of the plan: the same chunks, streams and events as any query's."""
+        from gquery.gpu.fused import runner_of
+
+        run = runner_of(self.engine).run(plan)
+        p = run.profile
+        rows, values = run.tables[0].groups.get(0, (0, [0]))
+        return {"value": values[0] if rows else 0, "total_ms": p.total_ms, "h2d_ms": p.stage_ms("h2d"),
                 "d2h_ms": p.stage_ms("d2h"), "kernel_ms": p.stage_ms("kernel"), "cpu_sum_ms": 0.0,
                 "copy_ms": busy_ms(p.stage("h2d") + p.stage("d2h")), "intervals": p.intervals,
                 "pcie_bytes_per_row": p.pcie_bytes_per_row}
 
-    def measure(self, step: Step, columns: LineitemColumns, query: MissionQuery, expected: int | None,
-                repeat: int) -> LadderRow:
+    def measure(self, step: Step, columns: LineitemColumns, z: int, expected: int | None, repeat: int) -> LadderRow:
         """Warm-up runs, then `repeat` runs or more (gquery.timing); the median run by total time
         is reported."""
-        if step.kernel == "scan":
-            func = self.engine.scan(self.scan_plan(step, columns, query).kernel)
+        plan = None
+        if step.kernel == "fused":
+            from gquery.gpu.fused import index_kernel, runner_of
+
+            plan = self.fused_plan(step, columns, z)
+            scans = [t.index for t in plan.tables if t.index is not None]
+            func = runner_of(self.engine).function(plan.spec, index_kernel(scans[0]) if scans else None)
         else:
             func = self.function(step)
         regs, occ = func.num_regs, kernels.occupancy(func, BLOCK_THREADS)
         problem = self.exactness_problem(step, columns, self.plan(step, columns.rows).chunk_rows)
         if problem:
             return LadderRow(step, None, None, 0, 0, 0, 0, 0, 0, regs, occ, skipped=problem)
-        run = lambda: self.run(step, columns, query)  # noqa: E731
+        run = lambda: self.run(step, columns, z, plan)  # noqa: E731
         timing.warm_up(run)
         runs = sorted(timing.timed_runs(run, repeat), key=lambda r: r["total_ms"])
         m = runs[len(runs) // 2]
