@@ -520,7 +520,7 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
         for row in L.table_rows(rows):
             t.add_row(*row)
         out.print(t)
-        out.print(f"CPU: DuckDB {duck.median_ms:.3f} ms ({duck.threads} threads), NumPy "
+        out.print(f"CPU: DuckDB {duck.median_ms:.3f} ms ({ref.threads} threads), NumPy "
                   f"{meta['numpy_ms']:.3f} ms; 2012: {L.COURSE_CPU_MS} ms on a Core i5-750")
         for n in notes:
             out.print(f"- {n}")

@@ -122,7 +122,8 @@ def test_a_clustered_table_ships_only_the_frames_a_range_can_touch(monkeypatch):
 def test_sparse_selections_read_values_in_place_and_dense_ones_ship_them():
     t = table(200_000)
     sparse = plan_fused(query(Compare("<", col("k"), Literal(3, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
-    assert {c for ch in sparse.tables[0].chunks for c in ch.zero_copy} == {"q", "p"}
+    # values read in place for the few selected rows (and k for the fifth of frames its zone maps cannot rule out)
+    assert {c for ch in sparse.tables[0].chunks for c in ch.zero_copy} == {"k", "q", "p"}
     dense = plan_fused(query(Compare("<", col("k"), Literal(9000, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
     assert not any(ch.zero_copy for ch in dense.tables[0].chunks)
     staged = plan_fused(query(Compare("<", col("k"), Literal(3, INTEGER)), total(PRODUCT)), [t], "pageable", 132)
@@ -243,6 +244,10 @@ def test_a_few_tested_frames_among_many_that_pass_whole_do_not_cut_the_run_into_
     plan = plan_fused(query(Compare("<", col("k"), Literal(9999, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
     assert plan.to_dict()["frames"]["check"] == int(tested.sum())
     assert len(plan.tables[0].chunks) <= 2
+    # k is read in place for the tested frames alone, not shipped for every frame of the chunk
+    assert all("k" in c.zero_copy and "k" not in c.streamed and c.tested_in_place > 0 for c in plan.tables[0].chunks)
+    assert "k" in plan_fused(query(Compare("<", col("k"), Literal(9999, INTEGER)), total(PRODUCT)), [t], "pageable",
+                             132).tables[0].chunks[0].streamed  # pageable memory cannot be read in place
 
 
 def test_a_parted_store_is_cut_into_chunks_for_the_whole_query_not_for_each_part():

@@ -163,6 +163,7 @@ class FusedRunner:
             start_at.append(at)
             at += len(ix.starts)
 
+        predicate_columns = {spec.columns[k] for k in spec.predicate_slots}
         words_per_table = COUNTER_WORDS + spec.groups * spec.words
         acc_d = memory.scratch_device("fused:acc", 8 * words_per_table * len(plan.tables))
         acc_h = memory.scratch_host("fused:acc", words_per_table * len(plan.tables), np.uint64, pinned=True)
@@ -221,8 +222,9 @@ class FusedRunner:
             args += list(tp.constants) + list(tp.group_bases)
             rows = min(ch.end * FRAME_ROWS, table.rows) - ch.first * FRAME_ROWS
             table_words = int(acc_d) + 8 * i * words_per_table
+            values_in_place = sum(1 for c in ch.zero_copy if c not in predicate_columns)  # read a selected row each
             args += [0 if ch.always else classes_d + class_at[i] + ch.first, ch.frames, rows,
-                     table_words + 8 * COUNTER_WORDS, len(ch.zero_copy), table_words]
+                     table_words + 8 * COUNTER_WORDS, values_in_place, table_words]
             begin = tl.event(stream)
             fn.prepared_async_call((_blocks(ch.frames, wave), 1, 1), (BLOCK_THREADS, 1, 1), stream, *args)
             end = tl.event(stream)
@@ -272,7 +274,8 @@ class FusedRunner:
             runs.append(TableRun(tp, groups, int(words[0]), int(words[1])))
         total_ms = done.time_since(tl.start)
         selected = sum(r for run in runs for r, _ in run.groups.values())
-        zero_bytes = SECTOR * sum(r.values_in_place + r.frames_in_place for r in runs) + list_bytes
+        zero_bytes = (SECTOR * sum(r.values_in_place + r.frames_in_place for r in runs) + list_bytes
+                      + sum(ch.tested_in_place for _, ch in chunks))  # a tested frame's predicate words, read whole
         logical = sum(tp.table.logical_bytes(spec.columns) for tp in plan.tables)
         profile = Profile(plan.mode, plan.rows, logical, h2d_bytes, total_ms, tl.intervals(), setup_ms, None,
                           encoding="fused", zero_copy_bytes=zero_bytes,
