@@ -82,21 +82,23 @@ def encode(data: Path = typer.Option(..., "--data", help="A parquet/.tbl file or
            to: Optional[Path] = typer.Option(None, "--out", help="The store folder [default: beside the data, named for it: lineitem.gq for lineitem.parquet]."),
            force: bool = typer.Option(False, "--force", help="Rebuild even when a whole, fresh store is there."),
            sort_by: Optional[str] = typer.Option(None, "--sort-by", help="Cluster the rows by this column (each part by itself): zone maps then skip the frames a range on it rules out."),
-           columns: Optional[str] = typer.Option(None, "--columns", help="Store only these columns (comma-separated) [default: every column the engines can hold].")):
-    """Build the encoded store (every column packed per frame with zone maps; the key's slices and bucket lists) from parquet or .tbl, verified before it appears."""
+           columns: Optional[str] = typer.Option(None, "--columns", help="Store only these columns (comma-separated) [default: every column the engines can hold]."),
+           index: Optional[str] = typer.Option(None, "--index", help="The column that also keeps bucket lists, an index the planner scans a narrow range of it by, or none [default: l_suppkey where the data has it].")):
+    """Build the encoded store (every column packed per frame with zone maps; one column's bucket lists) from parquet or .tbl, verified before it appears."""
     from gquery import store
     from gquery.tpch import find_lineitem
 
     source = find_lineitem(data)
     names = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
-    if to is None and not force and names is None:
+    key = store.KEY if index is None else None if index.strip().lower() == "none" else index.strip()
+    if to is None and not force and names is None and index is None:
         path = store.ensure_store(source, echo=note, sort_by=sort_by)
     else:
         path = to or store.store_path_for(source)
         if len(source.files) > 1:
-            store.write_parted(source, path, echo=note, sort_by=sort_by, columns=names)
+            store.write_parted(source, path, echo=note, sort_by=sort_by, columns=names, key=key)
         else:
-            store.write_store(source, path, source, echo=note, sort_by=sort_by, columns=names)
+            store.write_store(source, path, source, echo=note, sort_by=sort_by, columns=names, key=key)
     out.print(f"{path} ({store.summary(path)})")
 
 

@@ -204,7 +204,8 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
                 columns=None) -> Path:
     """Encode a table's columns (a Table, or a parquet/.tbl source read a column at a time), write them
     atomically, verify every buffer from disk, rename into place. `sort_by`: order the rows by this
-    column first. `key`: the column that also keeps its slices and bucket lists (None: none).
+    column first. `key`: the column that also keeps its bucket lists, an index the planner may scan by (None: none;
+    the default, l_suppkey, only where the data has it).
     `columns`: store only these (default: every column the engines can hold)."""
     from gquery.arrow import ColumnReader
 
@@ -218,6 +219,9 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
     if missing:
         raise GqueryError(f"{reader.source}: cannot store {', '.join(missing)}: "
                           + "; ".join(schema.left_out.get(n, "no such column") for n in missing))
+    if key is not None and key not in names and key != KEY:  # the default key is kept only where the data has it
+        raise GqueryError(f"--index {key}: " + (schema.left_out.get(key, "no such column") if key not in schema.types
+                                                else "not among the stored columns"))
     if sort_by is not None and sort_by not in names:
         raise GqueryError(f"--sort-by {sort_by}: {schema.left_out.get(sort_by, 'no such column')}"
                           if sort_by not in schema.types else f"--sort-by {sort_by}: not among the stored columns")
@@ -557,13 +561,13 @@ def part_rows(path: Path | str, part: int, source_file: Path | None = None, echo
 
 
 def write_part(path: Path | str, part: int, parts: int, source, *, record_source: bool = True, rows_before: int | None = 0,
-               started: float | None = None, echo=print, sort_by: str | None = None, columns=None) -> int:
+               started: float | None = None, echo=print, sort_by: str | None = None, columns=None, key: str | None = KEY) -> int:
     """Part `part` of a parted store from a one-file source: encoded, verified and written
     atomically; one line of progress. Returns its rows. Without `record_source` the store names no
     source (its file is about to be deleted)."""
     started = time.perf_counter() if started is None else started
     written = write_store(source, part_path(path, part), source if record_source else None, echo=lambda m: None,
-                          sort_by=sort_by, columns=columns)
+                          sort_by=sort_by, columns=columns, key=key)
     m = _manifest(written)
     rows = int(m["rows"])
     so_far = "" if rows_before is None else f"; {rows_before + rows:,} rows so far"  # None: parts made at once
@@ -741,7 +745,7 @@ def ensure_store(source, echo=print, sort_by: str | None = None, path: Path | st
     return write_store(source, path, source, echo=echo, sort_by=sort_by)
 
 
-def write_parted(source, path: Path, echo=print, sort_by: str | None = None, columns=None) -> Path:
+def write_parted(source, path: Path, echo=print, sort_by: str | None = None, columns=None, key: str | None = KEY) -> Path:
     """A parted store of a multi-file source, one part a file, each part encoded, verified and written
     atomically before the next is read; parts already whole and fresh are kept (each part is
     ordered by `sort_by` within itself: zone maps prune as well in every part)."""
@@ -766,7 +770,7 @@ def write_parted(source, path: Path, echo=print, sort_by: str | None = None, col
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            jobs = [pool.submit(_write_part_job, str(path), k, parts, str(f), source.format, sort_by, columns)
+            jobs = [pool.submit(_write_part_job, str(path), k, parts, str(f), source.format, sort_by, columns, key)
                     for k, f in todo]
             for job in jobs:
                 echo(job.result())
@@ -774,21 +778,21 @@ def write_parted(source, path: Path, echo=print, sort_by: str | None = None, col
         rows = 0
         for k, f in todo:
             rows += write_part(path, k, parts, LineitemSource(f, source.format, (f,)), rows_before=rows, echo=echo,
-                               sort_by=sort_by, columns=columns)
+                               sort_by=sort_by, columns=columns, key=key)
     return finish_parted(path, parts, echo=echo)
 
 
 PART_THREADS = 2  # host threads each part's process uses when several parts are encoded at once
 
 
-def _write_part_job(path: str, k: int, parts: int, file: str, fmt: str, sort_by, columns) -> str:
+def _write_part_job(path: str, k: int, parts: int, file: str, fmt: str, sort_by, columns, key) -> str:
     """One part in a process of its own (write_parted): its progress line, returned."""
     from gquery.sources import LineitemSource
 
     os.environ["GQUERY_HOST_THREADS"] = str(PART_THREADS)
     lines: list[str] = []
     write_part(path, k, parts, LineitemSource(Path(file), fmt, (Path(file),)), echo=lines.append, sort_by=sort_by,
-               columns=columns, rows_before=None)
+               columns=columns, rows_before=None, key=key)
     return "; ".join(lines)
 
 

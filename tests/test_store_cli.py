@@ -25,3 +25,31 @@ def test_encode_builds_and_refuses_damage_in_one_line(sf001, tmp_path):
     assert [l for l in bad.stderr.splitlines() if l.startswith("gquery: error:")][0].count("unreadable manifest") == 1
     missing = gquery("encode", "--data", tmp_path / "nope.parquet")
     assert missing.returncode == 1 and "no such file" in missing.stderr
+
+
+def test_encode_gives_any_column_the_bucket_lists_and_the_planner_scans_a_narrow_range_by_them(sf001, tmp_path):
+    """--index names the column that keeps bucket lists (a physical design, like --sort-by): the planner weighs
+    the index scan on a narrow range of it; a column that is not stored is refused in one line, nothing written."""
+    from gquery import answer, sql, store
+    from gquery.gpu.fusedplan import plan_fused
+
+    out = tmp_path / "by-date.gq"
+    r = gquery("encode", "--data", sf001.files[0], "--out", out, "--columns", "l_shipdate,l_quantity,l_extendedprice",
+               "--index", "l_shipdate")
+    assert r.returncode == 0, r.stderr
+    table = store.open_store(out)
+    assert table.columns["l_shipdate"].has("indexed") and "indexed" not in table.columns["l_quantity"].stored
+    text = "SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_shipdate = DATE '1995-06-17'"
+    query = sql.parse(text, answer.schema_of(table))
+    plan = plan_fused(query, [table], "pinned", 132).choose()
+    assert plan.tables[0].index is not None and plan.tables[0].index.column == "l_shipdate"
+    lists = table.columns["l_shipdate"].get("indexed")
+    rows = lists.ids[plan.tables[0].index.first:plan.tables[0].index.end]
+    days = table.columns["l_shipdate"].values()
+    assert set(rows.tolist()) >= set(((days == 9298).nonzero()[0]).tolist())  # 1995-06-17 is day 9298
+    none = gquery("encode", "--data", sf001.files[0], "--out", tmp_path / "none.gq", "--columns", "l_suppkey", "--index", "none")
+    assert none.returncode == 0 and not store.open_store(tmp_path / "none.gq").columns["l_suppkey"].has("indexed")
+    bad = gquery("encode", "--data", sf001.files[0], "--out", tmp_path / "bad.gq", "--columns", "l_quantity", "--index", "l_tax")
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr and not (tmp_path / "bad.gq").exists()
+    assert [ln for ln in bad.stderr.splitlines() if ln.startswith("gquery: error:")] == \
+        ["gquery: error: --index l_tax: not among the stored columns"]
