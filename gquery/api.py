@@ -27,7 +27,7 @@ import atexit
 import os
 import threading
 
-from gquery.errors import GqueryError, UsageError
+from gquery.errors import GqueryError, UsageError, deep_expressions
 from gquery.options import check_repeat
 from gquery.sources import LineitemSource
 from gquery.table import Table
@@ -140,6 +140,7 @@ class TableHandle:
                 raise GqueryError(f"{self.data.source}: this table is closed; open it again to query it")
             return self.data
 
+    @deep_expressions
     def sql(self, text: str, backend: str = "auto", mode: str = "pinned", repeat: int = 1, check: bool = True,
             warmup: bool = True, gpus=1):
         """The SQL text's answer (gquery.answer.Answer: columns, rows, check, profile, explain()).

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gquery.errors import GqueryError, UsageError
+from gquery.errors import GqueryError, UsageError, deep_expressions
 from gquery.options import check_repeat
 from gquery.plan import MODES
 from gquery.table import Table
@@ -246,6 +246,7 @@ def store_for(source: LineitemSource, echo=print, where: Path | str | None = Non
     return Path(built), [note]
 
 
+@deep_expressions
 def run_sql(source: LineitemSource, text, *, backend: str = "auto", modes=("pinned",), repeat: int = 5,
             validate: bool = True, echo=print, gpus: int = 1,
             chunk_frames: int | None = None, store_path: Path | str | None = None,

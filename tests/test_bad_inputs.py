@@ -287,3 +287,35 @@ def test_signal_during_generation_ends_the_generator_and_leaves_nothing(tmp_path
     assert rc == code and "Traceback" not in err, err
     assert err.splitlines()[-1] == line
     assert not list(data.glob(".sf*")) and not (data / "sf0.02" / "lineitem.parquet").exists()
+
+
+DEEP = {  # expressions a thousand terms long or hundreds deep (issue: the class without edges)
+    "200 nested parentheses": "SELECT SUM(a) FROM t WHERE " + "(" * 200 + "a < 500" + ")" * 200,
+    "30 nested NOTs": "SELECT COUNT(*) FROM t WHERE " + "NOT " * 30 + "a < 5",
+    "an AND of 1,000 comparisons": "SELECT SUM(b) FROM t WHERE " + " AND ".join(f"a <> {i}" for i in range(0, 2000, 2)),
+    "an OR of 1,000 comparisons": "SELECT COUNT(*), MIN(a) FROM t WHERE " + " OR ".join(f"a = {3 * i}" for i in range(1000)),
+    "a SUM of 500 terms": "SELECT SUM(" + " + ".join(("a", "b", "2")[i % 3] for i in range(500)) + ") FROM t",
+}
+
+
+@pytest.mark.parametrize("name", list(DEEP))
+def test_deep_and_long_expressions_are_answered_as_duckdb_answers_them(name):
+    import gquery as g
+
+    data = pa.table({"a": pa.array(range(5000), pa.int64()), "b": pa.array([i % 7 - 3 for i in range(5000)], pa.int64())})
+    table = g.open(data, name="t")
+    before = sys.getrecursionlimit()
+    con = duckdb.connect()
+    con.register("t", data)
+    assert table.sql(DEEP[name], backend="cpu").rows == con.execute(DEEP[name]).fetchall()
+    assert sys.getrecursionlimit() == before  # raised while gquery walks the tree, then restored
+
+
+def test_an_expression_deeper_than_gquery_walks_is_one_line():
+    import gquery as g
+    from gquery.errors import GqueryError
+
+    table = g.open(pa.table({"a": pa.array([1, 2], pa.int64())}), name="t")
+    with pytest.raises(GqueryError, match="nests its expressions deeper") as e:
+        table.sql("SELECT SUM(a) FROM t WHERE " + "(" * 3000 + "a < 5" + ")" * 3000, backend="cpu")
+    assert "\n" not in str(e.value)
