@@ -146,6 +146,18 @@ def test_arithmetic_width_comes_from_the_ranges():
     assert huge.accumulators[0].kind == "sum"  # 2^62 x 50,000 rows is far from 2^127
 
 
+def test_a_long_in_list_is_a_sorted_set_argument_not_thousands_of_parameters():
+    values = [9, 3, 3, 7] + list(range(100, 140))
+    plan = plan_fused(query(InList(col("k"), tuple(Literal(v, INTEGER) for v in values)), total(PRODUCT)), [table()],
+                      "pinned", 132)
+    assert plan.spec.set_slots == (0,) and plan.tables[0].constants == (tuple(sorted(set(values))),)
+    source = codegen.source(plan.spec, 128)
+    assert "in_set(" in source and "const long long* __restrict__ k0, long long k0n" in source
+    short = plan_fused(query(InList(col("k"), tuple(Literal(v, INTEGER) for v in values[:4])), total(PRODUCT)), [table()],
+                       "pinned", 132)
+    assert short.spec.set_slots == () and "in_set(" not in codegen.source(short.spec, 128)  # a short list: inline
+
+
 def test_one_kernel_serves_every_part_and_constants_are_arguments():
     parts = [table(9000, seed) for seed in (1, 2)]
     parts[1].columns["s"].dictionary = ("N", "R", "S")
@@ -189,6 +201,10 @@ SHAPES = [
                       col("q"), decimal(19, 4)), decimal(38, 4)), Aggregate("count", None, BIGINT), group_by=(col("s"), col("d"))),
     query(Compare("<", col("q"), Literal(2400, D2)), total(PRODUCT), Aggregate("min", col("t"), DATE),
           group_by=(col("k"), col("q"))),  # 16,384 x 32 groups: in device memory
+    # IN lists past the kernel's parameter space (5,000 values: 40 KB of them): sorted sets in memory
+    query(And((InList(col("k"), tuple(Literal(v, INTEGER) for v in range(1, 10_000, 2))),
+               InList(Arith("*", col("k"), Literal(3, INTEGER), BIGINT), tuple(Literal(v, INTEGER) for v in range(0, 30_000, 7)),
+                      negated=True))), total(PRODUCT), Aggregate("count", None, BIGINT)),
 ]
 
 

@@ -40,6 +40,9 @@ QUERIES = [
     "SELECT l_suppkey, l_quantity, COUNT(*), SUM(l_quantity * l_extendedprice), MIN(l_shipdate) FROM lineitem "
     "GROUP BY l_suppkey, l_quantity ORDER BY 4 DESC, 1, 2 LIMIT 20",
     "SELECT l_quantity, COUNT(*), AVG(l_extendedprice) FROM lineitem WHERE l_quantity > 24.5 GROUP BY l_quantity",
+    # IN lists past the kernel's parameter space: sorted sets in memory, searched
+    "SELECT COUNT(*), SUM(l_quantity) FROM lineitem WHERE l_suppkey IN (" + ", ".join(str(v) for v in range(-49, 2000, 3))
+    + ") AND l_suppkey * 2 NOT IN (" + ", ".join(str(v) for v in range(-100, 40_000, 8)) + ")",
 ]
 
 
@@ -120,6 +123,8 @@ INDEXED = [  # queries whose predicate has a range on l_suppkey (the column give
     "AND (l_tax = 2 OR l_linestatus = 'O') GROUP BY l_returnflag ORDER BY 1",
     "SELECT l_suppkey, COUNT(*), SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey BETWEEN {z} AND {z} + 3 "
     "GROUP BY l_suppkey ORDER BY 1",
+    "SELECT COUNT(*), MAX(l_extendedprice) FROM lineitem WHERE l_suppkey < {z} AND l_tax NOT IN ("
+    + ", ".join(str(v) for v in range(-3, 40, 2)) + ")",
 ]
 
 

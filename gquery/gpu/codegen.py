@@ -31,6 +31,7 @@ SHARED_ACC_BYTES = 40 << 10  # what the groups' accumulators may take of a block
 # lane's atomics, as in shared memory), up to this many bytes of accumulator words over all its tables
 # (they are copied in, initial, and back with the answer): past it the CPU answers
 GLOBAL_ACC_BYTES = 256 << 20
+IN_INLINE = 16  # an IN list this long or shorter is tested value by value; longer, searched in a sorted set
 
 
 class NotOnGpu(GqueryError):
@@ -60,6 +61,7 @@ class KernelSpec:
     value_slots: tuple[int, ...]
     predicate: str  # C boolean expression of v<slot> and k<constant>; "" for no predicate
     constants: int
+    set_slots: tuple[int, ...]  # constants that are sorted sets (a long IN list): a pointer and a length each
     accumulators: tuple[Accumulator, ...]
     group_slots: tuple[int, ...]  # group columns' slots (0 to 2)
     group_cards: tuple[int, ...]  # values a group column may take in a part: the groups are their product
@@ -90,12 +92,22 @@ class _Emitter:
 
     def __init__(self, slots: dict[str, int], ranges: dict[str, tuple[int, int]]):
         self.slots, self.ranges = slots, ranges
-        self.values: list[int] = []
+        self.values: list = []  # ints, and tuples for sets
+        self.set_slots: list[int] = []
 
     def const(self, v: int) -> str:
         if not -I64_LIMIT <= v < I64_LIMIT:
             raise NotOnGpu(f"the constant {v} does not fit 64 bits")
         self.values.append(v)
+        return f"k{len(self.values) - 1}"
+
+    def const_set(self, values) -> str:
+        """A long IN list's constants as one sorted set in memory (a kernel's parameters hold 4 KB at most)."""
+        out = sorted({int(v) for v in values})
+        if out and not (-I64_LIMIT <= out[0] and out[-1] < I64_LIMIT):
+            raise NotOnGpu("an IN list's constant does not fit 64 bits")
+        self.values.append(tuple(out))
+        self.set_slots.append(len(self.values) - 1)
         return f"k{len(self.values) - 1}"
 
     def wide(self, e: Expr) -> bool:
@@ -138,7 +150,11 @@ class _Emitter:
             return f"(!{self.boolean(e.arg)})"
         if isinstance(e, InList):
             x, _ = self.number(e.arg)
-            test = "(" + " || ".join(f"{x} == {self.const(int(v.value))}" for v in e.values) + ")"
+            if len(e.values) > IN_INLINE:  # searched in a sorted set in memory
+                k = self.const_set(v.value for v in e.values)
+                test = f"in_set({x}, {k}, {k}n)"
+            else:
+                test = "(" + " || ".join(f"{x} == {self.const(int(v.value))}" for v in e.values) + ")"
             return f"(!{test})" if e.negated else test
         if isinstance(e, Compare):
             op = "!=" if e.op == "<>" else "==" if e.op == "=" else e.op
@@ -190,7 +206,8 @@ def kernel_spec(query: Query, lowered: Expr | None, ranges: dict[str, tuple[int,
         accumulators.append(Accumulator(kind, code, ctype))
     group_slots = tuple(slots[c.name] for c in query.group_by)
     spec = KernelSpec(columns, tuple(range(len(predicate_columns))),
-                      tuple(slots[c] for c in query.value_columns()), predicate, len(em.values), tuple(accumulators),
+                      tuple(slots[c] for c in query.value_columns()), predicate, len(em.values), tuple(em.set_slots),
+                      tuple(accumulators),
                       group_slots, tuple(group_cards), tuple(group_steps) or (1,) * len(group_slots), comment=_shape(query))
     if spec.groups * spec.words * 8 * tables > GLOBAL_ACC_BYTES:
         raise NotOnGpu(f"{spec.groups:,} groups of {spec.words} accumulator words in {tables} table(s) take more than "
@@ -226,7 +243,8 @@ def _column_params(spec: KernelSpec) -> list[str]:
     """Each column's words, frame metadata, word base and common factor; the constants; the group bases."""
     params = [f"const unsigned* __restrict__ w{i}, const longlong2* __restrict__ m{i}, long long b{i}, long long f{i}"
               for i in range(len(spec.columns))]
-    params += [f"long long k{j}" for j in range(spec.constants)]
+    params += [f"const long long* __restrict__ k{j}, long long k{j}n" if j in spec.set_slots else f"long long k{j}"
+               for j in range(spec.constants)]
     return params + [f"long long g{j}" for j in range(len(spec.group_slots))]
 
 

@@ -75,7 +75,8 @@ class FusedRunner:
         build = fused_build(spec, index)
         if build not in self._functions:
             f = kernels.function(build, "fused" if index is None else "fused_list")
-            columns = "PPqq" * len(spec.columns) + "q" * (spec.constants + len(spec.group_slots))
+            constants = "".join("Pq" if j in spec.set_slots else "q" for j in range(spec.constants))
+            columns = "PPqq" * len(spec.columns) + constants + "q" * len(spec.group_slots)
             f.prepare(columns + ("PqqPqP" if index is None else "PPPiqqqPqP"))
             self._functions[build] = f
         return self._functions[build]
@@ -155,6 +156,19 @@ class FusedRunner:
             class_at.append(at)
             at += len(tp.classes)
         classes_d = memory.mapped_pointer(classes) if len(classes) else 0
+        sets = [k for tp in plan.tables for k in tp.constants if isinstance(k, tuple)]  # long IN lists, sorted
+        set_memory = memory.scratch_mapped("fused:sets", max(1, sum(len(k) for k in sets)), np.int64)
+        set_at, at = {}, 0
+        for k in sets:
+            set_memory[at:at + len(k)] = k
+            set_at[id(k)] = at
+            at += len(k)
+
+        def constant_args(tp) -> list:
+            """Each constant: its value, or a set's address and length."""
+            return [x for k in tp.constants for x in
+                    ((memory.mapped_pointer(set_memory[set_at[id(k)]:]) if k else 0, len(k)) if isinstance(k, tuple) else (k,))]
+
         scans = [(i, tp.index) for i, tp in enumerate(plan.tables) if tp.index is not None and tp.index.entries]
         starts = memory.scratch_mapped("fused:starts", max(1, sum(len(ix.starts) for _, ix in scans)), np.int64)
         start_at, at = [], 0
@@ -219,7 +233,7 @@ class FusedRunner:
                 else:  # a predicate column a chunk that passes whole never reads
                     args += [0, 0, 0]
                 args.append(table.columns[c].zone_buffers()[2])
-            args += list(tp.constants) + list(tp.group_bases)
+            args += constant_args(tp) + list(tp.group_bases)
             rows = min(ch.end * FRAME_ROWS, table.rows) - ch.first * FRAME_ROWS
             table_words = int(acc_d) + 8 * i * words_per_table
             values_in_place = sum(1 for c in ch.zero_copy if c not in predicate_columns)  # read a selected row each
@@ -244,7 +258,7 @@ class FusedRunner:
             ids = sources[(i, ix.column, "ids")][ix.first:ix.end]
             low = sources.get((i, ix.column, "low"))
             table_words = int(acc_d) + 8 * i * words_per_table
-            args += list(tp.constants) + list(tp.group_bases)
+            args += constant_args(tp) + list(tp.group_bases)
             args += [memory.mapped_pointer(ids), memory.mapped_pointer(low[ix.first:ix.end]) if low is not None else 0,
                      memory.mapped_pointer(starts[at:]), ix.bucket_end - ix.bucket_first, ix.first_value, ix.bucket,
                      ix.entries, table_words + 8 * COUNTER_WORDS, 1, table_words]

@@ -61,6 +61,17 @@ __device__ __forceinline__ long long bucket_of(const long long* start, int bucke
     return lo;
 }
 
+// x among a long IN list's constants: a binary search of the sorted set (in device or mapped host memory).
+template <typename T>
+__device__ __forceinline__ bool in_set(T x, const long long* set, long long n) {
+    long long lo = 0, hi = n;
+    while (lo < hi) {
+        const long long mid = (lo + hi) >> 1;
+        if ((T)__ldg(set + mid) < x) lo = mid + 1; else hi = mid;
+    }
+    return lo < n && (T)__ldg(set + lo) == x;
+}
+
 __device__ __forceinline__ long long warp_min(long long v) {
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1) v = min(v, __shfl_down_sync(FULL_MASK, v, offset));
