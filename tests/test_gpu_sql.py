@@ -169,7 +169,8 @@ def test_a_sparse_query_over_a_store_reads_the_lists_and_little_else(engine, tmp
     assert sparse.plan.tables[0].index is not None and sparse.profile.h2d_bytes == 0
     frames = answer.gpu_answer(sql.parse(text.format(z=30), schema), table, engine, "pinned", repeat=1, scan="frames")
     assert sparse.rows == frames.rows == answer.cpu_answer(sql.parse(text.format(z=30), schema), table).rows
-    assert sparse.profile.pcie_bytes_per_row < 0.1 < 1 <= frames.profile.pcie_bytes_per_row
+    # the frames read the key in place for the fifth of frames its zone maps cannot rule out: more than 0.1 B a row
+    assert sparse.profile.pcie_bytes_per_row < 0.1 < frames.profile.pcie_bytes_per_row
     dense = answer.gpu_answer(sql.parse(text.format(z=50_000), schema), table, engine, "pinned", repeat=1)
     assert dense.plan.tables[0].index is None and "by the index" in dense.explain()
     engine.memory.release_table(table)
