@@ -193,27 +193,29 @@ def duckdb_answer(text: str, source, name: str, repeat: int = 1) -> Answer:
 # --- the GPU ----------------------------------------------------------------------------------------------------------
 def fused_partial(query: Query, run) -> Partial:
     """A fused run's accumulators as a Partial: each table's groups decoded to their keys (a VARCHAR
-    group column's code to its string in that part's dictionary)."""
+    group column's code to its string in that part's dictionary), the keys' digits found with NumPy."""
+    import numpy as np
+
     from gquery.gpu.codegen import accumulator_index
 
     spec = run.plan.spec
     index = accumulator_index(query, spec)
     total = Partial.empty(query)
     for t in run.tables:
-        table = t.plan.table
-        for g, (rows, values) in t.groups.items():
-            key, rest = [], g
-            digits = []
-            for card in reversed(spec.group_cards):
-                digits.append(rest % card)
-                rest //= card
-            for c, base, step, digit in zip(query.group_by, t.plan.group_bases, spec.group_steps, reversed(digits)):
-                v = (base + digit) * step
-                d = table.columns[c.name].dictionary
-                key.append(d[v] if d is not None else v)
-            states = [[rows] if k is None else [values[k], rows] for a, k in zip(query.aggregates, index)]
-            total.add(tuple(key), states)
-            total.rows_selected += rows
+        table, rest = t.plan.table, np.asarray(t.index, dtype=np.int64)
+        digits = []
+        for card in reversed(spec.group_cards):  # the group's index: its columns' digits, the last fastest
+            digits.append(rest % card)
+            rest = rest // card
+        columns = []
+        for c, base, step, digit in zip(query.group_by, t.plan.group_bases, spec.group_steps, reversed(digits)):
+            values = ((base + digit) * step).tolist()
+            d = table.columns[c.name].dictionary
+            columns.append([d[v] for v in values] if d is not None else values)
+        keys = list(zip(*columns)) if columns else [()] * len(t.counts)
+        part = Partial(total.funcs, {key: [[n] if k is None else [t.values[k][i], n] for k in index]
+                                     for i, (key, n) in enumerate(zip(keys, t.counts))}, sum(t.counts))
+        total.merge(part)
     if not query.group_by and () not in total.groups:
         total.add((), [[0] if a.func == "count" else [None, 0] if a.func in ("min", "max") else [0, 0]
                        for a in query.aggregates])

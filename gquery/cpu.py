@@ -52,8 +52,7 @@ def evaluate(query: Query, columns: Mapping[str, np.ndarray], dictionaries: Mapp
     selected, starts, keys = _groups(query, arrays, dictionaries, selected)
     chosen = _Rows(arrays, dictionaries, ranges, selected, len(selected))
     states = [_aggregate(chosen, a, starts, ranges) for a in query.aggregates]
-    for g, key in enumerate(keys):
-        partial.add(key, [s[g] for s in states])
+    partial.groups = {key: [s[g] for s in states] for g, key in enumerate(keys)}  # keys are distinct within a part
     return partial
 
 

@@ -62,8 +62,11 @@ class Partial:
         """Fold another part's partial into this one (in place) and return this one."""
         if other.funcs != self.funcs:
             raise ValueError(f"partials of different aggregates: {self.funcs} and {other.funcs}")
-        for key, states in other.groups.items():
-            self.add(key, states)
+        if not self.groups:  # the first part's groups as they are: states are replaced on merging, never changed
+            self.groups = dict(other.groups)
+        else:
+            for key, states in other.groups.items():
+                self.add(key, states)
         self.rows_selected += other.rows_selected
         return self
 
@@ -142,35 +145,53 @@ def arrow_type(t: SqlType):
 def finalize(query: Query, partial: Partial) -> Result:
     """The rows of the query's answer from the merged partial: SQL's rules for empty input (without
     GROUP BY one row, SUM/AVG/MIN/MAX NULL and COUNT 0; with GROUP BY no row per absent group),
-    then ORDER BY (stable) and LIMIT. Each AVG is the correctly rounded exact mean (exact_mean)."""
+    then ORDER BY (stable) and LIMIT. Each AVG is the correctly rounded exact mean (exact_mean).
+    The groups are ordered by the engines' values of the ORDER BY columns alone and cut at the LIMIT
+    before any row is built: the top 10 of 100,000 groups builds 10 rows."""
     aggregates = query.aggregates
     if partial.funcs != tuple(a.func for a in aggregates):
         raise ValueError(f"a partial of {partial.funcs} for a query of {tuple(a.func for a in aggregates)}")
-    groups = dict(partial.groups)
+    groups = partial.groups
     if not query.group_by and () not in groups:
-        groups[()] = [initial_state(a.func) for a in aggregates]
-    rows = []  # (the row as DuckDB's client gives it, the values ORDER BY compares)
-    for key in sorted(groups):
-        states = groups[key]
-        row, order = [], []
-        for output in query.outputs:
-            if output.expr in aggregates:
-                i = aggregates.index(output.expr)
-                value = _final_value(output.expr, states[i])
-                row.append(value)
-                order.append(states[i][0] if output.expr.func in ("min", "max") else value)
-            else:
-                k = key[query.group_by.index(output.expr)]
-                row.append(to_python(k, output.expr.type))
-                order.append(k)
-        rows.append((tuple(row), tuple(order)))
+        groups = {**groups, (): [initial_state(a.func) for a in aggregates]}
+    outputs = [(aggregates.index(o.expr), o.expr, None) if o.expr in aggregates else
+               (None, o.expr, query.group_by.index(o.expr)) for o in query.outputs]
+    entries = sorted(groups)
     # ordered by the engine's values, not the client's: a date past Python's years is DuckDB's text
     # ('0902-02-05 (BC)'), which neither compares with a datetime.date nor sorts as the date does
-    for index, descending in reversed(query.order_by):
-        rows.sort(key=lambda r: _sort_key(r[1][index], descending), reverse=descending)
+    order_columns = sorted({index for index, _ in query.order_by})
+    if order_columns:
+        at = {index: n for n, index in enumerate(order_columns)}
+        keyed = [(key, tuple(_engine_value(outputs[i], key, groups[key]) for i in order_columns)) for key in entries]
+        for index, descending in reversed(query.order_by):
+            n = at[index]
+            keyed.sort(key=lambda e: _sort_key(e[1][n], descending), reverse=descending)
+        entries = [key for key, _ in keyed]
     if query.limit is not None:
-        rows = rows[:query.limit]
-    return Result([(o.name, o.expr.type) for o in query.outputs], [row for row, _ in rows], [order for _, order in rows])
+        entries = entries[:query.limit]
+    rows = [tuple(_client_value(o, key, groups[key]) for o in outputs) for key in entries]
+    raw = [tuple(_engine_value(o, key, groups[key]) for o in outputs) for key in entries]
+    return Result([(o.name, o.expr.type) for o in query.outputs], rows, raw)
+
+
+def _engine_value(output: tuple, key: tuple, states: list):
+    """An output's value as the engines hold it, what ORDER BY compares: a group column's engine value, an
+    aggregate's exact total (SUM: unscaled; its Decimal orders alike), AVG's double, MIN/MAX's engine value."""
+    i, expr, j = output
+    if i is None:
+        return key[j]
+    state = states[i]
+    if expr.func in ("min", "max", "count"):
+        return state[0]
+    if state[1] == 0:
+        return None
+    return state[0] if expr.func == "sum" else exact_mean(state[0], state[1], expr.arg.type)
+
+
+def _client_value(output: tuple, key: tuple, states: list):
+    """An output's value as DuckDB's Python client gives it."""
+    i, expr, j = output
+    return to_python(key[j], expr.type) if i is None else _final_value(expr, states[i])
 
 
 def _final_value(aggregate, state: list):

@@ -350,3 +350,26 @@ def test_the_cold_lists_are_read_once_they_pay_for_themselves():
     assert opt_plan.choose(runs=1).tables[0].index is None
     assert opt_plan.choose(runs=10_000).tables[0].index is not None
     assert "for 10000 runs" in opt_plan.choose(runs=10_000).describe()
+
+
+def test_every_group_is_read_at_once_exactly_as_one_at_a_time():
+    """codegen.read_groups (NumPy over the accumulator words) against read_group (one group's words into
+    Python integers): counts, 128-bit sums that fit 64 bits and sums that do not, negative ones, the
+    wide sums' two halves, min and max; groups that selected no row left out."""
+    spec = plan_fused(query(None, total(PRODUCT), total(Arith("*", col("p"), col("p"), decimal(30, 4)), decimal(38, 4)),
+                            Aggregate("min", col("t"), DATE), Aggregate("max", col("p"), D2), group_by=(col("k"),)),
+                      [table(3000, p_hi=2**62)], "pinned", 132).spec
+    assert [a.kind for a in spec.accumulators] == ["sum", "wide", "min", "max"]
+    rng = np.random.default_rng(3)
+    for fits in (True, False):
+        words = rng.integers(0, 2**64, spec.groups * spec.words, dtype=np.uint64)
+        table_words = words.reshape(spec.groups, spec.words)
+        table_words[rng.random(spec.groups) < 0.3, 0] = 0  # groups that selected no row
+        if fits:  # every 128-bit sum's high word the sign of its low word
+            for k in (1, 3, 5):
+                table_words[:, k + 1] = np.where(table_words[:, k].view(np.int64) < 0, np.uint64(2**64 - 1), np.uint64(0))
+        index, counts, values = codegen.read_groups(spec, words)
+        assert index.tolist() == codegen.selected_groups(spec, words).tolist()
+        for i, g in enumerate(index.tolist()):
+            rows, exact = codegen.read_group(spec, words, g)
+            assert counts[i] == rows and [v[i] for v in values] == exact

@@ -42,12 +42,21 @@ def index_kernel(scan) -> codegen.IndexKernel:
 
 @dataclass
 class TableRun:
-    """One table's answer: per group (its index), its rows and its accumulators' exact values."""
+    """One table's answer: the groups that selected a row (their indices), each one's rows, and each
+    accumulator's exact value for each of them (codegen.read_groups)."""
 
     plan: TablePlan
-    groups: dict[int, tuple[int, list]]
+    index: np.ndarray
+    counts: list[int]
+    values: list[list[int]]  # per accumulator, per group
     values_in_place: int
     frames_in_place: int
+
+    @property
+    def groups(self) -> dict[int, tuple[int, list]]:
+        """Per group index, (its rows, its accumulators' values): as read_group gives one."""
+        return {g: (n, list(v)) for g, n, v in zip(self.index.tolist(), self.counts, zip(*self.values) if self.values
+                                                    else ((),) * len(self.counts))}
 
 
 @dataclass
@@ -282,12 +291,10 @@ class FusedRunner:
         runs = []
         for i, tp in enumerate(plan.tables):
             words = acc_h[i * words_per_table:(i + 1) * words_per_table]
-            groups = {}
-            for g in codegen.selected_groups(spec, words[COUNTER_WORDS:]).tolist():
-                groups[g] = codegen.read_group(spec, words[COUNTER_WORDS:], g)
-            runs.append(TableRun(tp, groups, int(words[0]), int(words[1])))
+            index, counts, values = codegen.read_groups(spec, words[COUNTER_WORDS:])
+            runs.append(TableRun(tp, index, counts, values, int(words[0]), int(words[1])))
         total_ms = done.time_since(tl.start)
-        selected = sum(r for run in runs for r, _ in run.groups.values())
+        selected = sum(sum(run.counts) for run in runs)
         zero_bytes = (SECTOR * sum(r.values_in_place + r.frames_in_place for r in runs) + list_bytes
                       + sum(ch.tested_in_place for _, ch in chunks))  # a tested frame's predicate words, read whole
         logical = sum(tp.table.logical_bytes(spec.columns) for tp in plan.tables)
