@@ -142,12 +142,15 @@ class TableHandle:
 
     @deep_expressions
     def sql(self, text: str, backend: str = "auto", mode: str = "pinned", repeat: int = 1, check: bool = True,
-            warmup: bool = True, gpus=1):
+            warmup: bool = False, gpus=1):
         """The SQL text's answer (gquery.answer.Answer: columns, rows, check, profile, explain()).
         backend: auto (the GPU where usable, else the CPU reference, saying why), gpu, cpu, or duckdb
         (DuckDB alone over the table's files, any SQL it answers). A query outside the class raises
         OutOfClass naming the construct. `check`: compare with the CPU reference over the same table.
-        `gpus`: a number or "all": the frames divided among the GPUs, each its share's fused kernel."""
+        `repeat`: runs of the query (its time is their median); `warmup`: untimed runs first, and then at
+        least `repeat` runs and 0.1 s of them, as a benchmark times (gquery.timing): by default a call is
+        one run, what a user waits for. `gpus`: a number or "all": the frames divided among the GPUs, each
+        its share's fused kernel."""
         from gquery import answer, sql
         from gquery.answer import parts_of
         from gquery.table import read_ahead
