@@ -1,6 +1,6 @@
-"""gquery: a columnar GPU query engine for selection+aggregate SQL over TPC-H lineitem (the mission's
-SELECT SUM(l_quantity*l_extendedprice) FROM lineitem WHERE l_suppkey < Z, Q6, Q1, a user's own),
-exact and checked against DuckDB. Nothing here imports pycuda: see gquery.gpu.
+"""gquery: a columnar GPU query engine for selection+aggregate SQL over parquet or .tbl tables (TPC-H's
+lineitem with the mission's SELECT SUM(l_quantity*l_extendedprice) FROM lineitem WHERE l_suppkey < Z,
+Q6 and Q1, or a user's own), exact and checked against DuckDB. Nothing here imports pycuda: see gquery.gpu.
 
     import gquery
     t = gquery.open("dbgen_data/sf10")

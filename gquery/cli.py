@@ -21,9 +21,10 @@ from gquery.errors import GqueryError, Stopped, UsageError
 
 # Plain click help: rich markup would eat "[...]" in help texts and show flags as "<bool>".
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="A columnar GPU query engine for selection+aggregate SQL (TPC-H's Q6 and Q1, the mission's "
-                       "SUM(l_quantity*l_extendedprice) WHERE l_suppkey < Z, and queries of that shape), "
-                       "each answer checked against DuckDB.")
+                  help="A columnar GPU query engine for selection+aggregate SQL over parquet or .tbl tables (TPC-H's "
+                       "Q6 and Q1, the mission's SUM(l_quantity*l_extendedprice) WHERE l_suppkey < Z, your own): one "
+                       "planner scans each table by its frames or a column's bucket lists into a generated kernel, "
+                       "and each answer is checked against DuckDB.")
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)  # pipes get whole tables
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
