@@ -198,6 +198,18 @@ class TableHandle:
             result.check, result.checked_against, result.expected = expected.rows == result.rows, "the CPU reference", expected
         return result
 
+    def prepare(self, text: str, **options) -> "Prepared":
+        """A statement with qmark parameters (`... WHERE l_suppkey < ?`), its syntax checked now; each
+        run(*parameters, **options) binds them as exact literals and asks sql() with this call's options
+        and its own. A repeated run of the same parameters reuses the parsed query and plan of the text."""
+        from gquery import sql
+
+        if not isinstance(text, str):
+            raise GqueryError(f"SQL must be text, not {type(text).__name__}")
+        self._live()
+        sql.check_syntax(text)
+        return Prepared(self, text, options)
+
     def query(self, z: int, **options):
         """The mission query at Z, SELECT SUM(l_quantity * l_extendedprice) FROM <this table> WHERE
         l_suppkey < z: its SQL asked of sql() with the same options, answered alike."""
@@ -222,6 +234,21 @@ class TableHandle:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class Prepared:
+    """table.prepare's statement: run(*parameters, **options) → the Answer of the text with them bound."""
+
+    def __init__(self, table: "TableHandle", text: str, options: dict):
+        self.table, self.text, self.options = table, text, options
+
+    def run(self, *parameters, **options):
+        from gquery.parameters import bind
+
+        return self.table.sql(bind(self.text, parameters), **{**self.options, **options})
+
+    def __repr__(self) -> str:
+        return f"Prepared({self.text!r})"
 
 
 def _on_gpu(job):

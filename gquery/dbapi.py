@@ -17,9 +17,7 @@ NotSupportedError for what a read-only engine of one table does not do.
 
 from __future__ import annotations
 
-import datetime
-from decimal import Decimal
-
+from gquery import parameters as parameters_
 from gquery.errors import GqueryError
 
 apilevel = "2.0"
@@ -193,59 +191,16 @@ class Cursor:
 
 
 def bind(sql: str, parameters) -> str:
-    """The text with each `?` (outside string literals, quoted names and comments) replaced by the next
-    parameter as an exact SQL literal; the count must match."""
-    if not isinstance(sql, str):
-        raise ProgrammingError(f"SQL must be text, not {type(sql).__name__}")
-    params = [] if parameters is None else list(parameters) if isinstance(parameters, (list, tuple)) else None
-    if params is None:
-        raise ProgrammingError(f"parameters must be a sequence (qmark style), got {type(parameters).__name__}")
-    out, used, i, n = [], 0, 0, len(sql)
-    while i < n:
-        c = sql[i]
-        if c in "'\"":  # a string literal or a quoted name, '' and "" within it
-            j = i + 1
-            while j < n and not (sql[j] == c and (j + 1 >= n or sql[j + 1] != c)):
-                j += 2 if sql[j] == c else 1
-            out.append(sql[i:j + 1])
-            i = j + 1
-        elif sql.startswith("--", i):
-            j = sql.find("\n", i)
-            j = n if j < 0 else j
-            out.append(sql[i:j])
-            i = j
-        elif c == "?":
-            if used >= len(params):
-                raise ProgrammingError(f"the SQL has more ? than the {len(params)} parameter(s) given")
-            out.append(literal(params[used]))
-            used += 1
-            i += 1
-        else:
-            out.append(c)
-            i += 1
-    if used != len(params):
-        raise ProgrammingError(f"{len(params)} parameter(s) given for {used} ?")
-    return "".join(out)
+    """The text with each `?` replaced by the next parameter as an exact SQL literal (gquery.parameters)."""
+    try:
+        return parameters_.bind(sql, parameters)
+    except GqueryError as e:
+        raise ProgrammingError(str(e)) from None
 
 
 def literal(value) -> str:
-    """A Python value as the SQL literal that means exactly it."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            raise ProgrammingError(f"a parameter {value} has no SQL literal")
-        return format(value, "f")
-    if isinstance(value, float):  # 0.1 is no decimal: binding its text would ask another query than the double
-        raise ProgrammingError(f"a float parameter ({value!r}): gquery's constants are exact, pass a Decimal or an int")
-    if isinstance(value, datetime.datetime):
-        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
-    if isinstance(value, datetime.date):
-        return f"DATE '{value.isoformat()}'"
-    if isinstance(value, str):
-        return "'" + value.replace("'", "''") + "'"
-    raise ProgrammingError(f"a parameter of type {type(value).__name__} has no SQL literal")
+    """A Python value as the SQL literal that means exactly it (gquery.parameters)."""
+    try:
+        return parameters_.literal(value)
+    except GqueryError as e:
+        raise ProgrammingError(str(e)) from None

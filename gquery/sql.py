@@ -160,6 +160,12 @@ def constant(text: str) -> Literal:
     return value
 
 
+def check_syntax(text: str) -> None:
+    """SqlSyntaxError (one line) unless the text is one SELECT that sqlglot parses; a prepared statement's
+    `?` parse as placeholders."""
+    _one_statement(text)
+
+
 def _one_statement(text: str) -> exp.Expression:
     try:
         statements = [s for s in sqlglot.parse(text, read="duckdb") if s is not None]

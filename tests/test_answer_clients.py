@@ -6,6 +6,8 @@ import datetime
 import json
 import math
 import random
+import re
+from decimal import Decimal
 
 import duckdb
 import pyarrow as pa
@@ -133,3 +135,28 @@ def test_the_api_takes_every_backend_the_cli_takes(opened, sf001):
         gquery.open(pq.read_table(sf001.files[0])).sql("SELECT COUNT(*) FROM lineitem", backend="duckdb")
     with pytest.raises(gquery.GqueryError, match="DuckDB failed"):
         t.sql("SELECT COUNT(*) FROM lineitem WHERE l_nope = 1", backend="duckdb")
+
+
+def test_a_prepared_statement_binds_exact_parameters_and_says_what_is_wrong_in_one_line():
+    import pyarrow as pa
+
+    import gquery
+    from gquery.parameters import ParameterError
+
+    data = pa.table({"a": pa.array(range(1000), pa.int64()),
+                     "d": pa.array([Decimal(i).scaleb(-2) for i in range(1000)], pa.decimal128(12, 2))})
+    t = gquery.open(data, name="t")
+    p = t.prepare("SELECT SUM(a), COUNT(*), MAX(d) FROM t WHERE a < ? AND d >= ?", backend="cpu")
+    for z, low in ((10, Decimal("0")), (500, Decimal("2.50")), (-1, Decimal("0"))):
+        assert p.run(z, low).rows == t.sql(f"SELECT SUM(a), COUNT(*), MAX(d) FROM t WHERE a < {z} AND d >= {low}",
+                                           backend="cpu").rows
+    assert p.run(10, Decimal(0), check=False).check is None  # this run's options over the statement's
+    for bad, says in (((), "more ? than the 0"), ((1, 2, 3), "3 parameter(s) given for 2"), ((1.5, 1), "a float parameter")):
+        with pytest.raises(ParameterError, match=re.escape(says)) as e:
+            p.run(*bad)
+        assert "\n" not in str(e.value)
+    with pytest.raises(gquery.GqueryError, match="syntax error"):
+        t.prepare("SELEC a FROM t WHERE a < ?")
+    t.close()
+    with pytest.raises(gquery.GqueryError, match="closed"):
+        p.run(1, Decimal(0))

@@ -74,7 +74,7 @@ def test_the_cycle_finder_finds_one():
 # The layers, lowest first: a module imports only from its own layer or below (at module level or
 # inside a function). A sub-package is one unit; a new module names its layer here.
 LAYERS = [
-    ("foundation", "errors exact host timing profile reports query schema sources"),
+    ("foundation", "errors exact host timing profile reports query schema sources parameters"),
     ("data: sources, schema, encodings, the store", "encodings contract columns table arrow store tpch"),
     ("the query: SQL to Query, pruning, results, the CPU reference", "sql prune result cpu ladder"),
     ("the modes, the link's costs, the ladder's chunk geometry", "plan"),

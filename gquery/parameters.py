@@ -1,0 +1,74 @@
+"""Parameters bound into SQL text as exact literals, qmark style: each `?` outside a string literal, a
+quoted name or a comment takes the next parameter (int, Decimal, str, datetime.date, datetime.datetime,
+bool, None). A float is refused: its text would be another number than the double. Used by prepared
+statements (api: table.prepare) and the DB-API (dbapi)."""
+
+from __future__ import annotations
+
+import datetime
+from decimal import Decimal
+
+from gquery.errors import GqueryError
+
+
+class ParameterError(GqueryError):
+    """A parameter that has no exact SQL literal, or a count that does not match the text's `?`."""
+
+
+def bind(sql: str, parameters) -> str:
+    """The text with each `?` (outside string literals, quoted names and comments) replaced by the next
+    parameter as an exact SQL literal; the count must match."""
+    if not isinstance(sql, str):
+        raise ParameterError(f"SQL must be text, not {type(sql).__name__}")
+    params = [] if parameters is None else list(parameters) if isinstance(parameters, (list, tuple)) else None
+    if params is None:
+        raise ParameterError(f"parameters must be a sequence (qmark style), got {type(parameters).__name__}")
+    out, used, i, n = [], 0, 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c in "'\"":  # a string literal or a quoted name, '' and "" within it
+            j = i + 1
+            while j < n and not (sql[j] == c and (j + 1 >= n or sql[j + 1] != c)):
+                j += 2 if sql[j] == c else 1
+            out.append(sql[i:j + 1])
+            i = j + 1
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i)
+            j = n if j < 0 else j
+            out.append(sql[i:j])
+            i = j
+        elif c == "?":
+            if used >= len(params):
+                raise ParameterError(f"the SQL has more ? than the {len(params)} parameter(s) given")
+            out.append(literal(params[used]))
+            used += 1
+            i += 1
+        else:
+            out.append(c)
+            i += 1
+    if used != len(params):
+        raise ParameterError(f"{len(params)} parameter(s) given for {used} ?")
+    return "".join(out)
+
+
+def literal(value) -> str:
+    """A Python value as the SQL literal that means exactly it."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise ParameterError(f"a parameter {value} has no SQL literal")
+        return format(value, "f")
+    if isinstance(value, float):  # 0.1 is no decimal: binding its text would ask another query than the double
+        raise ParameterError(f"a float parameter ({value!r}): gquery's constants are exact, pass a Decimal or an int")
+    if isinstance(value, datetime.datetime):
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, datetime.date):
+        return f"DATE '{value.isoformat()}'"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    raise ParameterError(f"a parameter of type {type(value).__name__} has no SQL literal")
