@@ -155,10 +155,19 @@ class TableHandle:
         from gquery.answer import parts_of
         from gquery.table import read_ahead
 
+        from gquery.gpu.device import parse_gpus
+        from gquery.plan import MODES
+
         data = self._live()
         if backend not in BACKENDS:
             raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        if mode not in MODES:  # said whichever engine answers: a typo is not left to a later call on a GPU
+            raise UsageError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        for name, flag in (("check", check), ("warmup", warmup)):
+            if not isinstance(flag, bool):
+                raise UsageError(f"{name} must be True or False, got {flag!r}")
         check_repeat(repeat)
+        parse_gpus(gpus)
         if backend == "duckdb":  # DuckDB alone, over the files the table was opened from, read in place
             if self.source is None or not self.source.files:
                 raise UsageError("backend duckdb reads the table's files: this table was opened from arrays, an "
@@ -298,6 +307,9 @@ def open(data, pinned: bool | None = None, one_shot: bool = False, name: str | N
 
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise UsageError(f"name must be a table name, got {name!r}")
+    if pinned is not None and not isinstance(pinned, bool):
+        raise UsageError(f"pinned must be True, False or None, got {pinned!r}")
+
     if pinned is None:  # whether a GPU is usable is learnt on its thread, not waited for here
         memory = None if _no_driver() else _EngineMemory(checked=False)
     else:

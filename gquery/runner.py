@@ -5,6 +5,7 @@ for the API too (open_table)."""
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,9 @@ def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False
 
             return table_of_arrow(data)
         return Table.from_columns(encode(data, "<arrow table>"))
+    if not isinstance(data, (str, os.PathLike, LineitemSource)):
+        raise UsageError(f"a table is opened from a path (a store, parquet or .tbl files), a pyarrow.Table or "
+                         f"lineitem's columns, not {type(data).__name__}")
     path = Path(data.path if isinstance(data, LineitemSource) else data)
     if store.is_store(path):
         return _open_store(path, memory, window)

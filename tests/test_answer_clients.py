@@ -160,3 +160,22 @@ def test_a_prepared_statement_binds_exact_parameters_and_says_what_is_wrong_in_o
     t.close()
     with pytest.raises(gquery.GqueryError, match="closed"):
         p.run(1, Decimal(0))
+
+
+@pytest.mark.parametrize("call, says", [
+    (lambda g, t: t.sql("SELECT SUM(a) FROM t", mode=None), "mode must be one of"),
+    (lambda g, t: t.sql("SELECT SUM(a) FROM t", backend="cpu", check="no"), "check must be True or False"),
+    (lambda g, t: t.sql("SELECT SUM(a) FROM t", backend="cpu", warmup=None), "warmup must be True or False"),
+    (lambda g, t: t.sql("SELECT SUM(a) FROM t", backend="cpu", gpus="x"), "must be a positive integer or all"),
+    (lambda g, t: t.sql("SELECT SUM(a) FROM t", backend="cpu", repeat=2.5), "repeat must be at least 1"),
+    (lambda g, t: t.sql(b"SELECT 1"), "SQL must be text"),
+    (lambda g, t: g.open(5), "a table is opened from a path"),
+    (lambda g, t: g.open(pa.table({"a": [1]}), pinned="x"), "pinned must be True, False or None"),
+    (lambda g, t: g.connect(5), "a table is opened from a path"),
+    (lambda g, t: t.query("3"), "Z must be an integer"),
+])
+def test_an_api_argument_of_the_wrong_type_is_one_line(call, says):
+    t = gquery.open(pa.table({"a": pa.array([1, 2, 3], pa.int64())}), name="t")
+    with pytest.raises(gquery.GqueryError, match=re.escape(says)) as e:
+        call(gquery, t)
+    assert "\n" not in str(e.value)
