@@ -1,6 +1,7 @@
 """The README names only commands and options the CLI has: every `gquery ...` line of its code blocks
 and of its commands table is read, and each subcommand and --option must exist (an option the code
-dropped, left in the README, is how a user's first command fails)."""
+dropped, left in the README, is how a user's first command fails). Its one-line errors, and its samples
+that a machine without a GPU runs, are run: what they print, times masked, is what it shows."""
 
 import re
 import shlex
@@ -99,3 +100,68 @@ def test_the_readmes_one_line_errors_are_what_the_cli_prints(tmp_path):
         r = subprocess.run([sys.executable, "-m", "gquery", *words[1:]], cwd=tmp_path, capture_output=True, text=True,
                            timeout=120)
         assert (r.stdout + r.stderr).splitlines() == shown, command
+
+
+# --- the samples that run without a GPU, run -----------------------------------------------------------------
+RUNNABLE = ("gquery run --sf 0.01 ", "gquery generate --sf 0.03 --parts 3", "gquery run --sf 0.05 --z 30 --backend duckdb",
+            "gquery run --sf 1 --z 30 --backend cpu")  # the rest: a GPU's, Dask's, or a run stopped by Ctrl-C
+TIMED = re.compile(r"(\d[\d,]*(?:\.\d+)?) (ms|s)\b")
+PROGRESS = re.compile(r"^encoding \S+: \d+ of \d+ columns done, \S+ next$")  # said every 2 s of encoding: a slow disk's
+
+
+def normalized(lines: list[str]) -> list[str]:
+    """Lines with what changes from run to run masked: times (`9.82 ms`, `in 7.9 s`), ratios against DuckDB,
+    and every figure of a timings table; runs of spaces and of a table's rules collapsed (a wider figure
+    widens its column)."""
+    out, timings = [], False
+    for line in lines:
+        timings = timings or line.startswith("runs (medians")
+        line = TIMED.sub(r"<t> \2", line)
+        line = re.sub(r"\b\d+\.\d+x\b", "<r>x", line)
+        line = re.sub(r"tcp://[\d.:]+", "<address>", line)
+        if timings:
+            line = re.sub(r"\d+\.\d+", "<t>", line)
+        line = re.sub(r"━+", "━", re.sub(r"─+", "─", re.sub(r" +", " ", line)))
+        out.append(line.rstrip())
+    return out
+
+
+def shown_matches(shown: list[str], printed: list[str]) -> bool:
+    """The README's lines are the printed ones, in order; its `...` stands for any lines."""
+    if not shown:
+        return not printed
+    if shown[0] == "...":
+        return any(shown_matches(shown[1:], printed[k:]) for k in range(len(printed) + 1))
+    return bool(printed) and shown[0] == printed[0] and shown_matches(shown[1:], printed[1:])
+
+
+def test_the_readmes_samples_that_need_no_gpu_print_what_it_shows(tmp_path):
+    """Each `$ gquery ...` sample a machine without a GPU can run (TPC-H generated here, in order, in one
+    folder), run: its output, times masked, is the README's."""
+    import os
+    import subprocess
+    import sys
+
+    from gquery.gpu.device import probe
+
+    if probe()[0] is not None:
+        import pytest
+
+        pytest.skip("these samples show a machine without a GPU")
+    env = {k: v for k, v in os.environ.items() if k not in ("GQUERY_DATA_DIR", "GQUERY_STORE_DIR")}
+    ran = 0
+    for command, shown in samples():
+        if not command.startswith(RUNNABLE):
+            continue
+        words = shlex.split(command)
+        if "--sf" in words and words[words.index("--sf") + 1] == "0.05":  # the store the stopped run resumed
+            subprocess.run([sys.executable, "-m", "gquery", "generate", "--sf", "0.05", "--parts", "5", "--keep-parquet"], cwd=tmp_path,
+                           env=env, capture_output=True, timeout=300, check=True)
+        r = subprocess.run([sys.executable, "-m", "gquery", *words[1:]], cwd=tmp_path, env=env, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+        printed = [ln for ln in r.stdout.splitlines() if ln.strip() and not PROGRESS.match(ln)]
+        assert r.returncode == 0, (command, r.stdout[-2000:])
+        assert shown_matches(normalized([s for s in shown if s.strip()]), normalized(printed)), \
+            (command, "\n".join(printed))
+        ran += 1
+    assert ran == 5
