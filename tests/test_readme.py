@@ -1,7 +1,8 @@
 """The README names only commands and options the CLI has: every `gquery ...` line of its code blocks
 and of its commands table is read, and each subcommand and --option must exist (an option the code
 dropped, left in the README, is how a user's first command fails). Its one-line errors, and its samples
-that a machine without a GPU runs, are run: what they print, times masked, is what it shows."""
+that a machine without a GPU runs, are run (commands and the Python API's blocks): what they print,
+times masked, is what it shows."""
 
 import re
 import shlex
@@ -165,3 +166,52 @@ def test_the_readmes_samples_that_need_no_gpu_print_what_it_shows(tmp_path):
             (command, "\n".join(printed))
         ran += 1
     assert ran == 5
+
+
+def python_block(after: str) -> list[str]:
+    """The statements of the first indented code block after the README's line `after` (comments dropped)."""
+    lines = README.read_text().splitlines()
+    k = next(i for i, ln in enumerate(lines) if ln.startswith(after))
+    while not lines[k].startswith("    "):
+        k += 1
+    block = []
+    while k < len(lines) and lines[k].startswith("    "):
+        block.append(re.sub(r"\s+#(?![^\"']*[\"'][^\"']*$).*$", "", lines[k][4:]).rstrip())
+        k += 1
+    return [ln for ln in block if ln]
+
+
+def test_the_readmes_python_runs_without_a_gpu(sf001, tmp_path, monkeypatch, capsys):
+    """The Python API's block and the DB-API's, statement by statement, over SF 0.01's parquet (the README's
+    path is SF 10's store) and a trips.parquet of its columns: each runs, but for what needs a GPU or a
+    library not installed; `print(a)` prints the README's sample, its time masked."""
+    import importlib.util
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gquery.gpu.device import probe
+
+    if probe()[0] is not None:
+        import pytest
+
+        pytest.skip("the samples show a machine without a GPU")
+    monkeypatch.chdir(tmp_path)
+    pq.write_table(pa.table({"city": ["Oslo", "Rome", "Oslo"], "fare": pa.array([12, 30, 7], pa.int64()),
+                             "km": pa.array([3, 12, 2], pa.int32())}), tmp_path / "trips.parquet")
+    namespace = {"text": "SELECT COUNT(*), SUM(l_quantity) FROM lineitem WHERE l_suppkey < 30"}
+    needs = {'backend="gpu"': probe()[0] is not None, "a.profile": probe()[0] is not None,
+             "a.df()": importlib.util.find_spec("pandas") is not None and importlib.util.find_spec("polars") is not None}
+    ran = 0
+    for statement in python_block("## The Python API") + python_block("A PEP 249 connection"):
+        if any(word in statement and not present for word, present in needs.items()):
+            continue
+        statement = statement.replace("dbgen_data/sf10/lineitem.gq", str(sf001.files[0]))
+        capsys.readouterr()
+        exec(statement, namespace)  # noqa: S102 (the README's own code)
+        if statement == "print(a)":
+            printed = capsys.readouterr().out.splitlines()
+            shown = python_block("`print(a)` on the CPU machine")
+            assert normalized(printed) == normalized(shown)
+        ran += 1
+    assert ran >= 16
