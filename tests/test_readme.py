@@ -107,7 +107,8 @@ def test_the_readmes_one_line_errors_are_what_the_cli_prints(tmp_path):
 RUNNABLE = ("gquery run --sf 0.01 ", "gquery generate --sf 0.03 --parts 3", "gquery run --sf 0.05 --z 30 --backend duckdb",
             "gquery run --sf 1 --z 30 --backend cpu")  # the rest: a GPU's, Dask's, or a run stopped by Ctrl-C
 TIMED = re.compile(r"(\d[\d,]*(?:\.\d+)?) (ms|s)\b")
-PROGRESS = re.compile(r"^encoding \S+: \d+ of \d+ columns done, \S+ next$")  # said every 2 s of encoding: a slow disk's
+# progress said every few seconds of generating or encoding: as many lines as the machine is slow
+PROGRESS = re.compile(r"^(encoding \S+: \d+ of \d+ columns done, \S+ next|generating: [\d.]+ GB written of about [\d.]+ GB)$")
 
 
 def normalized(lines: list[str]) -> list[str]:
