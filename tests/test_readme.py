@@ -160,9 +160,11 @@ def test_the_readmes_samples_that_need_no_gpu_print_what_it_shows(tmp_path):
             subprocess.run([sys.executable, "-m", "gquery", "generate", "--sf", "0.05", "--parts", "5", "--keep-parquet"], cwd=tmp_path,
                            env=env, capture_output=True, timeout=300, check=True)
         r = subprocess.run([sys.executable, "-m", "gquery", *words[1:]], cwd=tmp_path, env=env, text=True,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
-        printed = [ln for ln in r.stdout.splitlines() if ln.strip() and not PROGRESS.match(ln)]
-        assert r.returncode == 0, (command, r.stdout[-2000:])
+                           capture_output=True, timeout=600)
+        # the notes on stderr come before the answer on stdout, as a terminal shows them (read apart: a
+        # pipe's two writers would interleave part lines)
+        printed = [ln for ln in (r.stderr + r.stdout).splitlines() if ln.strip() and not PROGRESS.match(ln)]
+        assert r.returncode == 0, (command, r.stderr[-2000:])
         assert shown_matches(normalized([s for s in shown if s.strip()]), normalized(printed)), \
             (command, "\n".join(printed))
         ran += 1
