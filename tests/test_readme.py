@@ -4,6 +4,7 @@ dropped, left in the README, is how a user's first command fails). Its one-line 
 that a machine without a GPU runs, are run (commands and the Python API's blocks): what they print,
 times masked, is what it shows."""
 
+import difflib
 import re
 import shlex
 from pathlib import Path
@@ -165,8 +166,8 @@ def test_the_readmes_samples_that_need_no_gpu_print_what_it_shows(tmp_path):
         # pipe's two writers would interleave part lines)
         printed = [ln for ln in (r.stderr + r.stdout).splitlines() if ln.strip() and not PROGRESS.match(ln)]
         assert r.returncode == 0, (command, r.stderr[-2000:])
-        assert shown_matches(normalized([s for s in shown if s.strip()]), normalized(printed)), \
-            (command, "\n".join(printed))
+        want, got = normalized([s for s in shown if s.strip()]), normalized(printed)
+        assert shown_matches(want, got), f"{command}\n" + "\n".join(difflib.unified_diff(want, got, lineterm="", n=1))
         ran += 1
     assert ran == 5
 
