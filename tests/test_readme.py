@@ -122,8 +122,8 @@ def normalized(lines: list[str]) -> list[str]:
         line = TIMED.sub(r"<t> \2", line)
         line = re.sub(r"\b\d+\.\d+x\b", "<r>x", line)
         line = re.sub(r"tcp://[\d.:]+", "<address>", line)
-        if timings:
-            line = re.sub(r"\d+\.\d+", "<t>", line)
+        if timings:  # a loaded machine's run past a second prints 1,234.567
+            line = re.sub(r"\d[\d,]*\.\d+", "<t>", line)
         line = re.sub(r"━+", "━", re.sub(r"─+", "─", re.sub(r" +", " ", line)))
         out.append(line.rstrip())
     return out
