@@ -349,6 +349,15 @@ class Sliced(Buckets):
         return (u + np.uint64(self.reference % 2**64)).view(np.int64).astype(self.dtype)
 
 
+def slice_geometry(span: int) -> tuple[int, int, np.dtype | None]:
+    """For offsets 0..span from the reference: (keys a top value covers, the low part's bits, its narrowest
+    unsigned type, None where a bucket is one key). The largest offset's top value is span // bucket <= 255.
+    The store reads its lists and the planner weighs them with the geometry they were built with."""
+    bucket = span // (1 << TOP_BITS) + 1
+    low_bits = (bucket - 1).bit_length()
+    return bucket, low_bits, next(d for bits, d in LOW_DTYPES if bits >= low_bits)
+
+
 def slice_key(values: np.ndarray) -> Sliced:
     values = np.ascontiguousarray(values)
     rows = len(values)
@@ -356,15 +365,13 @@ def slice_key(values: np.ndarray) -> Sliced:
     reference = int(v.min()) if rows else 0
     u = v.view(np.uint64) - np.uint64(reference % 2**64)
     span = int(u.max()) if rows else 0
-    bucket = span // (1 << TOP_BITS) + 1  # the largest offset's top value is span // bucket <= 255
+    bucket, low_bits, dtype = slice_geometry(span)
     frames = max(1, math.ceil(rows / FRAME_ROWS))
     top = np.zeros(frames * FRAME_ROWS, dtype=np.uint8)
     low = None
     if bucket == 1:
         top[:rows] = u.astype(np.uint8)
     else:
-        low_bits = (bucket - 1).bit_length()
-        dtype = next(d for bits, d in LOW_DTYPES if bits >= low_bits)
         if bucket & (bucket - 1) == 0:  # a power of two: shift and mask
             top[:rows] = (u >> np.uint64(low_bits)).astype(np.uint8)
             low = (u & np.uint64(bucket - 1)).astype(dtype)

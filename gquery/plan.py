@@ -22,7 +22,6 @@ MODES = ("resident", "pinned", "registered", "pageable")
 MAPPED_MODES = ("pinned", "registered")  # host memory the kernel can read in place
 ZERO_COPY_READ_BYTES = 64  # link time a scattered zero-copy read costs, in bulk-copy bytes (a 32 B
 # sector and its request; measured: 0.5% of SF10's rows read so took ~1.5x their bulk bytes' time)
-ZERO_COPY_SECTOR = 32  # the smallest read a GPU load makes of host memory: the profile's unit
 BLOCK_THREADS = 256
 VECTORS_PER_THREAD = 4  # 16-byte key loads each thread keeps in flight per loop step
 ROWS_PER_VECTOR = 4  # one int4 of keys

@@ -42,7 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gquery.encodings import FRAME_ROWS, PAD_WORDS, TOP_BITS, Indexed, Packed, Sliced, bit_width, index_key, pack, slice_key
+from gquery.encodings import (FRAME_ROWS, PAD_WORDS, TOP_BITS, Indexed, Packed, Sliced, bit_width, index_key, pack,
+                              slice_geometry, slice_key)
 from gquery.errors import GqueryError
 from gquery.host import parallel_map
 from gquery.query import SqlType
@@ -427,8 +428,7 @@ class StoreFiles:
         factor = _int(self.path, self.column_entry(name).get("factor"), "key factor", low=1)
         reference = int(meta[:, 0].min()) * factor if self.rows else 0
         span = int(zmax.max()) - reference if self.rows else 0
-        bucket = span // (1 << TOP_BITS) + 1
-        low_bits = (bucket - 1).bit_length()
+        bucket, low_bits, _ = slice_geometry(span)
         wanted = ["top"] + (["low"] if encoding == "sliced" else ["ids"])
         if bucket > 1:
             wanted += [] if encoding == "sliced" else ["ids_low"]

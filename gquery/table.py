@@ -246,12 +246,6 @@ class Table:
         """Bytes a row of these columns takes as loaded (the mission's three by default)."""
         return self.rows * sum(self.columns[n].logical_bytes_per_row for n in names if n in self.columns)
 
-    def physical_bytes(self, encoding: str) -> int:
-        return sum(e.nbytes for e in self.encoded(encoding).values())
-
-    def wide_products(self) -> bool:
-        return wide_products(self.largest)
-
     def view(self, first_frame: int, end_frame: int) -> "Table":
         """Frames first_frame .. end_frame - 1 as a table of their own (one GPU's share), sharing
         the row buffers. Its factor bounds stay the whole table's: every share multiplies alike."""
@@ -272,19 +266,13 @@ class Table:
         return Table(rows, columns, f"{self.source} rows {first:,}..{first + rows:,}", self.largest, self.pinned,
                      sorted_by=self.sorted_by, left_out=self.left_out)
 
-    def describe(self, encoding: str) -> list[str]:
-        e = self.encoded(encoding)
-        return [f"{name:<16} {enc.describe()}; {enc.nbytes / max(self.rows, 1):.2f} B a row "
-                f"(logical {self.columns[name].logical_bytes_per_row})" for name, enc in e.items()]
-
-
 @dataclass
 class PartedTable:
     """A table stored in parts (a parted store: gquery.store), each part a Table of its own, so
     no step holds more than a part's worth of anything but the parts themselves. Opened whole,
     `tables` holds every part in host memory (page-locked and mapped when opened for the GPU).
-    Opened with a window, no part is held: readers bring parts from disk as a query reaches them,
-    at most `window` parts a reader (store.PartReader): a store larger than host memory streams."""
+    Opened with a window, no part is held: a query opens each part from disk as it reaches it
+    (answer.parts_of)."""
 
     rows: int
     paths: list[Path]  # each part's store folder, in row order
@@ -300,22 +288,9 @@ class PartedTable:
     def parts(self) -> int:
         return len(self.paths)
 
-    def wide_products(self) -> bool:
-        return wide_products(self.largest)
-
     def logical_bytes(self, names=QUERY_COLUMNS) -> int:
         return self.rows * sum(LOGICAL[name][1] for name in names if name in LOGICAL) if self.tables is None else \
             sum(t.logical_bytes(names) for t in self.tables)
-
-    def describe(self, encoding: str) -> list[str]:
-        held = "held in host memory" if self.tables is not None else f"read from disk {self.window} at a time"
-        head = [f"{self.parts} parts of {min(self.part_rows):,}..{max(self.part_rows):,} rows, {held}"]
-        return head + (self.tables[0].describe(encoding) if self.tables else [])
-
-
-def wide_products(largest: dict[str, int]) -> bool:
-    """Whether some |q x p| may reach 2^63: then the scan multiplies in 128 bits."""
-    return largest[QUANTITY] * largest[PRICE] >= 2**63
 
 
 def _largest(values: np.ndarray) -> int:
@@ -324,4 +299,4 @@ def _largest(values: np.ndarray) -> int:
     return max(abs(int(values.min())), abs(int(values.max())))
 
 
-__all__ = ["Table", "PartedTable", "wide_products", "Column", "ColumnBounds", "ENCODING_SETS", "KEY", "QUANTITY", "PRICE", "Indexed", "Packed", "Plain", "Sliced"]
+__all__ = ["Table", "PartedTable", "Column", "ColumnBounds", "ENCODING_SETS", "KEY", "QUANTITY", "PRICE", "Indexed", "Packed", "Plain", "Sliced"]

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gquery.encodings import FRAME_ROWS, TOP_BITS, frame_words, packed_bytes
+from gquery.encodings import FRAME_ROWS, TOP_BITS, frame_words, packed_bytes, slice_geometry
 from gquery.errors import UsageError
 from gquery.gpu.codegen import KernelSpec, NotOnGpu, kernel_spec
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
@@ -365,10 +365,10 @@ def _index_option(tp: TablePlan, spec: KernelSpec, selectable: dict) -> IndexOpt
         if not col.has("indexed") or c not in selectable:
             continue
         lo, hi = col.range()
-        bucket = (hi - lo) // (1 << TOP_BITS) + 1  # as the lists are built (encodings.slice_key)
+        bucket, _, low = slice_geometry(hi - lo)  # as the lists are built
         b0, b1 = _buckets(*selectable[c], lo, bucket)
         entries = table.rows * min(1.0, (b1 - b0) * bucket / (hi - lo + 1))
-        low_bytes = next((n for bits, n in ((0, 0), (8, 1), (16, 2), (32, 4)) if (bucket - 1).bit_length() <= bits), 8)
+        low_bytes = 0 if low is None else np.dtype(low).itemsize
         others = [spec.columns[j] for j in spec.predicate_slots if j != i]
         values = [x for x in spec.columns if x != c and x not in others]
         link = (entries * (4 + low_bytes) + entries * IN_PLACE_READS * ZERO_COPY_READ_BYTES * len(others)

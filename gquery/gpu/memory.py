@@ -190,10 +190,8 @@ class GpuMemory:
 
         self._cuda = cuda
         self.tag = next(_TAGS)  # marks this layer's allocations in table caches
-        self._resident: dict[int, tuple[LineitemColumns, DeviceColumns]] = {}
         self._rings: dict[tuple[int, int], list[DeviceColumns]] = {}
         self._pinned: dict[int, tuple[LineitemColumns, LineitemColumns]] = {}
-        self._staging: dict[tuple[int, int], list[tuple[np.ndarray, ...]]] = {}
         self._accumulator = None
         self._scratch: dict[str, object] = {}
         self._copiers: dict[int, HostCopier] = {}
@@ -327,7 +325,7 @@ class GpuMemory:
             self.release_table(part, mine_only)
         for key, value in list(table.cache.items()):
             kind = key[0]
-            if kind in ("device", "pinned", "window") and mine_only and key[1] != self.tag:
+            if kind in ("device", "pinned") and mine_only and key[1] != self.tag:
                 continue
             if kind == "shares":
                 for share in value:
@@ -345,9 +343,6 @@ class GpuMemory:
                 self.unregister(handle, arr)
             elif kind == "pinned":
                 _forget(self.owner(value).ctypes.data)
-            elif kind == "window":  # a window's slots, page-locked in place
-                for handle, arr in value[1]:
-                    self.unregister(handle, arr)
             del table.cache[key]
 
     def device_columns(self, rows: int) -> DeviceColumns:
@@ -359,27 +354,6 @@ class GpuMemory:
         return self._copiers[threads]
 
     # --- caches -------------------------------------------------------------------------------
-    def resident(self, columns: LineitemColumns) -> tuple[DeviceColumns, bool]:
-        """The column cache: (device columns, True if they were uploaded by this call)."""
-        key = id(columns)  # the cache holds `columns` too, so the id stays theirs
-        if key in self._resident:
-            return self._resident[key][1], False
-        dev = self.device_columns(columns.rows)
-        for ptr, host in zip(dev.allocations, columns.arrays()):
-            if host.nbytes:
-                self._cuda.memcpy_htod(ptr, host)
-        self._resident[key] = (columns, dev)
-        return dev, True
-
-    def is_resident(self, columns: LineitemColumns) -> bool:
-        return id(columns) in self._resident
-
-    def evict(self, columns: LineitemColumns) -> None:
-        entry = self._resident.pop(id(columns), None)
-        if entry:
-            for a in entry[1].allocations:
-                a.free()
-
     def chunk_ring(self, streams: int, chunk_rows: int) -> list[DeviceColumns]:
         """One chunk's device columns per stream: a streamed table's whole GPU footprint."""
         key = (streams, chunk_rows)
@@ -395,13 +369,6 @@ class GpuMemory:
             copier.copy(zip(pinned, columns.arrays()))
             self._pinned[key] = (columns, LineitemColumns(*pinned, source=columns.source))
         return self._pinned[key][1]
-
-    def staging_ring(self, buffers: int, chunk_rows: int) -> list[tuple[np.ndarray, ...]]:
-        key = (buffers, chunk_rows)
-        if key not in self._staging:
-            self._staging[key] = [tuple(self.pinned_empty(chunk_rows, d) for d in COLUMN_DTYPES)
-                                  for _ in range(buffers)]
-        return self._staging[key]
 
     def accumulator(self, tables: int = 1):
         """(device words, pinned host words) of ACC_WORDS words a table: the kernels' sums and
@@ -454,9 +421,6 @@ class GpuMemory:
         for table in list(self._tables.values()):
             self.release_table(table, mine_only=True)
         self._tables.clear()
-        for _, dev in self._resident.values():
-            for a in dev.allocations:
-                a.free()
         for ring in self._rings.values():
             for dev in ring:
                 for a in dev.allocations:
@@ -468,6 +432,6 @@ class GpuMemory:
                 v[0].free()
         for c in self._copiers.values():
             c.close()
-        self._resident.clear(), self._rings.clear(), self._pinned.clear(), self._staging.clear(), self._scratch.clear()
+        self._rings.clear(), self._pinned.clear(), self._scratch.clear()
         self._copiers.clear()
         self._accumulator = None

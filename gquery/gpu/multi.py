@@ -11,7 +11,6 @@ Device copies of a share (resident mode) live in its view's cache: spread over t
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from gquery.encodings import frames_of, split_frames
@@ -88,36 +87,6 @@ class MultiEngine:
     def close(self) -> None:
         for w in self.workers:
             w.close()
-
-    def concurrent_h2d(self, nbytes: int = 1 << 30, repeat: int = 5) -> float:
-        """GB/s of pinned host-to-device copies to every GPU at once (each its own buffer and
-        link), the median of `repeat` rounds: the host-side limit a query over these GPUs meets."""
-        import threading
-
-        import numpy as np
-
-        n = len(self.workers)
-        sources = [self.memory.pinned_empty(nbytes, np.uint8) for _ in range(n)]
-        for s in sources:
-            s[:] = 1  # touched: no first-fault in the timing
-        targets = [w.submit(w.engine.memory.device_empty, nbytes).result() for w in self.workers]
-        barrier = threading.Barrier(n)
-
-        def copy(k: int) -> None:
-            import pycuda.driver as cuda
-
-            barrier.wait()
-            cuda.memcpy_htod(targets[k], sources[k])
-
-        rounds = []
-        for _ in range(repeat + 1):  # the first round warms the links up
-            t0 = time.perf_counter()
-            for f in [w.submit(copy, k) for k, w in enumerate(self.workers)]:
-                f.result()
-            rounds.append(n * nbytes / (time.perf_counter() - t0) / 1e9)
-        for w, t in zip(self.workers, targets):
-            w.submit(t.free).result()
-        return sorted(rounds[1:])[repeat // 2]
 
     # --- dividing the work -----------------------------------------------------------------
     def shares(self, table) -> list[Share]:
