@@ -22,6 +22,13 @@ from gquery.table import PartedTable, Table
 
 GPU_BACKENDS = ("gpu", "auto")
 PLANS_KEPT = 1024  # fused plans a table keeps (a plan holds its chunks): queries past it are planned each time
+HOST_PHASES = {  # Answer.host_ms: where the public call's wall clock goes, host clock each, in order
+    "parse": "the text to a bound Query (a repeated text: looked up)",
+    "plan": "the zone maps' pruning and the scan's choice (a repeated query: its plan looked up, its scan weighed again)",
+    "queue": "the hand-off to the GPU's thread and back, and there holding and locating the columns before the first copy",
+    "gpu": "from the first copy queued to the accumulators on the host (gpu_ms: the same span by CUDA events)",
+    "finalize": "the accumulators read into groups, ordered, cut at LIMIT and made rows, on the asking thread",
+}
 
 
 @dataclass
@@ -40,6 +47,8 @@ class Answer:
     expected: Result | list | None = None  # the reference's rows
     notes: list[str] = field(default_factory=list)
     partial: Partial | None = field(default=None, repr=False)  # what it was finalized from: parts and GPUs add these
+    wall_ms: float | None = None  # the public call's host clock, from the text to the rows (api.TableHandle.sql)
+    host_ms: dict = field(default_factory=dict)  # where that went: parse, plan, queue, gpu, finalize (HOST_PHASES)
 
     @property
     def rows(self) -> list[tuple]:
@@ -106,7 +115,7 @@ class Answer:
                 "backend": self.backend, "why": self.why, "check": self.check, "checked_against": self.checked_against,
                 "check_note": self.check_note,
                 "gpu_ms": self.profile.total_ms if self.profile is not None else None,
-                "times_ms": self.times_ms, "notes": self.notes,
+                "times_ms": self.times_ms, "wall_ms": self.wall_ms, "host_ms": self.host_ms, "notes": self.notes,
                 "plan": None if self.plan is None else self.plan.to_dict(),
                 "profile": None if self.profile is None else self.profile.summary()}
 
@@ -222,18 +231,31 @@ def fused_partial(query: Query, run) -> Partial:
     return total
 
 
-def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1, warmup: bool = True,
-               chunk_frames: int | None = None, one_shot: bool = False, plans: dict | None = None,
-               scan: str = "auto") -> Answer:
-    """The query on one GPU, on the calling thread (the engine's device thread: see api). Without
-    warm-up, what a scan must still read from disk is part of the answer's time: the planner weighs it
-    (FusedPlan.choose) against the runs it would serve, this call's, or on a table kept open (`plans`
-    given, not `one_shot`) also every earlier run of the same query. `plans`: a held table's fused
-    plans, and the runs each has answered, by query and mode: a repeated text is not planned again.
-    `scan`: auto (the planner's choice), or frames / index where a table can be scanned so."""
+@dataclass
+class GpuRuns:
+    """What the GPU's thread hands back for a query: the plan it chose and its runs (warm-up runs first
+    in `warm`, timed runs sorted by GPU time), with the host's milliseconds planning and running them."""
+
+    plan: object
+    warm: list
+    runs: list
+    plan_ms: float
+    run_ms: float  # the host's clock around every run: holding and locating columns, queueing, waiting
+
+
+def gpu_runs(query: Query, data, engine, mode: str = "pinned", repeat: int = 1, warmup: bool = True,
+             chunk_frames: int | None = None, one_shot: bool = False, plans: dict | None = None,
+             scan: str = "auto") -> GpuRuns:
+    """The query's plan and runs on one GPU, on the calling thread (the engine's device thread: see api).
+    Without warm-up, what a scan must still read from disk is part of the answer's time: the planner
+    weighs it (FusedPlan.choose) against the runs it would serve, this call's, or on a table kept open
+    (`plans` given, not `one_shot`) also every earlier run of the same query. `plans`: a held table's
+    fused plans, and the runs each has answered, by query and mode: a repeated text is not planned
+    again. `scan`: auto (the planner's choice), or frames / index where a table can be scanned so."""
     from gquery.gpu.fused import runner_of
     from gquery.gpu.fusedplan import plan_fused
 
+    t0 = time.perf_counter()
     tables = parts_of(data)
     key = (query, mode, chunk_frames)
     kept = plans.get(key) if plans is not None else None  # [the plan, the runs it has answered]
@@ -246,17 +268,37 @@ def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1
     plan = plan.choose(None if warmup else earlier + repeat, scan)  # without warm-up, what is on disk counts too
     runner = runner_of(engine)
     run = lambda: runner.run(plan)  # noqa: E731
+    t1 = time.perf_counter()
     warm = timing.warm_up(run) if warmup else []
     runs = sorted(timing.timed_runs(run, repeat, timing.MIN_TIMED_MS if warmup else 0.0),
                   key=lambda r: r.profile.total_ms)
-    median = runs[len(runs) // 2]
-    median.profile.setup_ms = (warm or runs)[0].profile.setup_ms
-    partials = [fused_partial(query, r) for r in [*warm, *runs]]
+    return GpuRuns(plan, warm, runs, (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
+
+
+def gpu_finish(query: Query, done: GpuRuns) -> Answer:
+    """The runs' accumulators read into the Answer, off the GPU's thread (its next job need not wait):
+    every run's partial compared (exact by construction, so equal), the first finalized into rows."""
+    t0 = time.perf_counter()
+    median = done.runs[len(done.runs) // 2]
+    median.profile.setup_ms = (done.warm or done.runs)[0].profile.setup_ms
+    partials = [fused_partial(query, r) for r in [*done.warm, *done.runs]]
     first = partials[0]
     if any(p.groups != first.groups for p in partials[1:]):
         raise GqueryError("repeated GPU runs gave different answers")  # exact by construction: a bug if seen
-    return Answer(query.sql, query, finalize(query, first), "gpu", None, plan, median.profile,
-                  [r.profile.total_ms for r in runs], partial=first)
+    a = Answer(query.sql, query, finalize(query, first), "gpu", None, done.plan, median.profile,
+               [r.profile.total_ms for r in done.runs], partial=first)
+    setup = sum(r.profile.setup_ms for r in [*done.warm, *done.runs])
+    a.host_ms = {"plan": done.plan_ms, "queue": setup, "gpu": done.run_ms - setup,
+                 "finalize": (time.perf_counter() - t0) * 1e3}
+    return a
+
+
+def gpu_answer(query: Query, data, engine, mode: str = "pinned", repeat: int = 1, warmup: bool = True,
+               chunk_frames: int | None = None, one_shot: bool = False, plans: dict | None = None,
+               scan: str = "auto") -> Answer:
+    """The query on one GPU, planned, run and read on the calling thread (the engine's device thread):
+    gpu_runs, then gpu_finish."""
+    return gpu_finish(query, gpu_runs(query, data, engine, mode, repeat, warmup, chunk_frames, one_shot, plans, scan))
 
 
 def gpu_answer_multi(query: Query, data, multi, mode: str = "pinned", repeat: int = 1, warmup: bool = True,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import time
 
 from gquery.errors import GqueryError, UsageError, deep_expressions
 from gquery.options import check_repeat
@@ -56,7 +57,7 @@ def _engine_here():
         from gquery.gpu.executor import Engine
 
         _engine = Engine()
-        atexit.register(_shutdown)  # after the device threads' own: runs before it
+        atexit.register(shutdown)  # after the device threads' own: runs before it
     return _engine
 
 
@@ -71,16 +72,17 @@ def engines(gpus=1):
     with _lock:
         kept = _engines.setdefault(gpus, made)
         if kept is made:
-            atexit.register(_shutdown)
+            atexit.register(shutdown)
     if kept is not made:
         made.close()
     return kept
 
 
-def _shutdown() -> None:
-    """At exit, free what the process's engines hold (streams, events, modules, and what they
-    cached in tables), each on its GPU's thread: PyCUDA would otherwise warn of each object the
-    interpreter's last collection meets."""
+def shutdown() -> None:
+    """Free what the process's engines hold (streams, events, modules, and what they cached in tables),
+    each on its GPU's thread: at exit, where PyCUDA would otherwise warn of each object the interpreter's
+    last collection meets, or before a benchmark leaves the GPU to fresh processes. A later query makes
+    its engine again."""
     global _engine
     with _lock:
         multi, single = list(_engines.values()), _engine
@@ -158,6 +160,7 @@ class TableHandle:
         from gquery.gpu.device import parse_gpus
         from gquery.plan import MODES
 
+        started = time.perf_counter()
         data = self._live()
         if backend not in BACKENDS:
             raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -180,6 +183,7 @@ class TableHandle:
             query = sql.parse(text, answer.schema_of(data), self.name)
             if len(self._parsed) < PARSED_KEPT:
                 self._parsed[text] = query
+        parsed = time.perf_counter()
         reason = gpu_reason() if backend != "cpu" else "backend cpu"
         if backend == "gpu" and reason is not None:
             raise GqueryError(f"no usable GPU: {reason}")
@@ -193,9 +197,13 @@ class TableHandle:
             try:
                 if gpus != 1:  # each share on its own GPU's thread, handed out from here
                     result = answer.gpu_answer_multi(query, data, engines(gpus), mode, repeat, warmup)
-                else:
-                    result = _on_gpu(lambda: answer.gpu_answer(query, self._live(), engine(), mode, repeat, warmup,
-                                                                one_shot=self.one_shot, plans=self._plans))
+                else:  # planned and run on GPU 0's thread, read into rows here: its next job need not wait
+                    handed = time.perf_counter()
+                    done = _on_gpu(lambda: answer.gpu_runs(query, self._live(), engine(), mode, repeat, warmup,
+                                                           one_shot=self.one_shot, plans=self._plans))
+                    back = (time.perf_counter() - handed) * 1e3
+                    result = answer.gpu_finish(query, done)
+                    result.host_ms["queue"] += back - done.plan_ms - done.run_ms
             except NotOnGpu as e:  # in the class, but not the fused kernel's: the CPU answers, saying why
                 if backend == "gpu":
                     raise
@@ -205,6 +213,8 @@ class TableHandle:
         if check and result.backend == "gpu":
             expected = answer.cpu_answer(query, data).result
             result.check, result.checked_against, result.expected = expected.rows == result.rows, "the CPU reference", expected
+        result.host_ms = {"parse": (parsed - started) * 1e3, **result.host_ms}
+        result.wall_ms = (time.perf_counter() - started) * 1e3
         return result
 
     def prepare(self, text: str, **options) -> "Prepared":

@@ -163,7 +163,7 @@ class SqlOutcome:
                    "rows": [[_plain(v) for v in r] for r in d.rows] if d else [], "backend": "duckdb",
                    "why": f"outside the GPU's class: {self.outside}" if self.outside is not None else self.duckdb_why,
                    "check": None, "checked_against": None, "check_note": None, "gpu_ms": None,
-                   "times_ms": d.times_ms if d else [], "notes": [], "plan": None, "profile": None}
+                   "times_ms": d.times_ms if d else [], "wall_ms": None, "host_ms": {}, "notes": [], "plan": None, "profile": None}
         out.update({"source": self.source, "rows_in_table": self.rows, "outside_class": self.outside,
                     "gpu": None if self.gpu_reason is None else {"unavailable": self.gpu_reason}, "device": self.device,
                     "built": self.build_notes,

@@ -56,3 +56,43 @@ def test_the_class_at_scale_asks_what_the_store_holds_and_checks_against_duckdb_
     no_key = store.write_store(sf001, tmp_path / "nokey.gq", sf001, echo=lambda m: None,
                                columns=[c for c in NEEDED if c != "l_suppkey"])
     assert [n for n, _ in texts(store.open_store(no_key))] == ["q6", "q1"]
+
+
+def wall_run(query, wall, gpu, duckdb, parted=False, new_text=None, z=None):
+    return {"query": query, "sf": 10, "z": z, "design": "as-generated", "parted": parted, "wall_ms": wall,
+            "duckdb_ms": duckdb, "gpu_ms": gpu, "overhead_ms": wall - gpu, "ratio": duckdb / wall,
+            "new_text_ms": new_text, "new_text_overhead_ms": None if new_text is None else new_text - gpu,
+            "host_ms": {"parse": 0.01, "plan": 0.05, "queue": 0.1, "gpu": gpu, "finalize": 0.02},
+            "h2d_ms": gpu / 2, "kernel_ms": gpu / 3, "queued_ms": 0.05, "pcie_bytes_per_row": 1.5, "scans": "frames",
+            "match": True, "plan": {}}
+
+
+def test_the_queries_floors_read_the_wall_clock_and_the_host_time_beyond_the_gpu():
+    """The ratio to DuckDB is of wall clocks, not of GPU events; the host's time beyond the GPU's is held to
+    0.3 ms for one store and 1 ms for a parted one (a repeated text), 2 ms / 3 ms for a new text of a
+    compiled shape; a cold compile to 250 ms above the warm call, in the first process and the second."""
+    from gquery.bench.queries import floors, markdown
+
+    runs = [wall_run("q6", wall=2.0, gpu=1.0, duckdb=10.0),  # 5x by wall; 1 ms of host: missed
+            wall_run("q6", wall=1.2, gpu=1.0, duckdb=3.0, parted=True),  # 2.5x: missed; 0.2 ms of host: met
+            wall_run("mission", wall=0.5, gpu=0.3, duckdb=2.0, new_text=2.1, z=30)]  # 4x; new text 1.8 ms: met
+    cold = [{"shape": "q1-shape", "sql": "x", "first_wall_ms": 700.0, "warm_wall_ms": 10.0,
+             "second_process_wall_ms": 12.0, "same_answer": True}]
+    got = floors(runs, [], cold)
+    by = {(f["what"], f["value"]): f for f in got}
+    ratio = by[("q6 (as-generated): DuckDB's wall / gquery's wall", 5.0)]
+    assert ratio["met"] and ratio["floor"] == 4.0
+    assert not by[("q6 (as-generated): host ms beyond the GPU's, repeated text", 1.0)]["met"]
+    parted = by[("q6 (as-generated): host ms beyond the GPU's, repeated text", 0.19999999999999996)]
+    assert parted["met"] and parted["floor"] == 1.0
+    assert not by[("q6 (as-generated): DuckDB's wall / gquery's wall", 2.5)]["met"]
+    new = by[("mission Z = 30 (as-generated): host ms beyond the GPU's, new text of a compiled shape", 1.8)]
+    assert new["met"] and new["floor"] == 2.0
+    cold_floor = [f for f in got if f["what"].startswith("cold compile")][0]
+    assert cold_floor["value"] == 690.0 and not cold_floor["met"] and "second process: 2" in cold_floor["what"]
+    assert len(got) == 8
+    data = {"device": "GPU", "commit": "abc", "date": "today", "repeat": 5, "stored_columns": "all", "runs": runs,
+            "cold_compile": cold, "first_answer": [], "floors": got}
+    md = markdown(data, "gquery bench")
+    assert "| 10 | as-generated | q6 |  | frames | MATCH | 2.000 | 10.0 | 5.0x | 1.000 | 1.000 |" in md
+    assert "MISSED by 0.700" in md and "| q1-shape | 700 | 10.00 | 12.0 | yes |" in md
