@@ -17,7 +17,7 @@ from gquery import timing
 from gquery.errors import GqueryError
 from gquery.host import host_threads
 from gquery.query import Query
-from gquery.result import Partial, Result, finalize
+from gquery.result import ColumnarPartial, Partial, Result, finalize
 from gquery.table import PartedTable, Table
 
 GPU_BACKENDS = ("gpu", "auto")
@@ -202,33 +202,41 @@ def duckdb_answer(text: str, source, name: str, repeat: int = 1) -> Answer:
 # --- the GPU ----------------------------------------------------------------------------------------------------------
 def fused_partial(query: Query, run) -> Partial:
     """A fused run's accumulators as a Partial: each table's groups decoded to their keys (a VARCHAR
-    group column's code to its string in that part's dictionary), the keys' digits found with NumPy."""
-    import numpy as np
-
-    from gquery.gpu.codegen import accumulator_index
-
-    spec = run.plan.spec
-    index = accumulator_index(query, spec)
-    total = Partial.empty(query)
-    for t in run.tables:
-        table, rest = t.plan.table, np.asarray(t.index, dtype=np.int64)
-        digits = []
-        for card in reversed(spec.group_cards):  # the group's index: its columns' digits, the last fastest
-            digits.append(rest % card)
-            rest = rest // card
-        columns = []
-        for c, base, step, digit in zip(query.group_by, t.plan.group_bases, spec.group_steps, reversed(digits)):
-            values = ((base + digit) * step).tolist()
-            d = table.columns[c.name].dictionary
-            columns.append([d[v] for v in values] if d is not None else values)
-        keys = list(zip(*columns)) if columns else [()] * len(t.counts)
-        part = Partial(total.funcs, {key: [[n] if k is None else [t.values[k][i], n] for k in index]
-                                     for i, (key, n) in enumerate(zip(keys, t.counts))}, sum(t.counts))
-        total.merge(part)
+    group column's code to its string in that part's dictionary), the keys' digits found with NumPy,
+    held as columns (result.ColumnarPartial); the parts' partials added."""
+    parts = [table_partial(query, run.plan.spec, t) for t in run.tables]
+    total = None
+    if query.group_by:  # a parted table's groups added by key as columns
+        total = parts[0] if len(parts) == 1 else ColumnarPartial.combine(parts)
+    if total is None:
+        total = Partial.empty(query)
+        for part in parts:
+            total.merge(part)
     if not query.group_by and () not in total.groups:
         total.add((), [[0] if a.func == "count" else [None, 0] if a.func in ("min", "max") else [0, 0]
                        for a in query.aggregates])
     return total
+
+
+def table_partial(query: Query, spec, t) -> ColumnarPartial:
+    """One table's groups of a fused run, as columns: the group columns' keys and each aggregate's state."""
+    import numpy as np
+
+    from gquery.gpu.codegen import accumulator_index
+
+    rest = np.asarray(t.index, dtype=np.int64)
+    digits = []
+    for card in reversed(spec.group_cards):  # the group's index: its columns' digits, the last fastest
+        digits.append(rest % card)
+        rest = rest // card
+    keys = []
+    for c, base, step, digit in zip(query.group_by, t.plan.group_bases, spec.group_steps, reversed(digits)):
+        values = ((base + digit) * step).tolist()
+        d = t.plan.table.columns[c.name].dictionary
+        keys.append([d[v] for v in values] if d is not None else values)
+    counts = list(t.counts)
+    states = [[counts] if k is None else [list(t.values[k]), counts] for k in accumulator_index(query, spec)]
+    return ColumnarPartial(tuple(a.func for a in query.aggregates), keys, states, len(counts), sum(counts))
 
 
 @dataclass
