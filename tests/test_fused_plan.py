@@ -373,3 +373,24 @@ def test_every_group_is_read_at_once_exactly_as_one_at_a_time():
         for i, g in enumerate(index.tolist()):
             rows, exact = codegen.read_group(spec, words, g)
             assert counts[i] == rows and [v[i] for v in values] == exact
+
+
+def test_parts_of_one_range_add_their_groups_into_one_table_of_words():
+    """A parted table's groups are counted from one base where that takes no more groups than each part's
+    own (the kernel then adds every part into one table of accumulators, read back once); not where the
+    parts' ranges lie apart, nor where a VARCHAR group column's codes mean other strings in another part."""
+    parts = [table(9000, seed) for seed in (1, 2, 3)]
+    count = Aggregate("count", None, BIGINT)
+    by_key = plan_fused(query(None, count, group_by=(col("k"),)), parts, "pinned", 132)
+    assert by_key.shared_groups and len({tp.group_bases for tp in by_key.tables}) == 1
+    assert "one table of accumulators" in by_key.describe()
+    shifted = Table.from_values({"k": np.arange(9000) + 1_000_000, "q": np.full(9000, 100), "p": np.ones(9000, np.int64),
+                                 "d": np.zeros(9000, np.int64), "t": np.full(9000, 9000), "s": np.zeros(9000, np.int64)},
+                                SCHEMA, {"s": ("A", "N", "R")})
+    far = plan_fused(query(None, count, group_by=(col("k"),)), [parts[0], shifted], "pinned", 132)
+    assert not far.shared_groups and far.tables[0].group_bases != far.tables[1].group_bases
+    parts[1].columns["s"].dictionary = ("N", "R", "S")
+    by_string = plan_fused(query(None, count, group_by=(col("s"),)), parts, "pinned", 132)
+    assert not by_string.shared_groups
+    assert plan_fused(query(None, count, group_by=(col("s"),)), [parts[0], parts[2]], "pinned", 132).shared_groups
+    assert not plan_fused(query(None, count), parts, "pinned", 132).shared_groups  # no groups: nothing to share

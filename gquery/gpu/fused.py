@@ -78,25 +78,40 @@ class FusedRunner:
 
     def __init__(self, engine):
         self.engine = engine
-        self._functions: dict = {}
+        self._functions: dict = {}  # (spec, index) → (the prepared function, blocks of one wave)
+        self._images: dict = {}  # (spec, tables) → the accumulators' initial words
 
-    def function(self, spec: codegen.KernelSpec, index: codegen.IndexKernel | None = None):
-        build = fused_build(spec, index)
-        if build not in self._functions:
-            f = kernels.function(build, "fused" if index is None else "fused_list")
+    def _compiled(self, spec: codegen.KernelSpec, index: codegen.IndexKernel | None):
+        """Looked up by the shape itself: its source is generated (0.1 ms) only the first time."""
+        found = self._functions.get((spec, index))
+        if found is None:
+            f = kernels.function(fused_build(spec, index), "fused" if index is None else "fused_list")
             constants = "".join("Pq" if j in spec.set_slots else "q" for j in range(spec.constants))
             columns = "PPqq" * len(spec.columns) + constants + "q" * len(spec.group_slots)
             f.prepare(columns + ("PqqPqP" if index is None else "PPPiqqqPqP"))
-            self._functions[build] = f
-        return self._functions[build]
+            found = self._functions[(spec, index)] = (
+                f, self.engine.device.sm_count * max(1, kernels.blocks_per_sm(f, BLOCK_THREADS)))
+        return found
+
+    def _initial(self, spec: codegen.KernelSpec, tables: int) -> np.ndarray:
+        """The accumulators' words before any row, each table's counters and groups: made once a shape
+        (100,000 groups are 2.4 MB of words)."""
+        found = self._images.get((spec, tables))
+        if found is None:
+            image = np.concatenate([np.zeros(COUNTER_WORDS, np.uint64), codegen.initial_words(spec)])
+            found = self._images[(spec, tables)] = np.tile(image, tables)
+        return found
+
+    def function(self, spec: codegen.KernelSpec, index: codegen.IndexKernel | None = None):
+        return self._compiled(spec, index)[0]
 
     def wave(self, spec, index: codegen.IndexKernel | None = None) -> int:
         """Blocks of one wave: what the GPU holds of this kernel at once."""
-        f = self.function(spec, index)
-        return self.engine.device.sm_count * max(1, kernels.blocks_per_sm(f, BLOCK_THREADS))
+        return self._compiled(spec, index)[1]
 
     def close(self) -> None:
         self._functions.clear()
+        self._images.clear()
 
     # --- where each column's bytes are -----------------------------------------------------------
     def _host(self, table, column: str, buffer: str, mode: str) -> np.ndarray:
@@ -188,11 +203,11 @@ class FusedRunner:
 
         predicate_columns = {spec.columns[k] for k in spec.predicate_slots}
         words_per_table = COUNTER_WORDS + spec.groups * spec.words
-        acc_d = memory.scratch_device("fused:acc", 8 * words_per_table * len(plan.tables))
-        acc_h = memory.scratch_host("fused:acc", words_per_table * len(plan.tables), np.uint64, pinned=True)
-        init = memory.scratch_host("fused:init", words_per_table * len(plan.tables), np.uint64, pinned=True)
-        image = np.concatenate([np.zeros(COUNTER_WORDS, np.uint64), codegen.initial_words(spec)])
-        init[:] = np.tile(image, len(plan.tables))
+        accumulating = 1 if plan.shared_groups else len(plan.tables)  # tables of words: shared, or one a table
+        acc_d = memory.scratch_device("fused:acc", 8 * words_per_table * accumulating)
+        acc_h = memory.scratch_host("fused:acc", words_per_table * accumulating, np.uint64, pinned=True)
+        init = memory.scratch_host("fused:init", words_per_table * accumulating, np.uint64, pinned=True)
+        init[:] = self._initial(spec, accumulating)
 
         tl = Timeline(cuda, copy, pool=eng._events)
         memory.htod_async(int(acc_d), init, copy)
@@ -244,7 +259,7 @@ class FusedRunner:
                 args.append(table.columns[c].zone_buffers()[2])
             args += constant_args(tp) + list(tp.group_bases)
             rows = min(ch.end * FRAME_ROWS, table.rows) - ch.first * FRAME_ROWS
-            table_words = int(acc_d) + 8 * i * words_per_table
+            table_words = int(acc_d) + 8 * (i % accumulating) * words_per_table
             values_in_place = sum(1 for c in ch.zero_copy if c not in predicate_columns)  # read a selected row each
             args += [0 if ch.always else classes_d + class_at[i] + ch.first, ch.frames, rows,
                      table_words + 8 * COUNTER_WORDS, values_in_place, table_words]
@@ -266,7 +281,7 @@ class FusedRunner:
                 args.append(tp.table.columns[c].zone_buffers()[2])
             ids = sources[(i, ix.column, "ids")][ix.first:ix.end]
             low = sources.get((i, ix.column, "low"))
-            table_words = int(acc_d) + 8 * i * words_per_table
+            table_words = int(acc_d) + 8 * (i % accumulating) * words_per_table
             args += constant_args(tp) + list(tp.group_bases)
             args += [memory.mapped_pointer(ids), memory.mapped_pointer(low[ix.first:ix.end]) if low is not None else 0,
                      memory.mapped_pointer(starts[at:]), ix.bucket_end - ix.bucket_first, ix.first_value, ix.bucket,
@@ -289,7 +304,7 @@ class FusedRunner:
         tl.gpu("d2h", "copy", 0, d2h_begin, done)
         done.synchronize()
         runs = []
-        for i, tp in enumerate(plan.tables):
+        for i, tp in enumerate(plan.tables[:accumulating]):  # shared: the first table's plan reads them all
             words = acc_h[i * words_per_table:(i + 1) * words_per_table]
             index, counts, values = codegen.read_groups(spec, words[COUNTER_WORDS:])
             runs.append(TableRun(tp, index, counts, values, int(words[0]), int(words[1])))

@@ -153,6 +153,7 @@ class FusedPlan:
     block_threads: int = 128
     encoding: str = "fused"
     scan_note: str = ""  # why the tables with an index option are scanned as they are (FusedPlan.choose)
+    shared_groups: bool = False  # every table's groups counted from one base: they add into one table of words
 
     def choose(self, runs: int | None = None, scan: str = "auto") -> "FusedPlan":
         """Each table with an index option scanned by index or by frames, whichever reads fewer bytes over the
@@ -309,6 +310,10 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     spec, _ = kernel_spec(query, lowered[0], ranges, max(t.rows for t in tables), cards, steps, len(tables))
     reasons = [f"kernel columns {', '.join(spec.columns)}; predicate `{spec.predicate or 'none'}`; "
                f"{len(spec.accumulators)} accumulator(s), {spec.groups:,} group(s)"]
+    shared = _shared_bases(query, tables, selectable, steps, cards)
+    if shared is not None:
+        reasons.append(f"the {len(tables)} parts' groups counted from one base, in as many groups as each part's: "
+                       f"they add into one table of accumulators, read back once")
     classified = []
     for t, low, r in zip(tables, lowered, selectable):
         other, constants = kernel_spec(query, low, ranges, max(tt.rows for tt in tables), cards, steps, len(tables))
@@ -316,7 +321,7 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
             raise NotOnGpu("the parts lower the query to different kernels")
         zones = frame_zones(t, low.columns() if low is not None else (), t.rows)
         classes, fraction = classify(low, zones)
-        bases = tuple(r[c.name][0] // step for c, step in zip(query.group_by, steps))
+        bases = shared or tuple(r[c.name][0] // step for c, step in zip(query.group_by, steps))
         classified.append((t, classes, fraction * zones.rows, tuple(constants), bases))
     touched = sum(int(np.count_nonzero(c != NEVER)) for _, c, *_ in classified)
     target = chunk_frames or min(MAX_CHUNK_FRAMES, max(MIN_CHUNK_FRAMES, math.ceil(touched / CHUNKS_PER_QUERY)))
@@ -332,7 +337,25 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     if any(t.sorted_by for t in tables):
         reasons.append(f"the rows are clustered by {tables[0].sorted_by}: its zone maps are narrow, so a range on it "
                        f"rules out most frames")
-    return FusedPlan(query, mode, spec, table_plans, reasons)
+    return FusedPlan(query, mode, spec, table_plans, reasons, shared_groups=shared is not None)
+
+
+def _shared_bases(query: Query, tables: list, selectable: list, steps: tuple, cards: tuple) -> tuple | None:
+    """One base for every part's groups, where counting from it takes no more groups than each part's
+    own base does and every group column's codes mean the same strings in every part: the parts then
+    add into one table of accumulators (a parted store's 1,000,000 suppliers read back once, not ten
+    times). None where not: one table of words a part."""
+    if len(tables) < 2 or not query.group_by:
+        return None
+    bases = []
+    for c, step, card in zip(query.group_by, steps, cards):
+        low = min(r[c.name][0] // step for r in selectable)
+        high = max(r[c.name][1] // step for r in selectable)
+        if high - low + 1 > card or any(t.columns[c.name].dictionary != tables[0].columns[c.name].dictionary
+                                        for t in tables[1:]):
+            return None
+        bases.append(low)
+    return tuple(bases)
 
 
 # --- the index scan ------------------------------------------------------------------------------------------------
