@@ -57,6 +57,7 @@ class Column:
     stored: tuple[str, ...] = ()  # encodings `load` can read ("zones": the packed encoding's metadata alone)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
     _zones: tuple | None = field(default=None, repr=False, compare=False)
+    _zone_map: tuple | None = field(default=None, repr=False, compare=False)  # zones(), made once
     on_disk: dict = field(default_factory=dict, repr=False, compare=False)  # stored encoding → bytes its read takes
 
     def get(self, encoding: str):
@@ -111,14 +112,17 @@ class Column:
             return self._zones
 
     def zones(self) -> tuple[np.ndarray, np.ndarray]:
-        """(each frame's smallest value, its largest): the zone map."""
-        meta, zmax, factor = self.zone_buffers()
-        return meta[:, 0] * np.int64(factor), zmax
+        """(each frame's smallest value, its largest): the zone map, made once (every plan reads it)."""
+        if self._zone_map is None:
+            meta, zmax, factor = self.zone_buffers()
+            lo = meta[:, 0] * np.int64(factor)
+            self._zone_map = (lo, zmax, (int(lo.min()), int(zmax.max())) if len(lo) else None)
+        return self._zone_map[:2]
 
     def range(self) -> tuple[int, int] | None:
         """(smallest, largest) value of the column, exact; None when it has no rows."""
-        lo, hi = self.zones()
-        return (int(lo.min()), int(hi.max())) if len(lo) else None
+        self.zones()
+        return self._zone_map[2]
 
     @property
     def logical_bytes_per_row(self) -> int:
