@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from gquery.query import Query, SqlType, scale_of, to_python
+from gquery.query import Query, SqlType, python_column, scale_of, to_python
 
 # --- partial aggregates --------------------------------------------------------------------------------
 def initial_state(func: str) -> list:
@@ -242,10 +242,20 @@ def _outputs(query: Query) -> list[tuple]:
 
 
 def _rows(query: Query, groups: dict, entries: list) -> Result:
+    """The rows of `entries` (group keys, in the answer's order): made a column at a time."""
     outputs = _outputs(query)
-    rows = [tuple(_client_value(o, key, groups[key]) for o in outputs) for key in entries]
-    raw = [tuple(_engine_value(o, key, groups[key]) for o in outputs) for key in entries]
-    return Result([(o.name, o.expr.type) for o in query.outputs], rows, raw)
+    raw = []
+    for o in outputs:
+        i, expr, j = o
+        raw.append([key[j] for key in entries] if i is None else [_engine_value(o, key, groups[key]) for key in entries])
+    client = []
+    for (i, expr, j), column in zip(outputs, raw):
+        if i is None or expr.func in ("min", "max"):  # the engine's value, as the client gives it
+            client.append(python_column(column, expr.type))
+        else:
+            client.append([_final_value(expr, groups[key][i]) for key in entries])
+    return Result([(o.name, o.expr.type) for o in query.outputs], list(zip(*client)) if outputs else [() for _ in entries],
+                  list(zip(*raw)) if outputs else [() for _ in entries])
 
 
 def _columnar_order(query: Query, partial: ColumnarPartial):
