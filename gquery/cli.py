@@ -540,17 +540,24 @@ def bench(sf: list[float] = typer.Option([10.0, 100.0], "--sf", help="Scale fact
           gpu_sf: Optional[float] = typer.Option(None, "--gpu-sf", help="--scale: the SF run on several GPUs [default: 100 if given, else the largest]."),
           queries: bool = typer.Option(True, "--queries", hidden=True, help="The default: SQL of the class against DuckDB."),
           all_columns: bool = typer.Option(False, "--all-columns", help="Store every column (default: the columns the queries read)."),
+          design: Optional[list[str]] = typer.Option(None, "--design", help="Designs to run (repeat): as-generated, clustered:l_suppkey, clustered:l_shipdate [default: all]."),
+          add: bool = typer.Option(False, "--add", help="Add the runs to the report already in --out (same commit and GPU): a large SF's designs run in calls of their own, one report."),
           data_dir: Optional[Path] = DATA_DIR):
-    """Benchmark and write a report: SQL of the class (the mission's Z sweep, Q6 and Q1) in
-    both designs against DuckDB, and the first answer, into queries-<gpu>.json/.md; --scale, the class at scale."""
+    """Benchmark and write a report: SQL of the class (the mission's Z sweep, Q6, Q1 and two GROUP BYs) in
+    two designs against DuckDB, timed as table.sql() on the host's clock, cold compiles and the first
+    answer, into queries-<gpu>.json/.md; --scale, the class at scale."""
     from gquery import tpch
     from gquery.options import check_positive, check_repeat, require_gpu
 
-    require_gpu("bench")  # before the imports below, which need pycuda
     from gquery.bench import queries as Q
 
     check_repeat(repeat)
     sfs = sorted({tpch.check_sf(x) for x in sf})
+    designs = tuple(design) if design else tuple(Q.DESIGNS)
+    unknown = [d for d in designs if d not in Q.DESIGNS]
+    if unknown:
+        raise UsageError(f"--design must be one of {', '.join(Q.DESIGNS)}, got {unknown[0]!r}")
+    require_gpu("bench")
     if scale:
         from gquery.bench import scale as SQ
         from gquery.gpu.device import device_count
@@ -567,7 +574,9 @@ def bench(sf: list[float] = typer.Option([10.0, 100.0], "--sf", help="Scale fact
         if not all(r["match"] for r in data["runs"]):
             raise GqueryError("a GPU answer differs from the reference")
         return
-    data = Q.run_queries(sfs, repeat, data_dir, echo=note, columns=None if all_columns else Q.NEEDED)
+    data = Q.run_queries(sfs, repeat, data_dir, echo=note, columns=None if all_columns else Q.NEEDED, designs=designs)
+    if add:
+        data = Q.combine([Q.read(out_dir, data["device"]), data])
     j, m = Q.write(data, out_dir, "gquery " + " ".join(sys.argv[1:]))
     out.print(m.read_text())
     if not all(r["match"] for r in data["runs"]):

@@ -96,3 +96,25 @@ def test_the_queries_floors_read_the_wall_clock_and_the_host_time_beyond_the_gpu
     md = markdown(data, "gquery bench")
     assert "| 10 | as-generated | q6 |  | frames | MATCH | 2.000 | 10.0 | 5.0x | 1.000 | 1.000 |" in md
     assert "MISSED by 0.700" in md and "| q1-shape | 700 | 10.00 | 12.0 | yes |" in md
+
+
+def test_a_report_added_to_is_one_report_of_one_commit_and_gpu(tmp_path):
+    """gquery bench --add: a large SF's designs, each run in a call of its own, land in one report, its floors
+    read again over every run; a report of another commit is refused in one line."""
+    import pytest
+
+    from gquery.bench.queries import combine, read, write
+    from gquery.errors import GqueryError
+
+    one = wall_run("q6", wall=2.0, gpu=1.0, duckdb=10.0)
+    two = {**wall_run("q1", wall=10.0, gpu=9.0, duckdb=200.0), "design": "clustered:l_shipdate"}
+    base = {"device": "GPU X", "commit": "abc", "date": "d1", "repeat": 7, "stored_columns": "all",
+            "cold_compile": [], "first_answer": []}
+    write({**base, "runs": [one], "floors": []}, tmp_path, "gquery bench --design as-generated")
+    both = combine([read(tmp_path, "GPU X"), {**base, "date": "d2", "runs": [two], "floors": []}])
+    assert [r["query"] for r in both["runs"]] == ["q6", "q1"] and both["dates"] == ["d1", "d2"]
+    assert any(f["what"].startswith("q1 (clustered:l_shipdate)") and f["met"] for f in both["floors"])
+    with pytest.raises(GqueryError, match="different commits"):
+        combine([both, {**base, "commit": "def", "runs": [], "floors": []}])
+    with pytest.raises(GqueryError, match="no report to add to"):
+        read(tmp_path / "none", "GPU X")

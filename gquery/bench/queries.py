@@ -461,7 +461,16 @@ def combine(reports: list[dict]) -> dict:
     first = [x for r in reports for x in r["first_answer"]]
     cold = [x for r in reports for x in r.get("cold_compile", [])]
     return {**reports[-1], "runs": runs, "first_answer": first, "cold_compile": cold, "floors": floors(runs, first, cold),
-            "dates": [r["date"] for r in reports]}
+            "dates": [d for r in reports for d in r.get("dates", [r["date"]])]}
+
+
+def read(out_dir: Path | str, device: str) -> dict:
+    """The report of `device` already in `out_dir` (gquery bench --add adds to it)."""
+    path = Path(out_dir) / f"queries-{reports.slug(device)}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise GqueryError(f"--add: no report to add to at {path} ({e.__class__.__name__})") from None
 
 
 def write(data: dict, out_dir: Path | str, command: str) -> tuple[Path, Path]:
