@@ -293,7 +293,7 @@ def _print_sql(o, explain: bool, out: Console = out) -> None:
             p = a.profile
             s = p.summary() if p is not None else {}
             check = {True: f"[green]MATCH[/green] {a.checked_against}", False: f"[red]MISMATCH[/red] {a.checked_against}",
-                     None: "not checked"}[a.check]
+                     None: a.checked_against or "not checked"}[a.check]
             total = p.total_ms if p is not None else (a.times_ms[0] if a.times_ms else None)
             runs.add_row(a.backend, getattr(p, "mode", ""), check, _ms(total), _ms(s.get("h2d_ms") or None),
                          _ms(s.get("kernel_ms")), f"{p.pcie_bytes_per_row:,.2f}" if p is not None else "",

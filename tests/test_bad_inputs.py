@@ -180,6 +180,9 @@ def test_beyond_the_old_limits_is_exact_and_says_when_duckdb_overflows(tmp_path,
     assert (out["duckdb"]["unavailable"] or "").startswith("Out of Range Error: Overflow in multiplication") == overflows
     if not HAS_GPU:  # DuckDB answers where no GPU is usable; where its products overflow, the CPU reference does
         assert (out["backend"], out["check"]) == ("cpu" if overflows else "duckdb", None)
+        assert (out["checked_against"] or "").startswith("none — DuckDB refuses: Out of Range Error") == overflows
+    else:  # the GPU's answer, checked against the CPU reference, says that DuckDB refuses the text
+        assert ("DuckDB refuses: Out of Range Error" in (out["check_note"] or "")) == overflows
 
 
 def test_decimal38_within_int64_is_exact(tmp_path):
@@ -196,6 +199,8 @@ def test_beyond_duckdbs_decimal38_the_engines_answer_exactly(tmp_path):
     assert out["rows"] == [[exact([(q, p)] * 100)]]
     table = run_data(tmp_path / "huge.parquet")
     assert exact([(q, p)] * 100) in table.stdout and "DuckDB   cannot answer" in table.stdout
+    if not HAS_GPU:
+        assert "none — DuckDB refuses" in table.stdout
 
 
 def test_zero_rows_is_null_not_an_error(tmp_path):
