@@ -109,6 +109,10 @@ class ColumnarPartial(Partial):
         self._groups = value
         self.keys = None  # the dict is the truth from now
 
+    def add(self, key: tuple, states: list[list]) -> None:
+        self.groups = self.groups  # merged into: the dict from now, the columns no longer this partial's groups
+        super().add(key, states)
+
     def key(self, i: int) -> tuple:
         return tuple(column[i] for column in self.keys)
 

@@ -264,3 +264,12 @@ def test_columns_of_parts_add_by_key_as_the_groups_merge(seed):
     assert finalize(q, got).rows == finalize(q, want).rows
     nulls = {("A", 1): [[0, 0], [0], [None, 0], [None, 0], [0, 0]]}
     assert ColumnarPartial.combine([*parts, columnar(nulls, funcs)]) is None
+
+
+def test_a_columnar_partial_merged_into_is_its_dict_from_then_on():
+    """Adding another part into a partial read back as columns makes its groups the dict: finalize then
+    answers the merged groups, not the columns it was read from."""
+    q = parse("SELECT l_suppkey, count(*) AS c FROM lineitem GROUP BY 1 ORDER BY c DESC", SCHEMA)
+    p = columnar({(1,): [[5]], (2,): [[3]]}, ("count",))
+    p.merge(Partial(("count",), {(2,): [[4]], (3,): [[1]]}, 5))
+    assert finalize(q, p).rows == [(2, 7), (1, 5), (3, 1)] and p.rows_selected == 13
