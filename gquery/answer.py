@@ -231,12 +231,12 @@ def table_partial(query: Query, spec, t) -> ColumnarPartial:
         rest = rest // card
     keys = []
     for c, base, step, digit in zip(query.group_by, t.plan.group_bases, spec.group_steps, reversed(digits)):
-        values = ((base + digit) * step).tolist()
+        values = (base + digit) * step  # int64: a group column's values are its column's
         d = t.plan.table.columns[c.name].dictionary
-        keys.append([d[v] for v in values] if d is not None else values)
-    counts = list(t.counts)
-    states = [[counts] if k is None else [list(t.values[k]), counts] for k in accumulator_index(query, spec)]
-    return ColumnarPartial(tuple(a.func for a in query.aggregates), keys, states, len(counts), sum(counts))
+        keys.append([d[v] for v in values.tolist()] if d is not None else values)
+    counts = t.counts
+    states = [[counts] if k is None else [t.values[k], counts] for k in accumulator_index(query, spec)]
+    return ColumnarPartial(tuple(a.func for a in query.aggregates), keys, states, len(counts), int(counts.sum()))
 
 
 @dataclass

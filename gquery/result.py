@@ -89,9 +89,10 @@ class Partial:
 
 class ColumnarPartial(Partial):
     """A Partial as an engine reads it back: per group column its keys, per aggregate its state's
-    components (a list each; the i-th entries are one group's), Python values throughout. `groups` makes
-    the dict on first use (merging does); finalize orders the columns and cuts at LIMIT first, making
-    rows only of the groups it keeps (the top 10 of 100,000 groups builds 10 groups)."""
+    components (the i-th entries are one group's), each an int64 array, or a list of Python values
+    (strings, integers past 64 bits). `groups` makes the dict of Python values on first use (merging
+    does); finalize orders the columns and cuts at LIMIT first, making rows only of the groups it keeps
+    (the top 10 of 100,000 groups builds 10 groups)."""
 
     def __init__(self, funcs: tuple[str, ...], keys: list[list], states: list[list[list]], size: int,
                  rows_selected: int):
@@ -101,7 +102,9 @@ class ColumnarPartial(Partial):
     @property
     def groups(self) -> dict[tuple, list[list]]:
         if self._groups is None:
-            self._groups = {self.key(i): self.group(i) for i in range(self.size)}
+            keys = zip(*(_plain(c) for c in self.keys)) if self.keys else [()] * self.size
+            states = [list(zip(*(_plain(c) for c in state))) for state in self.states]
+            self._groups = {key: [list(state[i]) for state in states] for i, key in enumerate(keys)}
         return self._groups
 
     @groups.setter
@@ -114,7 +117,7 @@ class ColumnarPartial(Partial):
         super().add(key, states)
 
     def key(self, i: int) -> tuple:
-        return tuple(column[i] for column in self.keys)
+        return tuple(_item(column[i]) for column in self.keys)
 
     @classmethod
     def combine(cls, parts: list["ColumnarPartial"]) -> "ColumnarPartial | None":
@@ -125,7 +128,7 @@ class ColumnarPartial(Partial):
 
         if any(p.keys is None for p in parts):
             return None
-        keys = [[v for p in parts for v in p.keys[c]] for c in range(len(parts[0].keys))]
+        keys = [_joined([p.keys[c] for p in parts]) for c in range(len(parts[0].keys))]
         ranks = [_sortable(column) for column in keys]
         if not keys or any(r is None for r in ranks):
             return None
@@ -135,18 +138,37 @@ class ColumnarPartial(Partial):
         for a, func in enumerate(parts[0].funcs):
             state = []
             for k in range(len(parts[0].states[a])):
-                values = [v for p in parts for v in p.states[a][k]]
+                values = _joined([p.states[a][k] for p in parts])
                 kind = "add" if func == "count" or k == len(parts[0].states[a]) - 1 or func in ("sum", "avg") else func
                 added = _grouped(values, inverse, len(first), kind)
                 if added is None:
                     return None
                 state.append(added)
             states.append(state)
-        return cls(parts[0].funcs, [[column[i] for i in first.tolist()] for column in keys], states, len(first),
-                   sum(p.rows_selected for p in parts))
+        return cls(parts[0].funcs, [column[first] if isinstance(column, np.ndarray) else [column[i] for i in first.tolist()]
+                                    for column in keys], states, len(first), sum(p.rows_selected for p in parts))
 
     def group(self, i: int) -> list[list]:
-        return [[component[i] for component in state] for state in self.states]
+        return [[_item(component[i]) for component in state] for state in self.states]
+
+
+def _plain(column) -> list:
+    """A column's values as Python values (an int64 array's, or the list it is)."""
+    return column.tolist() if hasattr(column, "tolist") else column
+
+
+def _item(value):
+    """One value as Python's: an int64 array's element as int (exact arithmetic, not NumPy's)."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def _joined(columns: list):
+    """Parts' columns one after another: one int64 array where every part's is one, else Python values."""
+    import numpy as np
+
+    if all(isinstance(c, np.ndarray) and c.dtype == np.int64 for c in columns):
+        return np.concatenate(columns)
+    return [v for c in columns for v in _plain(c)]
 
 
 # --- the answer ------------------------------------------------------------------------------------------------
@@ -279,17 +301,27 @@ def _columnar_order(query: Query, partial: ColumnarPartial):
         keys.append(None if a is None else (~a if a.dtype == np.int64 else -a) if descending else a)
     if any(k is None for k in keys):
         return None
-    return np.lexsort(keys) if keys else np.arange(partial.size)
+    if not keys:
+        return np.arange(partial.size)
+    limit = query.limit
+    if limit is not None and limit * 4 < partial.size:  # top k: only rows first by the first key can be kept
+        if limit == 0:
+            return np.arange(0)
+        kth = np.partition(keys[-1], limit - 1)[limit - 1]
+        candidates = np.flatnonzero(keys[-1] <= kth)  # ties with the k-th included
+        return candidates[np.lexsort([k[candidates] for k in keys])]
+    return np.lexsort(keys)
 
 
 def _engine_column(aggregate, state: list[list]) -> list | None:
     """An aggregate's engine values over the groups (_engine_value's), or None where a group has no rows."""
     if aggregate.func == "count":
         return state[0]
-    if any(n == 0 for n in state[-1]):
+    rows = state[-1]
+    if (rows == 0).any() if hasattr(rows, "any") else any(n == 0 for n in rows):
         return None
-    if aggregate.func == "avg":
-        return [exact_mean(total, n, aggregate.arg.type) for total, n in zip(*state)]
+    if aggregate.func == "avg":  # Python's int / int: one rounding of the exact mean
+        return [exact_mean(total, n, aggregate.arg.type) for total, n in zip(_plain(state[0]), _plain(rows))]
     return state[0]
 
 
@@ -300,7 +332,7 @@ def _grouped(values: list, group, groups: int, kind: str) -> list | None:
     import numpy as np
 
     try:
-        a = np.array(values)
+        a = np.asarray(values)
     except OverflowError:
         a = np.array(values, dtype=object)
     if a.dtype != np.int64:
@@ -317,7 +349,7 @@ def _grouped(values: list, group, groups: int, kind: str) -> list | None:
         member[group] = np.arange(len(group))  # any of a group's values starts its minimum or maximum
         out = a[member]
         (np.minimum if kind == "min" else np.maximum).at(out, group, a)
-    return out.tolist()
+    return out if out.dtype == np.int64 else out.tolist()
 
 
 def _sortable(values: list):
@@ -327,6 +359,8 @@ def _sortable(values: list):
 
     if values is None:
         return None
+    if isinstance(values, np.ndarray) and values.dtype == np.int64:
+        return values
     try:
         a = np.array(values)  # int64 or float64 where every value is one (a None makes an object array)
     except OverflowError:  # integers past 64 bits

@@ -200,17 +200,25 @@ def test_unordered_rows_whose_doubles_differ_in_the_last_place_still_pair_up():
     assert compare(ours, [(up, 2), (up, 1)], ordered=False) == type(compare(ours, [], False))(True, 1)
 
 
-def columnar(groups: dict, funcs: tuple) -> "ColumnarPartial":
-    """The groups as an engine reads them back: columns of keys and of each aggregate's state."""
+def columnar(groups: dict, funcs: tuple, arrays: bool = False) -> "ColumnarPartial":
+    """The groups as an engine reads them back: columns of keys and of each aggregate's state (`arrays`:
+    int64 arrays where every value is an integer that fits, as the GPU's read-out gives them)."""
+    import numpy as np
+
     from gquery.result import ColumnarPartial
 
-    keys = [list(c) for c in zip(*groups)] if groups else []
-    states = [[list(c) for c in zip(*(g[a] for g in groups.values()))] for a in range(len(funcs))]
+    def column(values) -> list:
+        fits = arrays and all(type(v) is int and -2**63 <= v < 2**63 for v in values)
+        return np.array(values, dtype=np.int64) if fits else list(values)
+
+    keys = [column(c) for c in zip(*groups)] if groups else []
+    states = [[column(c) for c in zip(*(g[a] for g in groups.values()))] for a in range(len(funcs))]
     return ColumnarPartial(funcs, keys, states, len(groups), sum(g[0][-1] for g in groups.values()))
 
 
+@pytest.mark.parametrize("arrays", [False, True], ids=["lists", "arrays"])
 @pytest.mark.parametrize("seed", range(40))
-def test_columns_of_groups_order_and_cut_as_the_groups_do(seed):
+def test_columns_of_groups_order_and_cut_as_the_groups_do(seed, arrays):
     """NumPy's order of a columnar partial (finalize's fast road) gives the rows the dict of groups gives:
     ties by the group key, descending and ascending, strings, sums past 64 bits, AVG's doubles, LIMIT,
     and a NULL (a state of no rows) sent to finalize's own loop."""
@@ -231,13 +239,17 @@ def test_columns_of_groups_order_and_cut_as_the_groups_do(seed):
             + (f" LIMIT {rng.randint(0, n + 2)}" if rng.random() < 0.6 else ""))
     q, p = partial(text, groups)
     want = finalize(q, p)
-    got = finalize(q, columnar(groups, p.funcs))
+    got = finalize(q, columnar(groups, p.funcs, arrays))
     assert got.rows == want.rows and got.raw == want.raw, text
-    assert columnar(groups, p.funcs).groups == p.groups
+    assert [type(v) for r in got.raw for v in r] == [type(v) for r in want.raw for v in r]
+    assert columnar(groups, p.funcs, arrays).groups == p.groups
+    assert all(type(v) is int for states in columnar(groups, p.funcs, arrays).groups.values() for s in states
+               for v in s if v is not None)
 
 
+@pytest.mark.parametrize("arrays", [False, True], ids=["lists", "arrays"])
 @pytest.mark.parametrize("seed", range(30))
-def test_columns_of_parts_add_by_key_as_the_groups_merge(seed):
+def test_columns_of_parts_add_by_key_as_the_groups_merge(seed, arrays):
     """Parts' columnar groups added by key with NumPy (a parted table's read-out) equal the dict merge:
     shared and lone keys, string keys, sums past 64 bits (added as Python integers), minima and maxima;
     a NULL state leaves the adding to merge()."""
@@ -257,10 +269,11 @@ def test_columns_of_parts_add_by_key_as_the_groups_merge(seed):
             low, high = sorted(rng.randint(-2**63, 2**63 - 1) for _ in range(2))
             groups[(rng.choice("ABC"), rng.randint(0, 12))] = [[total, rows], [rows], [low, rows], [high, rows],
                                                                [total, rows]]
-        parts.append(columnar(groups, funcs))
+        parts.append(columnar(groups, funcs, arrays))
         want.merge(Partial(funcs, dict(groups), sum(g[1][0] for g in groups.values())))
     got = ColumnarPartial.combine(parts)
     assert got.groups == want.groups and got.rows_selected == want.rows_selected
+    assert all(type(v) is int for states in got.groups.values() for s in states for v in s)
     assert finalize(q, got).rows == finalize(q, want).rows
     nulls = {("A", 1): [[0, 0], [0], [None, 0], [None, 0], [0, 0]]}
     assert ColumnarPartial.combine([*parts, columnar(nulls, funcs)]) is None

@@ -507,33 +507,40 @@ def selected_groups(spec: KernelSpec, words) -> np.ndarray:
     return np.flatnonzero(np.asarray(words[:spec.groups * spec.words])[::spec.words])
 
 
-def read_groups(spec: KernelSpec, words) -> tuple[np.ndarray, list[int], list[list[int]]]:
+def read_groups(spec: KernelSpec, words) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | list[int]]]:
     """Every group that selected a row at once: (their indices, their row counts, each accumulator's exact
-    values), as read_group reads one, without a Python loop over the groups where the values fit 64 bits
-    (a 128-bit sum whose high word is the sign of its low one): 100,000 groups in milliseconds."""
+    values), as read_group reads one, without a Python loop over the groups: each accumulator's values an
+    int64 array where every one fits 64 bits (a 128-bit sum whose high word is the sign of its low one),
+    else a list of Python integers. 100,000 groups in milliseconds."""
     n = spec.groups * spec.words
     table = np.asarray(words[:n], dtype=np.uint64).reshape(spec.groups, spec.words)
     index = np.flatnonzero(table[:, 0])
     chosen = table[index]
-    rows = chosen[:, 0].tolist()
+    rows = chosen[:, 0].view(np.int64)  # a count of rows is below 2^63
     values, k = [], 1
     for a in spec.accumulators:
         if a.kind in ("min", "max"):
-            values.append(chosen[:, k].view(np.int64).tolist())
+            values.append(chosen[:, k].view(np.int64))
         else:
             values.append(_signed_128s(chosen[:, k], chosen[:, k + 1]))
             if a.kind == "wide":  # the values' low 64 bits summed, and their high bits
                 high = _signed_128s(chosen[:, k + 2], chosen[:, k + 3])
-                values[-1] = [lo + (hi << 64) for lo, hi in zip(values[-1], high)]
+                values[-1] = [lo + (hi << 64) for lo, hi in zip(python_ints(values[-1]), python_ints(high))]
         k += a.words
     return index, rows, values
 
 
-def _signed_128s(lo: np.ndarray, hi: np.ndarray) -> list[int]:
-    """Signed 128-bit integers from their two words: at NumPy's speed where each is its low word's int64."""
+def python_ints(values: np.ndarray | list[int]) -> list[int]:
+    """A column of exact values as Python integers (an int64 array's, or the list it already is)."""
+    return values.tolist() if isinstance(values, np.ndarray) else values
+
+
+def _signed_128s(lo: np.ndarray, hi: np.ndarray) -> np.ndarray | list[int]:
+    """Signed 128-bit integers from their two words: an int64 array where each is its low word's int64,
+    else Python integers."""
     low = lo.view(np.int64)
     if np.array_equal(hi, np.where(low < 0, np.uint64(2**64 - 1), np.uint64(0))):
-        return low.tolist()
+        return low
     return [_signed_128(a, b) for a, b in zip(lo.tolist(), hi.tolist())]
 
 

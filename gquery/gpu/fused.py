@@ -47,15 +47,16 @@ class TableRun:
 
     plan: TablePlan
     index: np.ndarray
-    counts: list[int]
-    values: list[list[int]]  # per accumulator, per group
+    counts: np.ndarray  # int64, per group
+    values: list  # per accumulator, per group: an int64 array, or Python integers (codegen.read_groups)
     values_in_place: int
     frames_in_place: int
 
     @property
     def groups(self) -> dict[int, tuple[int, list]]:
         """Per group index, (its rows, its accumulators' values): as read_group gives one."""
-        return {g: (n, list(v)) for g, n, v in zip(self.index.tolist(), self.counts, zip(*self.values) if self.values
+        values = [codegen.python_ints(v) for v in self.values]
+        return {g: (n, list(v)) for g, n, v in zip(self.index.tolist(), self.counts.tolist(), zip(*values) if values
                                                     else ((),) * len(self.counts))}
 
 
@@ -309,7 +310,7 @@ class FusedRunner:
             index, counts, values = codegen.read_groups(spec, words[COUNTER_WORDS:])
             runs.append(TableRun(tp, index, counts, values, int(words[0]), int(words[1])))
         total_ms = done.time_since(tl.start)
-        selected = sum(sum(run.counts) for run in runs)
+        selected = sum(int(run.counts.sum()) for run in runs)
         zero_bytes = (SECTOR * sum(r.values_in_place + r.frames_in_place for r in runs) + list_bytes
                       + sum(ch.tested_in_place for _, ch in chunks))  # a tested frame's predicate words, read whole
         logical = sum(tp.table.logical_bytes(spec.columns) for tp in plan.tables)
