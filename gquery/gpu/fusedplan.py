@@ -307,7 +307,14 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     steps = tuple(math.gcd(*(int(t.columns[c.name].zone_buffers()[2]) for t in tables)) or 1 for c in query.group_by)
     cards = tuple(1 << (max(r[c.name][1] // step - r[c.name][0] // step + 1 for r in selectable) - 1).bit_length()
                   for c, step in zip(query.group_by, steps))
-    spec, _ = kernel_spec(query, lowered[0], ranges, max(t.rows for t in tables), cards, steps, len(tables))
+    specs: dict = {}  # a part's lowered predicate → (kernel spec, constants): parts that lower alike share them
+
+    def spec_of(low):
+        if low not in specs:
+            specs[low] = kernel_spec(query, low, ranges, max(t.rows for t in tables), cards, steps, len(tables))
+        return specs[low]
+
+    spec, _ = spec_of(lowered[0])
     reasons = [f"kernel columns {', '.join(spec.columns)}; predicate `{spec.predicate or 'none'}`; "
                f"{len(spec.accumulators)} accumulator(s), {spec.groups:,} group(s)"]
     shared = _shared_bases(query, tables, selectable, steps, cards)
@@ -316,7 +323,7 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
                        f"they add into one table of accumulators, read back once")
     classified = []
     for t, low, r in zip(tables, lowered, selectable):
-        other, constants = kernel_spec(query, low, ranges, max(tt.rows for tt in tables), cards, steps, len(tables))
+        other, constants = spec_of(low)
         if other != spec:
             raise NotOnGpu("the parts lower the query to different kernels")
         zones = frame_zones(t, low.columns() if low is not None else (), t.rows)
