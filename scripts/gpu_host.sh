@@ -1,7 +1,7 @@
 #!/bin/bash
 # On the GPU host: the GPU tests, compute-sanitizer and sample runs (`tests`), the queries report (`queries`,
 # SF 10 and 100 unless QUERY_SF says otherwise; SF 100's three designs take more than one 600 s call: run
-# them apart with QUERY_DESIGNS, QUERY_ADD=1 and the report of the call before copied into $OUT), a fused query's chunk-by-chunk timeline at several chunk
+# them apart with QUERY_DESIGNS, and QUERY_ADD_FROM naming the earlier call's report, carried over), a fused query's chunk-by-chunk timeline at several chunk
 # sizes (`timeline`: TIMELINE_SF, TIMELINE_DESIGN, TIMELINE_QUERY, TIMELINE_CHUNKS), or `tests` and
 # `queries` (no argument). Everything lands in $OUT.
 # Usage (the commit named here, in the command's text: the lent host's copy of .git may not be this checkout's):
@@ -33,9 +33,10 @@ fi
 if [ "$what" = queries ] || [ "$what" = all ]; then
   sfs=""
   for sf in ${QUERY_SF:-10 100}; do sfs="$sfs --sf $sf"; tpch_parts "$sf" || rc=1; done
-  designs=""  # QUERY_DESIGNS="clustered:l_shipdate" QUERY_ADD=1: one design a call, added to the report in $OUT
+  designs=""  # QUERY_DESIGNS="clustered:l_shipdate" QUERY_ADD_FROM=<an earlier call's report, carried>: added to it
   for d in ${QUERY_DESIGNS:-}; do designs="$designs --design $d"; done
-  python3 -m gquery bench $sfs $designs ${QUERY_ADD:+--add} --repeat 7 --out "$OUT" > "$OUT/queries-log.txt" 2>&1 || rc=1
+  [ -n "${QUERY_ADD_FROM:-}" ] && cp "$QUERY_ADD_FROM" "$OUT/"
+  python3 -m gquery bench $sfs $designs ${QUERY_ADD_FROM:+--add} --repeat 7 --out "$OUT" > "$OUT/queries-log.txt" 2>&1 || rc=1
   tail -5 "$OUT/queries-log.txt"
   sed -n '/## Runs/,$p' "$OUT"/queries-*.md
 fi
