@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from gquery.query import Query, SqlType, python_column, scale_of, to_python
+from gquery.query import Query, SqlType, python_column, scale_of
 
 # --- partial aggregates --------------------------------------------------------------------------------
 def initial_state(func: str) -> list:
@@ -116,9 +116,6 @@ class ColumnarPartial(Partial):
         self.groups = self.groups  # merged into: the dict from now, the columns no longer this partial's groups
         super().add(key, states)
 
-    def key(self, i: int) -> tuple:
-        return tuple(_item(column[i]) for column in self.keys)
-
     @classmethod
     def combine(cls, parts: list["ColumnarPartial"]) -> "ColumnarPartial | None":
         """The parts' groups added by key with NumPy (a parted table's, or several GPUs'): rows and sums
@@ -148,18 +145,15 @@ class ColumnarPartial(Partial):
         return cls(parts[0].funcs, [column[first] if isinstance(column, np.ndarray) else [column[i] for i in first.tolist()]
                                     for column in keys], states, len(first), sum(p.rows_selected for p in parts))
 
-    def group(self, i: int) -> list[list]:
-        return [[_item(component[i]) for component in state] for state in self.states]
-
 
 def _plain(column) -> list:
     """A column's values as Python values (an int64 array's, or the list it is)."""
     return column.tolist() if hasattr(column, "tolist") else column
 
 
-def _item(value):
-    """One value as Python's: an int64 array's element as int (exact arithmetic, not NumPy's)."""
-    return value.item() if hasattr(value, "item") else value
+def _taken(column, at) -> list:
+    """A column's values at the positions `at` (an int array), as Python values."""
+    return column[at].tolist() if hasattr(column, "tolist") else [column[i] for i in at.tolist()]
 
 
 def _joined(columns: list):
@@ -238,9 +232,9 @@ def finalize(query: Query, partial: Partial) -> Result:
     if isinstance(partial, ColumnarPartial) and partial.keys is not None and query.group_by:
         order = _columnar_order(query, partial)
         if order is not None:  # NumPy ordered the groups: rows are made of those LIMIT keeps only
-            kept = (order[:query.limit] if query.limit is not None else order).tolist()
-            groups = {partial.key(i): partial.group(i) for i in kept}
-            return _rows(query, groups, list(groups))
+            kept = order[:query.limit] if query.limit is not None else order
+            return _column_rows(query, [_taken(c, kept) for c in partial.keys],
+                                [[_taken(c, kept) for c in state] for state in partial.states])
     groups = partial.groups
     if not query.group_by and () not in groups:
         groups = {**groups, (): [initial_state(a.func) for a in aggregates]}
@@ -268,20 +262,39 @@ def _outputs(query: Query) -> list[tuple]:
 
 
 def _rows(query: Query, groups: dict, entries: list) -> Result:
-    """The rows of `entries` (group keys, in the answer's order): made a column at a time."""
-    outputs = _outputs(query)
-    raw = []
-    for o in outputs:
-        i, expr, j = o
-        raw.append([key[j] for key in entries] if i is None else [_engine_value(o, key, groups[key]) for key in entries])
-    client = []
-    for (i, expr, j), column in zip(outputs, raw):
-        if i is None or expr.func in ("min", "max"):  # the engine's value, as the client gives it
-            client.append(python_column(column, expr.type))
-        else:
-            client.append([_final_value(expr, groups[key][i]) for key in entries])
-    return Result([(o.name, o.expr.type) for o in query.outputs], list(zip(*client)) if outputs else [() for _ in entries],
-                  list(zip(*raw)) if outputs else [() for _ in entries])
+    """The rows of `entries` (group keys, in the answer's order)."""
+    keys = [list(c) for c in zip(*entries)] if query.group_by and entries else [[] for _ in query.group_by]
+    states = [[list(c) for c in zip(*(groups[key][i] for key in entries))] or [[] for _ in initial_state(a.func)]
+              for i, a in enumerate(query.aggregates)]
+    return _column_rows(query, keys, states)
+
+
+def _column_rows(query: Query, keys: list[list], states: list[list[list]]) -> Result:
+    """The rows of groups given as columns (each group column's keys; each aggregate's state components),
+    made a column at a time: the engines' values (what ORDER BY compared, _engine_value's) and the
+    client's (DuckDB's Python values: Decimal, int, date, AVG's exact mean), NULL where an aggregate saw
+    no rows."""
+    raw, client = [], []
+    for i, expr, j in _outputs(query):
+        if i is None:
+            raw.append(keys[j])
+            client.append(python_column(keys[j], expr.type))
+            continue
+        state = states[i]
+        if expr.func == "count":
+            raw.append(state[0])
+            client.append(state[0])
+            continue
+        values, rows = state[0], state[-1]
+        if expr.func == "avg":
+            means = [None if n == 0 else exact_mean(total, n, expr.arg.type) for total, n in zip(values, rows)]
+            raw.append(means)
+            client.append(means)
+            continue
+        column = values if expr.func in ("min", "max") else [None if n == 0 else v for v, n in zip(values, rows)]
+        raw.append(column)
+        client.append(python_column(column, expr.type))
+    return Result([(o.name, o.expr.type) for o in query.outputs], list(zip(*client)), list(zip(*raw)))
 
 
 def _columnar_order(query: Query, partial: ColumnarPartial):
@@ -388,26 +401,6 @@ def _engine_value(output: tuple, key: tuple, states: list):
     if state[1] == 0:
         return None
     return state[0] if expr.func == "sum" else exact_mean(state[0], state[1], expr.arg.type)
-
-
-def _client_value(output: tuple, key: tuple, states: list):
-    """An output's value as DuckDB's Python client gives it."""
-    i, expr, j = output
-    return to_python(key[j], expr.type) if i is None else _final_value(expr, states[i])
-
-
-def _final_value(aggregate, state: list):
-    func = aggregate.func
-    if func == "count":
-        return state[0]
-    if func in ("sum", "avg"):
-        total, rows = state
-        if rows == 0:
-            return None
-        if func == "sum":
-            return to_python(total, aggregate.type)
-        return exact_mean(total, rows, aggregate.arg.type)
-    return to_python(state[0], aggregate.type)
 
 
 def _sort_key(value, descending: bool):
