@@ -166,32 +166,77 @@ def _joined(columns: list):
 
 
 # --- the answer ------------------------------------------------------------------------------------------------
-@dataclass
 class Result:
     """The answer's columns (name, SQL type) and rows of Python values as DuckDB's client gives them;
     `raw`, where the engines made it, the same cells as the engines hold them (unscaled integers, day
-    and microsecond counts), from which arrow() builds dates past Python's years exactly."""
+    and microsecond counts), from which arrow() builds its arrays without Python's Decimals and dates.
+    An engine's answer is made as columns (Result.of_columns): its rows are made when first read."""
 
-    columns: list[tuple[str, SqlType]]
-    rows: list[tuple]
-    raw: list[tuple] | None = field(default=None, repr=False, compare=False)
+    def __init__(self, columns: list[tuple[str, SqlType]], rows: list[tuple] | None = None,
+                 raw: list[tuple] | None = None, *, cells: list[list] | None = None, raw_cells: list[list] | None = None):
+        self.columns = columns
+        self._rows, self._raw = rows, raw
+        self._cells, self._raw_cells = cells, raw_cells  # a list a column: the client's values, the engines'
+
+    @classmethod
+    def of_columns(cls, columns: list[tuple[str, SqlType]], cells: list, raw_cells: list[list]) -> "Result":
+        """`cells`: each column's client values, or a callable that makes them when rows are first read."""
+        return cls(columns, cells=cells, raw_cells=raw_cells)
+
+    @property
+    def rows(self) -> list[tuple]:
+        if self._rows is None:
+            self._rows = list(zip(*(self._column(i) for i in range(len(self._cells))))) if self._cells else []
+        return self._rows
+
+    @property
+    def raw(self) -> list[tuple] | None:
+        if self._raw is None and self._raw_cells is not None:
+            self._raw = list(zip(*self._raw_cells))
+        return self._raw
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Result) and self.columns == other.columns and self.rows == other.rows
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"Result(columns={self.columns!r}, rows={self.rows!r})"
+
+    def _column(self, i: int) -> list:
+        """Column i's client values; made now where it was given as how to make them (a callable)."""
+        if self._cells is None:
+            return [row[i] for row in self.rows]
+        if callable(self._cells[i]):
+            self._cells[i] = self._cells[i]()
+        return self._cells[i]
+
+    def _raw_column(self, i: int) -> list | None:
+        if self._raw_cells is not None:
+            return self._raw_cells[i]
+        return None if self.raw is None else [row[i] for row in self.raw]
 
     def arrow(self):
         """The rows as a pyarrow.Table typed as DuckDB's .arrow() types them: DECIMAL(w,s) as
         decimal128(w,s), HUGEINT as decimal128(38,0), integers by width, DATE as date32, TIMESTAMP as
-        timestamp[us], DOUBLE, VARCHAR, BOOLEAN."""
+        timestamp[us], DOUBLE, VARCHAR, BOOLEAN. Made from the engines' values where it has them: an
+        unscaled int64 is a decimal128's low word, a day count a date32's."""
         import pyarrow as pa
 
         arrays = []
         for i, (_, t) in enumerate(self.columns):
-            cells = [row[i] for row in self.rows]
-            if t.name in ("DATE", "TIMESTAMP") and any(isinstance(v, str) for v in cells):
-                if self.raw is None:
+            raw = self._raw_column(i)
+            made = None
+            if raw is not None and (t.is_decimal or t.name == "HUGEINT"):
+                made = _decimal_array(raw, arrow_type(t))
+            elif raw is not None and t.name in ("DATE", "TIMESTAMP"):  # day or microsecond counts
+                made = pa.array(raw, pa.int32() if t.name == "DATE" else pa.int64()).cast(arrow_type(t))
+            if made is None:
+                cells = self._column(i)
+                if t.name in ("DATE", "TIMESTAMP") and any(isinstance(v, str) for v in cells):
                     raise ValueError(f"column {self.columns[i][0]}: a date past Python's years, and no engine values")
-                cells = [row[i] for row in self.raw]  # day or microsecond counts: what date32 and timestamp hold
-                arrays.append(pa.array(cells, pa.int32() if t.name == "DATE" else pa.int64()).cast(arrow_type(t)))
-                continue
-            arrays.append(pa.array(cells, arrow_type(t)))
+                made = pa.array(cells, arrow_type(t))
+            arrays.append(made)
         return pa.Table.from_arrays(arrays, names=self.names)
 
     @property
@@ -205,6 +250,21 @@ class Result:
         lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(lines)
+
+
+def _decimal_array(values: list, arrow):
+    """A decimal128 array of unscaled integers that all fit int64: each one's low word, its sign the high
+    word. None where one is NULL or past 64 bits (Python's Decimals make those)."""
+    import numpy as np
+    import pyarrow as pa
+
+    try:
+        low = np.array(values, dtype=np.int64)
+    except (TypeError, OverflowError):
+        return None
+    words = np.empty((len(low), 2), dtype=np.int64)
+    words[:, 0], words[:, 1] = low, low >> 63
+    return pa.Array.from_buffers(arrow, len(low), [None, pa.py_buffer(words)])
 
 
 def arrow_type(t: SqlType):
@@ -278,7 +338,7 @@ def _column_rows(query: Query, keys: list[list], states: list[list[list]]) -> Re
     for i, expr, j in _outputs(query):
         if i is None:
             raw.append(keys[j])
-            client.append(python_column(keys[j], expr.type))
+            client.append(lambda c=keys[j], t=expr.type: python_column(c, t))  # made when rows are read
             continue
         state = states[i]
         if expr.func == "count":
@@ -293,8 +353,8 @@ def _column_rows(query: Query, keys: list[list], states: list[list[list]]) -> Re
             continue
         column = values if expr.func in ("min", "max") else [None if n == 0 else v for v, n in zip(values, rows)]
         raw.append(column)
-        client.append(python_column(column, expr.type))
-    return Result([(o.name, o.expr.type) for o in query.outputs], list(zip(*client)), list(zip(*raw)))
+        client.append(lambda c=column, t=expr.type: python_column(c, t))
+    return Result.of_columns([(o.name, o.expr.type) for o in query.outputs], client, raw)
 
 
 def _columnar_order(query: Query, partial: ColumnarPartial):
