@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import gquery
-import querygen
+from gquery.bench import querygen
 from gquery.sql import named_sql
 
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import querygen
+from gquery.bench import querygen
 from gquery.cpu import evaluate
 from gquery.query import And, Cast, Column, Compare, InList, Literal, Negate, Not, Or, Query, scale_of
 from gquery.reference import DuckDBTable

@@ -1,4 +1,4 @@
-"""On a GPU host: random SQL of the class (tests/querygen.py, drawn as the CPU reference's test draws it)
+"""On a GPU host: random SQL of the class (gquery/bench/querygen.py, drawn as the CPU reference's test draws it)
 on the GPU equals DuckDB asked the same text, over TPC-H SF 0.01 as generated, clustered by l_shipdate
 (zone maps prune), and parted in three files whose dictionaries differ; each query in one mode, the
 modes in turn. A query the fused kernel refuses (a value that may pass 128 bits, groups past the device
@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-import querygen
+from gquery.bench import querygen
 from gquery import answer, sql, store, tpch
 from gquery.gpu.codegen import NotOnGpu
 from gquery.reference import DuckDBTable
