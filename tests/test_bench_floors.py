@@ -118,3 +118,18 @@ def test_a_report_added_to_is_one_report_of_one_commit_and_gpu(tmp_path):
         combine([both, {**base, "commit": "def", "runs": [], "floors": []}])
     with pytest.raises(GqueryError, match="no report to add to"):
         read(tmp_path / "none", "GPU X")
+
+
+def test_threads_ask_one_table_at_once_and_every_answer_is_the_texts_first(sf001):
+    """The benchmark's threads: random queries of the class the table answers (a query over a column the
+    store lacks drawn again), asked by several threads at once through one table and by one thread back to
+    back; every answer equal to its text's first, and the ratio of the wall clocks a floor (at most 1.25)."""
+    import gquery
+    from gquery.bench.queries import THREADS_FLOOR, floors, thread_texts, threads_run
+
+    with gquery.open(sf001.files[0], pinned=False) as t:
+        texts = thread_texts(t, 6, backend="cpu")
+        run = threads_run(t, texts, threads=3, backend="cpu")
+    assert len(set(texts)) == 6 and run["exact"] and run["calls"] == 18 and run["wall_s"] > 0
+    [floor] = floors([], [], [], {"sf": 0.01, **run})
+    assert floor["floor"] == THREADS_FLOOR and floor["at_most"] and floor["value"] == run["wall_s"] / run["one_thread_wall_s"]

@@ -17,7 +17,9 @@ table of the columns the queries read, all cores, timed alike in the same proces
 gpu_ms (CUDA events, the same call's), host_ms (where the call's wall clock went: answer.HOST_PHASES),
 and new_text_ms (the first call of a text whose kernel shape a call of the same query spelled otherwise
 compiled just before: a new text is parsed and planned afresh). cold_compile: a shape compiled for the
-first time on the host, then found on disk by a second process. first_answer: a fresh process's import, open and first query.
+first time on the host, then found on disk by a second process. threads: 8 threads asking 30 random
+queries each through one table, against one thread asking the same calls back to back. first_answer:
+a fresh process's import, open and first query.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ FLOORS = {"mission": 3.0, "q6": 4.0, "q1": 15.0, "top-suppliers": 3.0, "per-day"
 HOST_FLOORS_MS = {  # wall_ms - gpu_ms, at most: (one store, a parted store)
     "repeated text": (0.3, 1.0), "new text of a compiled shape": (2.0, 3.0)}
 COLD_FLOOR_MS = 250.0  # a shape's first answer, at most this above its warm wall time
+THREADS, THREAD_QUERIES = 8, 30  # threads asking one table at once, and the random queries each asks
+THREADS_FLOOR = 1.25  # their wall clock over one thread's for the same calls back to back, at most
 WALL_RUNS = 7  # timed calls at least, after warm-up
 GROUPED = {
     "top-suppliers": "SELECT l_suppkey, SUM(l_quantity) AS q FROM lineitem GROUP BY l_suppkey ORDER BY q DESC LIMIT 10",
@@ -231,7 +235,7 @@ def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, des
     from gquery.table import PartedTable
 
     runs, first, probes = [], [], []
-    device = None
+    device = threads = None
     for sf in sfs:
         source = bench_source(sf, data_dir, echo)
         for design in designs:
@@ -250,6 +254,9 @@ def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, des
                     runs.append({"query": name, "sf": sf, "z": z, "design": design, "table_rows": table.rows,
                                  "parted": isinstance(table.data, PartedTable),
                                  **measure(table, duck, text_of(name, z), repeat)})
+            if design == "as-generated" and threads is None:  # the first SF's: 8 threads through one table
+                echo(f"SF {sf:g}, {design}: {THREADS} threads x {THREAD_QUERIES} random queries")
+                threads = {"sf": sf, **threads_run(table, thread_texts(table))}
             table.close()
             duck.close()
             if design == "as-generated":  # after its queries: their kernels are in the compile cache on disk
@@ -261,7 +268,47 @@ def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, des
         first.append(_first(*probe))
     return {"device": device.name, "device_info": device.to_dict(), **reports.stamp(), "repeat": repeat,
             "stored_columns": list(columns) if columns else "all", "runs": runs, "cold_compile": cold,
-            "first_answer": first, "floors": floors(runs, first, cold)}
+            "threads": threads, "first_answer": first, "floors": floors(runs, first, cold, threads)}
+
+
+def thread_texts(table, count: int = THREAD_QUERIES, seed: str = "threads", backend: str = "gpu") -> list[str]:
+    """`count` random queries of the class (querygen's) that the table answers on `backend`, each asked once
+    here: its shape compiled and its columns read (a query over a column the store lacks is drawn again)."""
+    import random
+
+    from gquery.bench import querygen
+
+    rng, out = random.Random(seed), []
+    while len(out) < count:
+        text = querygen.query(rng)
+        try:
+            table.sql(text, backend=backend, check=False)
+        except GqueryError:
+            continue
+        out.append(text)
+    return out
+
+
+def threads_run(table, texts: list[str], threads: int = THREADS, backend: str = "gpu") -> dict:
+    """`threads` threads at once each asking every text (in an order of its own) through one table, against
+    one thread asking the same calls back to back; every answer equal to the text's first."""
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+
+    want = {t: table.sql(t, backend=backend, check=False).rows for t in texts}
+    orders = [random.Random(k).sample(texts, len(texts)) for k in range(threads)]
+
+    def ask(order: list[str]) -> bool:
+        return all(table.sql(t, backend=backend, check=False).rows == want[t] for t in order)
+
+    t0 = time.perf_counter()
+    one = all(ask(order) for order in orders)
+    t1 = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        many = all(pool.map(ask, orders))
+    t2 = time.perf_counter()
+    return {"threads": threads, "queries": len(texts), "calls": threads * len(texts), "wall_s": t2 - t1,
+            "one_thread_wall_s": t1 - t0, "exact": one and many, "sql": texts}
 
 
 COLD_PROBE = """import json, os, statistics, sys, time
@@ -324,7 +371,7 @@ def _first(sf: float, source, path: Path, largest_key: int) -> dict:
             "same_answer": g["rows"] == d["rows"] == [[str(v) for v in r] for r in rows]}
 
 
-def floors(runs: list[dict], first: list[dict], cold: list[dict] | None = None) -> list[dict]:
+def floors(runs: list[dict], first: list[dict], cold: list[dict] | None = None, threads: dict | None = None) -> list[dict]:
     out = []
     for r in runs:
         z = "" if r["z"] is None else f" Z = {r['z']:,}"
@@ -347,6 +394,14 @@ def floors(runs: list[dict], first: list[dict], cold: list[dict] | None = None) 
                     "floor": COLD_FLOOR_MS, "at_most": True, "met": met,
                     "why": None if met else f"first call {c['first_wall_ms']:.0f} ms, warm {c['warm_wall_ms']:.1f} ms: "
                                             "nvcc in a subprocess compiles the shape"})
+    if threads:
+        value = threads["wall_s"] / threads["one_thread_wall_s"]
+        met = value <= THREADS_FLOOR and threads["exact"]
+        out.append({"what": f"{threads['threads']} threads x {threads['queries']} random queries through one table: "
+                            f"wall over one thread's for the same calls", "sf": threads["sf"], "value": value,
+                    "floor": THREADS_FLOOR, "at_most": True, "met": met,
+                    "why": None if met else f"{threads['wall_s']:.2f} s against {threads['one_thread_wall_s']:.2f} s"
+                                            f"{'' if threads['exact'] else '; an answer differed'}"})
     for f in first:
         met = f["gquery_total_s"] <= f["duckdb_total_s"]
         out.append({"what": "first answer: gquery open + first query against DuckDB load + first query", "sf": f["sf"],
@@ -432,6 +487,10 @@ def markdown(data: dict, command: str) -> str:
         "the shape with an empty kernel cache: the first call compiles it. A second fresh process asks it with that "
         "cache: the kernel is found on disk.",
         "",
+        "## Threads",
+        "",
+        _threads_text(data.get("threads")),
+        "",
         "## First answer",
         "",
         reports.md_table(["SF", "gquery open s", "first query ms", "total s", "DuckDB load s", "first query ms", "total s",
@@ -452,6 +511,15 @@ def markdown(data: dict, command: str) -> str:
     ])
 
 
+def _threads_text(t: dict | None) -> str:
+    if not t:
+        return "Not measured in this run."
+    exact = "every answer equal to its text's first" if t["exact"] else "an answer NOT equal to its text's first"
+    return (f"{t['threads']} threads at once, each asking the same {t['queries']} random queries of the class (in an "
+            f"order of its own) through one table, SF {t['sf']:g}: {t['calls']} calls in {t['wall_s']:.2f} s; one "
+            f"thread asking them back to back: {t['one_thread_wall_s']:.2f} s; {exact}.")
+
+
 def combine(reports: list[dict]) -> dict:
     """One report of several runs of the same commit on the same kind of GPU (SF 10 and SF 100 each
     fit one call of a lent machine): runs and first answers in order, floors read again."""
@@ -460,7 +528,9 @@ def combine(reports: list[dict]) -> dict:
     runs = [x for r in reports for x in r["runs"]]
     first = [x for r in reports for x in r["first_answer"]]
     cold = [x for r in reports for x in r.get("cold_compile", [])]
-    return {**reports[-1], "runs": runs, "first_answer": first, "cold_compile": cold, "floors": floors(runs, first, cold),
+    threads = next((r["threads"] for r in reports if r.get("threads")), None)
+    return {**reports[-1], "runs": runs, "first_answer": first, "cold_compile": cold, "threads": threads,
+            "floors": floors(runs, first, cold, threads),
             "dates": [d for r in reports for d in r.get("dates", [r["date"]])]}
 
 
