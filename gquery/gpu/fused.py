@@ -27,6 +27,7 @@ BLOCK_THREADS = 128  # 4 warps: a warp a frame
 MIN_BLOCKS_PER_SM = 4  # the generated kernels fit 128 registers without spills
 COUNTER_WORDS = 2  # a table's: values read in place, frames whose metadata was read in place
 SECTOR = 32  # the smallest read a GPU load makes of host memory
+IMAGES_KEPT = 64  # shapes whose accumulators' initial words a runner keeps (100,000 groups: 2.4 MB each)
 
 
 def fused_build(spec: codegen.KernelSpec, index: codegen.IndexKernel | None = None) -> kernels.Build:
@@ -99,6 +100,8 @@ class FusedRunner:
         (100,000 groups are 2.4 MB of words)."""
         found = self._images.get((spec, tables))
         if found is None:
+            if len(self._images) >= IMAGES_KEPT:  # many shapes of many groups: memory, not time, bounds them
+                self._images.clear()
             image = np.concatenate([np.zeros(COUNTER_WORDS, np.uint64), codegen.initial_words(spec)])
             found = self._images[(spec, tables)] = np.tile(image, tables)
         return found
