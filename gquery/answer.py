@@ -48,11 +48,20 @@ class Answer:
     notes: list[str] = field(default_factory=list)
     partial: Partial | None = field(default=None, repr=False)  # what it was finalized from: parts and GPUs add these
     wall_ms: float | None = None  # the public call's host clock, from the text to the rows (api.TableHandle.sql)
+    # each timed run as a call would take it, by the host's clock: its plan looked up, the run and its read-out
+    # into the answer (a GPU answer's; a CPU answer's times_ms are its host clock already)
+    call_times_ms: list[float] = field(default_factory=list)
     host_ms: dict = field(default_factory=dict)  # where that went: parse, plan, queue, gpu, finalize (HOST_PHASES)
 
     @property
     def rows(self) -> list[tuple]:
         return self.result.rows
+
+    @property
+    def call_ms(self) -> float | None:
+        """The median timed run as a call waits for it, by the host's clock (GPU events are the breakdown)."""
+        times = self.call_times_ms or (self.times_ms if self.backend != "gpu" else [])
+        return times[len(times) // 2] if times else None
 
     @property
     def columns(self) -> list[str]:
@@ -115,7 +124,8 @@ class Answer:
                 "backend": self.backend, "why": self.why, "check": self.check, "checked_against": self.checked_against,
                 "check_note": self.check_note,
                 "gpu_ms": self.profile.total_ms if self.profile is not None else None,
-                "times_ms": self.times_ms, "wall_ms": self.wall_ms, "host_ms": self.host_ms, "notes": self.notes,
+                "times_ms": self.times_ms, "call_ms": self.call_ms, "wall_ms": self.wall_ms, "host_ms": self.host_ms,
+                "notes": self.notes,
                 "plan": None if self.plan is None else self.plan.to_dict(),
                 "profile": None if self.profile is None else self.profile.summary()}
 
@@ -275,7 +285,13 @@ def gpu_runs(query: Query, data, engine, mode: str = "pinned", repeat: int = 1, 
     kept[1] += repeat
     plan = plan.choose(None if warmup else earlier + repeat, scan)  # without warm-up, what is on disk counts too
     runner = runner_of(engine)
-    run = lambda: runner.run(plan)  # noqa: E731
+
+    def run():
+        started = time.perf_counter()
+        done = runner.run(plan)
+        done.host_ms = (time.perf_counter() - started) * 1e3
+        return done
+
     t1 = time.perf_counter()
     warm = timing.warm_up(run) if warmup else []
     runs = sorted(timing.timed_runs(run, repeat, timing.MIN_TIMED_MS if warmup else 0.0),
@@ -289,12 +305,20 @@ def gpu_finish(query: Query, done: GpuRuns) -> Answer:
     t0 = time.perf_counter()
     median = done.runs[len(done.runs) // 2]
     median.profile.setup_ms = (done.warm or done.runs)[0].profile.setup_ms
-    partials = [fused_partial(query, r) for r in [*done.warm, *done.runs]]
+    partials = []
+    for r in [*done.warm, *done.runs]:
+        started = time.perf_counter()
+        partials.append(fused_partial(query, r))
+        r.host_ms += (time.perf_counter() - started) * 1e3
     first = partials[0]
     if any(p.groups != first.groups for p in partials[1:]):
         raise GqueryError("repeated GPU runs gave different answers")  # exact by construction: a bug if seen
-    a = Answer(query.sql, query, finalize(query, first), "gpu", None, done.plan, median.profile,
-               [r.profile.total_ms for r in done.runs], partial=first)
+    started = time.perf_counter()
+    result = finalize(query, first)
+    rows_ms = (time.perf_counter() - started) * 1e3
+    a = Answer(query.sql, query, result, "gpu", None, done.plan, median.profile,
+               [r.profile.total_ms for r in done.runs], partial=first,
+               call_times_ms=sorted(done.plan_ms + r.host_ms + rows_ms for r in done.runs))
     setup = sum(r.profile.setup_ms for r in [*done.warm, *done.runs])
     a.host_ms = {"plan": done.plan_ms, "queue": setup, "gpu": done.run_ms - setup,
                  "finalize": (time.perf_counter() - t0) * 1e3}
@@ -352,4 +376,5 @@ def gpu_answer_multi(query: Query, data, multi, mode: str = "pinned", repeat: in
                       per_gpu=[{"gpu": s.device, "tables": len(s.tables), "rows": s.rows, "gpu_ms": p.total_ms,
                                 "device_memory_peak_bytes": 0} for s, p in zip(shares, profiles)])
     return Answer(query.sql, query, finalize(query, partial), "gpu", None, plans[0], profile,
-                  [w for w, _ in rounds], notes=[f"{len(shares)} GPUs, each a share of the frames"], partial=partial)
+                  [w for w, _ in rounds], notes=[f"{len(shares)} GPUs, each a share of the frames"], partial=partial,
+                  call_times_ms=[w for w, _ in rounds])

@@ -287,17 +287,18 @@ def _print_sql(o, explain: bool, out: Console = out) -> None:
     out.print(t)
     if o.answers:
         runs = Table(title="runs (medians; ms)", title_justify="left")
-        for col in ("backend", "mode", "check", "total", "H2D", "kernel", "PCIe B/row", "vs DuckDB"):
+        for col in ("backend", "mode", "check", "wall", "GPU", "H2D", "kernel", "PCIe B/row", "vs DuckDB"):
             runs.add_column(col, justify="left" if col in ("backend", "mode", "check") else "right")
         for a in o.answers:
             p = a.profile
             s = p.summary() if p is not None else {}
             check = {True: f"[green]MATCH[/green] {a.checked_against}", False: f"[red]MISMATCH[/red] {a.checked_against}",
                      None: a.checked_against or "not checked"}[a.check]
-            total = p.total_ms if p is not None else (a.times_ms[0] if a.times_ms else None)
-            runs.add_row(a.backend, getattr(p, "mode", ""), check, _ms(total), _ms(s.get("h2d_ms") or None),
-                         _ms(s.get("kernel_ms")), f"{p.pcie_bytes_per_row:,.2f}" if p is not None else "",
-                         f"{o.duckdb_ms / total:.1f}x" if o.duckdb_ms and total else "")
+            wall = a.call_ms
+            runs.add_row(a.backend, getattr(p, "mode", ""), check, _ms(wall), _ms(p.total_ms if p is not None else None),
+                         _ms(s.get("h2d_ms") or None), _ms(s.get("kernel_ms")),
+                         f"{p.pcie_bytes_per_row:,.2f}" if p is not None else "",
+                         f"{o.duckdb_ms / wall:.1f}x" if o.duckdb_ms and wall else "")
         out.print(runs)
         for a in o.answers:
             if a.why:

@@ -163,7 +163,8 @@ class SqlOutcome:
                    "rows": [[_plain(v) for v in r] for r in d.rows] if d else [], "backend": "duckdb",
                    "why": f"outside the GPU's class: {self.outside}" if self.outside is not None else self.duckdb_why,
                    "check": None, "checked_against": None, "check_note": None, "gpu_ms": None,
-                   "times_ms": d.times_ms if d else [], "wall_ms": None, "host_ms": {}, "notes": [], "plan": None, "profile": None}
+                   "times_ms": d.times_ms if d else [], "call_ms": d.median_ms if d else None, "wall_ms": None,
+                   "host_ms": {}, "notes": [], "plan": None, "profile": None}
         out.update({"source": self.source, "rows_in_table": self.rows, "outside_class": self.outside,
                     "gpu": None if self.gpu_reason is None else {"unavailable": self.gpu_reason}, "device": self.device,
                     "built": self.build_notes,
@@ -171,13 +172,13 @@ class SqlOutcome:
                         "median_ms": self.duckdb_ms, "times_ms": self.duckdb.times_ms, "unavailable": self.duckdb.unavailable,
                         "rows": [[_plain(v) for v in r] for r in self.duckdb.rows]},
                     "runs": [{"backend": x.backend, "mode": getattr(x.profile, "mode", None), "check": x.check,
-                              "checked_against": x.checked_against, "gpu_ms": x.profile.total_ms if x.profile else None,
+                              "checked_against": x.checked_against, "call_ms": x.call_ms,
+                              "gpu_ms": x.profile.total_ms if x.profile else None,
                               "times_ms": x.times_ms, "rows": [[_plain(v) for v in r] for r in x.rows],
                               "plan": None if x.plan is None else x.plan.to_dict(),
                               "profile": None if x.profile is None else x.profile.summary(),
                               "pcie_bytes_per_row": x.profile.pcie_bytes_per_row if x.profile else None,
-                              "speedup_vs_duckdb": (self.duckdb_ms / x.profile.total_ms)
-                              if x.profile and self.duckdb_ms and x.profile.total_ms else None}
+                              "speedup_vs_duckdb": (self.duckdb_ms / x.call_ms) if self.duckdb_ms and x.call_ms else None}
                              for x in self.answers]})
         return out
 

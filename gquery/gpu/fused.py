@@ -66,6 +66,7 @@ class FusedRun:
     tables: list[TableRun]
     profile: Profile
     plan: FusedPlan
+    host_ms: float = 0.0  # the host's clock around the run and its read-out (answer.gpu_runs, gpu_finish)
 
 
 def runner_of(engine) -> "FusedRunner":
