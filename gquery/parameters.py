@@ -18,12 +18,38 @@ class ParameterError(GqueryError):
 def bind(sql: str, parameters) -> str:
     """The text with each `?` (outside string literals, quoted names and comments) replaced by the next
     parameter as an exact SQL literal; the count must match."""
-    if not isinstance(sql, str):
-        raise ParameterError(f"SQL must be text, not {type(sql).__name__}")
+    return bound_spans(sql, parameters)[0]
+
+
+def bound_spans(sql: str, parameters) -> tuple[str, list[tuple[int, int]]]:
+    """bind's text, and where each parameter's literal lies in it: (start, length)."""
+    params = _sequence(parameters)
+    text, spans = _marked(sql, lambda k: literal(params[k]) if k < len(params) else None)
+    if len(spans) != len(params):
+        raise ParameterError(f"{len(params)} parameter(s) given for {len(spans)} ?")
+    return text, spans
+
+
+def numbered(sql: str) -> tuple[str, list[tuple[int, int]]]:
+    """The text with its k-th `?` written `$k` (numbered placeholders, which keep their numbers in a parsed
+    tree whatever order its nodes are walked in), and where each lies: (start, length). Spaced: `$1-$2`
+    would read as the start of a dollar-quoted string."""
+    return _marked(sql, lambda k: f" ${k + 1} ")
+
+
+def _sequence(parameters) -> list:
     params = [] if parameters is None else list(parameters) if isinstance(parameters, (list, tuple)) else None
     if params is None:
         raise ParameterError(f"parameters must be a sequence (qmark style), got {type(parameters).__name__}")
-    out, used, i, n = [], 0, 0, len(sql)
+    return params
+
+
+def _marked(sql: str, each) -> tuple[str, list[tuple[int, int]]]:
+    """The text with each `?` outside string literals, quoted names and comments replaced by each(k), k
+    counting from 0 (each gives None past the parameters it has), and each replacement's (start, length)."""
+    if not isinstance(sql, str):
+        raise ParameterError(f"SQL must be text, not {type(sql).__name__}")
+    out, used, i, n, at, spans = [], 0, 0, len(sql), 0, []
     while i < n:
         c = sql[i]
         if c in "'\"":  # a string literal or a quoted name, '' and "" within it
@@ -31,24 +57,28 @@ def bind(sql: str, parameters) -> str:
             while j < n and not (sql[j] == c and (j + 1 >= n or sql[j + 1] != c)):
                 j += 2 if sql[j] == c else 1
             out.append(sql[i:j + 1])
+            at += len(out[-1])
             i = j + 1
         elif sql.startswith("--", i):
             j = sql.find("\n", i)
             j = n if j < 0 else j
             out.append(sql[i:j])
+            at += len(out[-1])
             i = j
         elif c == "?":
-            if used >= len(params):
-                raise ParameterError(f"the SQL has more ? than the {len(params)} parameter(s) given")
-            out.append(literal(params[used]))
+            text = each(used)
+            if text is None:
+                raise ParameterError(f"the SQL has more ? than the {used} parameter(s) given")
+            out.append(text)
+            spans.append((at, len(text)))
+            at += len(text)
             used += 1
             i += 1
         else:
             out.append(c)
+            at += 1
             i += 1
-    if used != len(params):
-        raise ParameterError(f"{len(params)} parameter(s) given for {used} ?")
-    return "".join(out)
+    return "".join(out), spans
 
 
 def literal(value) -> str:
@@ -57,12 +87,12 @@ def literal(value) -> str:
         return "NULL"
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
-    if isinstance(value, int):
-        return str(value)
+    if isinstance(value, int):  # a negative one in parentheses: after a minus, -5 would begin a comment (--5)
+        return str(value) if value >= 0 else f"({value})"
     if isinstance(value, Decimal):
         if not value.is_finite():
             raise ParameterError(f"a parameter {value} has no SQL literal")
-        return format(value, "f")
+        return format(value, "f") if not value.is_signed() else f"({format(value, 'f')})"
     if isinstance(value, float):  # 0.1 is no decimal: binding its text would ask another query than the double
         raise ParameterError(f"a float parameter ({value!r}): gquery's constants are exact, pass a Decimal or an int")
     if isinstance(value, datetime.datetime):

@@ -44,8 +44,22 @@ def test_a_question_mark_in_a_string_or_a_name_is_not_a_parameter():
     assert dbapi.bind("SELECT COUNT(*) FROM lineitem WHERE l_comment = '?''?' AND \"a?\" < ? -- why?\n", (3,)) == \
         "SELECT COUNT(*) FROM lineitem WHERE l_comment = '?''?' AND \"a?\" < 3 -- why?\n"
     assert dbapi.bind("SELECT ? , ?", [True, None]) == "SELECT TRUE , NULL"
-    assert dbapi.literal(Decimal("-1E+2")) == "-100" and dbapi.literal(datetime.datetime(1995, 1, 2, 3, 4, 5)) == \
+    assert dbapi.literal(Decimal("-1E+2")) == "(-100)" and dbapi.literal(datetime.datetime(1995, 1, 2, 3, 4, 5)) == \
         "TIMESTAMP '1995-01-02 03:04:05'"
+
+
+def test_a_negative_parameter_after_a_minus_is_a_number_not_a_comment(con, sf001):
+    """x-? with -5 bound as x--5 began a comment (--5 ...) and asked another query, or none: a negative
+    parameter is bound in parentheses, and the answer is DuckDB's for the same parameters."""
+    import duckdb
+
+    text = "SELECT COUNT(*), SUM(l_suppkey-?) FROM lineitem WHERE l_suppkey-? > ?"
+    assert dbapi.bind(text, (-5, -5, 90)) == "SELECT COUNT(*), SUM(l_suppkey-(-5)) FROM lineitem WHERE l_suppkey-(-5) > 90"
+    cur = con.cursor()
+    cur.execute(text, (-5, Decimal("-2.5"), 90))
+    duck = duckdb.connect()
+    duck.execute(f"CREATE VIEW lineitem AS SELECT * FROM read_parquet('{sf001.files[0]}')")
+    assert cur.fetchall() == duck.execute(text, [-5, Decimal("-2.5"), 90]).fetchall()
 
 
 def test_iterating_a_cursor_and_the_mission(con):
