@@ -256,15 +256,27 @@ class TableHandle:
 
 
 class Prepared:
-    """table.prepare's statement: run(*parameters, **options) → the Answer of the text with them bound."""
+    """table.prepare's statement: run(*parameters, **options) → the Answer of the text with them bound.
+    The text is parsed once: a run binds each parameter's literal into the parsed tree (sql.parse_template),
+    the same Query as parsing the bound text, without parsing it again."""
 
     def __init__(self, table: "TableHandle", text: str, options: dict):
+        from gquery import sql
+
         self.table, self.text, self.options = table, text, options
+        self._template = sql.template(text)
 
+    @deep_expressions
     def run(self, *parameters, **options):
-        from gquery.parameters import bind
+        from gquery import answer, sql
+        from gquery.parameters import bound_spans, literal
 
-        return self.table.sql(bind(self.text, parameters), **{**self.options, **options})
+        bound, spans = bound_spans(self.text, parameters)
+        table = self.table
+        if self._template is not None and bound not in table._parsed and len(table._parsed) < PARSED_KEPT:
+            table._parsed[bound] = sql.parse_template(self._template, bound, [literal(p) for p in parameters], spans,
+                                                      answer.schema_of(table._live()), table.name)
+        return table.sql(bound, **{**self.options, **options})
 
     def __repr__(self) -> str:
         return f"Prepared({self.text!r})"

@@ -113,6 +113,68 @@ def parse(text: str, schema: Schema, table: str = TABLE) -> Query:
     return _Binder(text, schema, table).query(_one_statement(text))
 
 
+@dataclass(frozen=True)
+class Template:
+    """A prepared statement's text parsed once, its `?` as numbered placeholders, and where each lies in
+    the text parsed (parameters.numbered)."""
+
+    tree: exp.Expression
+    spans: tuple[tuple[int, int], ...]
+
+
+def template(text: str) -> Template | None:
+    """The Template of a prepared text; None where the text has a `$` of its own, or parses only as written
+    (it is then parsed at each run)."""
+    from gquery.parameters import numbered
+
+    if "$" in text:
+        return None
+    marked, spans = numbered(text)
+    try:
+        return Template(_one_statement(marked), tuple(spans))
+    except GqueryError:
+        return None
+
+
+def parse_template(t: Template, text: str, literals: list[str], spans: list[tuple[int, int]], schema: Schema,
+                   table: str = TABLE) -> Query:
+    """The Query of `text`, the template's text with its parameters bound as `literals` (parameters.literal's
+    texts, lying at `spans` in it: parameters.bound_spans), from the tree parsed once: each placeholder $k
+    becomes the k-th literal's own parse, and every node's place in the text is moved to where it lies in
+    `text` (the binder reads a number as written there: DuckDB types 1.50 by its digits). parse(text)'s
+    Query, without parsing the whole text again."""
+    shifts = [(start, length - was) for (start, was), (_, length) in zip(t.spans, spans)]
+
+    def moved(at: int) -> int:
+        return at + sum(d for start, d in shifts if start < at)
+
+    bound = t.tree.copy()
+    holes = list(bound.find_all(exp.Placeholder))
+    for node in bound.walk():
+        _moved_meta(node, moved)
+    for hole in holes:
+        k = int(hole.this) - 1
+        node = _literal_tree(literals[k]).copy()
+        offset = spans[k][0] - len("SELECT ")
+        for part in node.walk():
+            _moved_meta(part, lambda at: at + offset)
+        hole.replace(node)
+    return _Binder(text, schema, table).query(bound)
+
+
+def _moved_meta(node: exp.Expression, moved) -> None:
+    meta = node.meta
+    for key in ("start", "end"):
+        if meta.get(key) is not None:
+            meta[key] = moved(meta[key])
+
+
+@functools.lru_cache(maxsize=4096)
+def _literal_tree(literal: str) -> exp.Expression:
+    """A literal's own parse (SELECT <literal>): kept, copied for each use."""
+    return _one_statement(f"SELECT {literal}").expressions[0]
+
+
 FILES_IN_FROM = re.compile(r"""(?ix) \b(from \s+) (?: read_parquet \s* \( \s* '((?:[^']|'')+)' \s* \) | '((?:[^']|'')+\.parquet)' )""")
 
 

@@ -303,3 +303,57 @@ def test_syntax_errors_are_one_line(schema, text):
         parse(text, schema)
     message = str(caught.value)
     assert "\n" not in message and "\x1b" not in message and message
+
+
+TEMPLATES = [  # (a prepared text, a drawer of each parameter)
+    ("SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < ?", ["int"]),
+    ("SELECT l_returnflag, SUM(l_quantity - ?), COUNT(*) FROM lineitem WHERE l_discount BETWEEN ? AND ? "
+     "AND l_returnflag <> ? GROUP BY 1 ORDER BY 2 DESC LIMIT ?", ["decimal", "decimal", "decimal", "str", "count"]),
+    ("SELECT MIN(l_shipdate), MAX(l_shipdate + ?) FROM lineitem WHERE l_shipdate >= ? "
+     "AND l_shipdate < ? + INTERVAL 1 YEAR OR l_quantity = -?", ["small", "date", "date", "decimal"]),
+    ("SELECT SUM(-? * l_tax), AVG(l_quantity) FROM lineitem WHERE l_suppkey IN (?, ?, ?) AND NOT l_tax > ?",
+     ["decimal", "int", "int", "int", "decimal"]),
+    ("SELECT SUM(l_extendedprice * (1 - l_discount)) FROM lineitem WHERE l_shipmode IN (?, ?) AND l_quantity-? < 24",
+     ["str", "str", "int"]),
+    ("SELECT COUNT(*) FROM lineitem WHERE l_suppkey*?-? > ? AND l_comment <> '?'", ["int", "int", "int"]),
+    # numbers typed by their digits as written (001.50, .05) after and between parameters
+    ("SELECT SUM(l_quantity * 001.50 + ?), SUM(? - 0.0500) FROM lineitem WHERE l_tax < .05 AND l_discount > ?",
+     ["decimal", "decimal", "decimal"]),
+]
+
+
+def draw(rng, kind):
+    from decimal import Decimal
+
+    return {"int": lambda: rng.randint(-10**6, 10**6), "small": lambda: rng.randint(-40, 40),
+            "count": lambda: rng.randint(0, 20),
+            "decimal": lambda: Decimal(rng.randint(-10**5, 10**5)).scaleb(-rng.randint(0, 4)),
+            "str": lambda: rng.choice(["A", "R", "AIR", "O'Brien", "", "?", "--"]),
+            "date": lambda: datetime.date(rng.randint(1992, 1998), rng.randint(1, 12), rng.randint(1, 28))}[kind]()
+
+
+@pytest.mark.parametrize("seed", range(70))
+def test_a_prepared_template_binds_to_the_query_its_bound_text_parses_to(schema, seed):
+    """A prepared statement's text is parsed once with numbered placeholders, and each run's literals are
+    put into that tree: the Query (or the one-line error) is the bound text's own, negative parameters
+    after a minus included (bound as (-5), never --5, which would begin a comment)."""
+    import random
+
+    from gquery import sql
+    from gquery.parameters import bound_spans, literal
+
+    rng = random.Random(seed)
+    text, kinds = TEMPLATES[seed % len(TEMPLATES)]
+    template = sql.template(text)
+    assert template is not None
+    params = [draw(rng, k) for k in kinds]
+    bound, spans = bound_spans(text, params)
+    try:
+        want = sql.parse(bound, schema)
+    except GqueryError as e:
+        with pytest.raises(type(e), match=re.escape(str(e))):
+            sql.parse_template(template, bound, [literal(p) for p in params], spans, schema)
+        return
+    got = sql.parse_template(template, bound, [literal(p) for p in params], spans, schema)
+    assert got == want and [o.expr.type for o in got.outputs] == [o.expr.type for o in want.outputs], bound
+    assert sql.template("SELECT COUNT(*) FROM lineitem WHERE l_suppkey < $1 AND l_suppkey > ?") is None
