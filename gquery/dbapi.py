@@ -76,6 +76,9 @@ def connect(data, name: str | None = None, **options) -> "Connection":
         raise OperationalError(str(e)) from None
 
 
+STATEMENTS_KEPT = 256  # prepared texts a connection keeps
+
+
 class Connection:
     Error, Warning, InterfaceError, DatabaseError, DataError = Error, Warning, InterfaceError, DatabaseError, DataError
     OperationalError, IntegrityError, InternalError = OperationalError, IntegrityError, InternalError
@@ -83,6 +86,16 @@ class Connection:
 
     def __init__(self, table, options: dict):
         self.table, self.options, self.closed = table, dict(options), False
+        self._statements: dict = {}  # text with ? → its prepared statement (parsed once: api.Prepared)
+
+    def _statement(self, sql: str):
+        """The text's prepared statement, kept while the connection is open (at most STATEMENTS_KEPT)."""
+        found = self._statements.get(sql)
+        if found is None:
+            found = self.table.prepare(sql)
+            if len(self._statements) < STATEMENTS_KEPT:
+                self._statements[sql] = found
+        return found
 
     def cursor(self) -> "Cursor":
         self._live()
@@ -128,9 +141,10 @@ class Cursor:
 
     def execute(self, sql: str, parameters=None) -> "Cursor":
         self._live()
-        text = bind(sql, parameters)
-        try:
-            answer = self.connection.table.sql(text, **self.connection.options)
+        bind(sql, parameters)  # the parameters checked (count, kinds) before anything is asked
+        c = self.connection
+        try:  # with parameters, the text is parsed once and each execute binds into it
+            answer = c._statement(sql).run(*parameters, **c.options) if parameters else c.table.sql(sql, **c.options)
         except GqueryError as e:
             raise (InterfaceError if "closed" in str(e) else ProgrammingError)(str(e)) from None
         self.answer, self._rows, self._at = answer, answer.fetchall(), 0

@@ -40,6 +40,20 @@ def test_execute_with_parameters_is_the_same_query_written_out(con, sf001):
     assert cur.answer.check is None and cur.fetch_arrow_table().num_rows == len(want)
 
 
+def test_one_text_executed_with_other_parameters_is_parsed_once(con, sf001):
+    """A connection keeps each parametrized text's prepared statement: executes with other parameters bind
+    into it, and answer as the text written out does."""
+    text = "SELECT l_linestatus, COUNT(*), MAX(l_extendedprice) FROM lineitem WHERE l_suppkey < ? GROUP BY 1 ORDER BY 1"
+    t = gquery.open(sf001.files[0])
+    for z in (10, 300, -1):
+        got = con.cursor().execute(text, [z]).fetchall()
+        assert got == t.sql(text.replace("?", str(z)), backend="cpu").rows
+    t.close()
+    assert list(con._statements) == [text]
+    con.cursor().execute("SELECT COUNT(*) FROM lineitem")  # no parameters: asked as it is
+    assert list(con._statements) == [text]
+
+
 def test_a_question_mark_in_a_string_or_a_name_is_not_a_parameter():
     assert dbapi.bind("SELECT COUNT(*) FROM lineitem WHERE l_comment = '?''?' AND \"a?\" < ? -- why?\n", (3,)) == \
         "SELECT COUNT(*) FROM lineitem WHERE l_comment = '?''?' AND \"a?\" < 3 -- why?\n"
