@@ -70,7 +70,9 @@ class Answer:
     def __str__(self) -> str:
         checked = {True: f", equal to {self.checked_against}", False: f", NOT equal to {self.checked_against}",
                    None: ""}[self.check]
-        timed = f" in {self.times_ms[len(self.times_ms) // 2]:.2f} ms (median)" if self.times_ms else ""
+        gpu = f", the GPU's own {self.profile.total_ms:.3f} ms" if self.backend == "gpu" and self.profile else ""
+        timed = (f" in {self.wall_ms:.2f} ms{gpu}" if self.wall_ms is not None else  # the call's host clock
+                 f" in {self.call_ms:.2f} ms (median){gpu}" if self.call_ms is not None else "")
         return f"{self.result}\n({len(self.rows)} row{'s' * (len(self.rows) != 1)}; answered by {self.backend}{timed}" \
                f"{checked}" + (f"; {self.why}" if self.why else "") + ")"
 
