@@ -226,8 +226,10 @@ class TableHandle:
         if not isinstance(text, str):
             raise GqueryError(f"SQL must be text, not {type(text).__name__}")
         self._live()
-        sql.check_syntax(text)
-        return Prepared(self, text, options)
+        statement = Prepared(self, text, options)
+        if statement._template is None:  # not parsed as a template: its syntax checked as written
+            sql.check_syntax(text)
+        return statement
 
     def query(self, z: int, **options):
         """The mission query at Z, SELECT SUM(l_quantity * l_extendedprice) FROM <this table> WHERE
@@ -269,13 +271,13 @@ class Prepared:
     @deep_expressions
     def run(self, *parameters, **options):
         from gquery import answer, sql
-        from gquery.parameters import bound_spans, literal
+        from gquery.parameters import bound_spans
 
         bound, spans = bound_spans(self.text, parameters)
         table = self.table
         if self._template is not None and bound not in table._parsed and len(table._parsed) < PARSED_KEPT:
-            table._parsed[bound] = sql.parse_template(self._template, bound, [literal(p) for p in parameters], spans,
-                                                      answer.schema_of(table._live()), table.name)
+            table._parsed[bound] = sql.parse_template(self._template, bound, spans, answer.schema_of(table._live()),
+                                                      table.name)
         return table.sql(bound, **{**self.options, **options})
 
     def __repr__(self) -> str:

@@ -141,10 +141,10 @@ class Cursor:
 
     def execute(self, sql: str, parameters=None) -> "Cursor":
         self._live()
-        bind(sql, parameters)  # the parameters checked (count, kinds) before anything is asked
         c = self.connection
-        try:  # with parameters, the text is parsed once and each execute binds into it
-            answer = c._statement(sql).run(*parameters, **c.options) if parameters else c.table.sql(sql, **c.options)
+        try:  # with parameters, the text is parsed once and each execute binds into it (checking them)
+            params = parameters_.sequence(parameters)
+            answer = c._statement(sql).run(*params, **c.options) if params else c.table.sql(bind(sql, params), **c.options)
         except GqueryError as e:
             raise (InterfaceError if "closed" in str(e) else ProgrammingError)(str(e)) from None
         self.answer, self._rows, self._at = answer, answer.fetchall(), 0

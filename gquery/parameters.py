@@ -23,7 +23,7 @@ def bind(sql: str, parameters) -> str:
 
 def bound_spans(sql: str, parameters) -> tuple[str, list[tuple[int, int]]]:
     """bind's text, and where each parameter's literal lies in it: (start, length)."""
-    params = _sequence(parameters)
+    params = sequence(parameters)
     text, spans = _marked(sql, lambda k: literal(params[k]) if k < len(params) else None)
     if len(spans) != len(params):
         raise ParameterError(f"{len(params)} parameter(s) given for {len(spans)} ?")
@@ -37,7 +37,8 @@ def numbered(sql: str) -> tuple[str, list[tuple[int, int]]]:
     return _marked(sql, lambda k: f" ${k + 1} ")
 
 
-def _sequence(parameters) -> list:
+def sequence(parameters) -> list:
+    """The parameters as a list: a list or tuple (qmark style), or None for none; anything else refused."""
     params = [] if parameters is None else list(parameters) if isinstance(parameters, (list, tuple)) else None
     if params is None:
         raise ParameterError(f"parameters must be a sequence (qmark style), got {type(parameters).__name__}")

@@ -102,8 +102,8 @@ class ColumnarPartial(Partial):
     @property
     def groups(self) -> dict[tuple, list[list]]:
         if self._groups is None:
-            keys = zip(*(_plain(c) for c in self.keys)) if self.keys else [()] * self.size
-            states = [list(zip(*(_plain(c) for c in state))) for state in self.states]
+            keys = zip(*(python_values(c) for c in self.keys)) if self.keys else [()] * self.size
+            states = [list(zip(*(python_values(c) for c in state))) for state in self.states]
             self._groups = {key: [list(state[i]) for state in states] for i, key in enumerate(keys)}
         return self._groups
 
@@ -146,8 +146,8 @@ class ColumnarPartial(Partial):
                                     for column in keys], states, len(first), sum(p.rows_selected for p in parts))
 
 
-def _plain(column) -> list:
-    """A column's values as Python values (an int64 array's, or the list it is)."""
+def python_values(column) -> list:
+    """A column's values as Python values (an int64 array's, or the list it is): exact arithmetic, not NumPy's."""
     return column.tolist() if hasattr(column, "tolist") else column
 
 
@@ -162,7 +162,7 @@ def _joined(columns: list):
 
     if all(isinstance(c, np.ndarray) and c.dtype == np.int64 for c in columns):
         return np.concatenate(columns)
-    return [v for c in columns for v in _plain(c)]
+    return [v for c in columns for v in python_values(c)]
 
 
 # --- the answer ------------------------------------------------------------------------------------------------
@@ -298,21 +298,18 @@ def finalize(query: Query, partial: Partial) -> Result:
     groups = partial.groups
     if not query.group_by and () not in groups:
         groups = {**groups, (): [initial_state(a.func) for a in aggregates]}
-    outputs = _outputs(query)
-    entries = sorted(groups)
+    keys, states = _columns(query, groups, sorted(groups))
     # ordered by the engine's values, not the client's: a date past Python's years is DuckDB's text
     # ('0902-02-05 (BC)'), which neither compares with a datetime.date nor sorts as the date does
-    order_columns = sorted({index for index, _ in query.order_by})
-    if order_columns:
-        at = {index: n for n, index in enumerate(order_columns)}
-        keyed = [(key, tuple(_engine_value(outputs[i], key, groups[key]) for i in order_columns)) for key in entries]
-        for index, descending in reversed(query.order_by):
-            n = at[index]
-            keyed.sort(key=lambda e: _sort_key(e[1][n], descending), reverse=descending)
-        entries = [key for key, _ in keyed]
+    outputs, order = _outputs(query), list(range(len(groups)))
+    for index, descending in reversed(query.order_by):
+        i, expr, j = outputs[index]
+        column = keys[j] if i is None else python_values(_engine_values(expr, states[i]))
+        order.sort(key=lambda e: _sort_key(column[e], descending), reverse=descending)
     if query.limit is not None:
-        entries = entries[:query.limit]
-    return _rows(query, groups, entries)
+        order = order[:query.limit]
+    return _column_rows(query, [[c[e] for e in order] for c in keys], [[[c[e] for e in order] for c in state]
+                                                                       for state in states])
 
 
 def _outputs(query: Query) -> list[tuple]:
@@ -321,39 +318,28 @@ def _outputs(query: Query) -> list[tuple]:
             (None, o.expr, query.group_by.index(o.expr)) for o in query.outputs]
 
 
-def _rows(query: Query, groups: dict, entries: list) -> Result:
-    """The rows of `entries` (group keys, in the answer's order)."""
+def _columns(query: Query, groups: dict, entries: list) -> tuple[list[list], list[list[list]]]:
+    """The groups of `entries` (keys, in order) as columns: each group column's keys, each aggregate's
+    state components."""
     keys = [list(c) for c in zip(*entries)] if query.group_by and entries else [[] for _ in query.group_by]
     states = [[list(c) for c in zip(*(groups[key][i] for key in entries))] or [[] for _ in initial_state(a.func)]
               for i, a in enumerate(query.aggregates)]
-    return _column_rows(query, keys, states)
+    return keys, states
 
 
 def _column_rows(query: Query, keys: list[list], states: list[list[list]]) -> Result:
     """The rows of groups given as columns (each group column's keys; each aggregate's state components),
-    made a column at a time: the engines' values (what ORDER BY compared, _engine_value's) and the
+    made a column at a time: the engines' values (what ORDER BY compared, _engine_values') and the
     client's (DuckDB's Python values: Decimal, int, date, AVG's exact mean), NULL where an aggregate saw
     no rows."""
     raw, client = [], []
     for i, expr, j in _outputs(query):
-        if i is None:
-            raw.append(keys[j])
-            client.append(lambda c=keys[j], t=expr.type: python_column(c, t))  # made when rows are read
-            continue
-        state = states[i]
-        if expr.func == "count":
-            raw.append(state[0])
-            client.append(state[0])
-            continue
-        values, rows = state[0], state[-1]
-        if expr.func == "avg":
-            means = [None if n == 0 else exact_mean(total, n, expr.arg.type) for total, n in zip(values, rows)]
-            raw.append(means)
-            client.append(means)
-            continue
-        column = values if expr.func in ("min", "max") else [None if n == 0 else v for v, n in zip(values, rows)]
+        column = keys[j] if i is None else python_values(_engine_values(expr, states[i]))
         raw.append(column)
-        client.append(lambda c=column, t=expr.type: python_column(c, t))
+        if i is not None and expr.func in ("count", "avg"):  # the client's value is the engine's
+            client.append(column)
+        else:
+            client.append(lambda c=column, t=expr.type: python_column(c, t))  # made when rows are read
     return Result.of_columns([(o.name, o.expr.type) for o in query.outputs], client, raw)
 
 
@@ -369,7 +355,7 @@ def _columnar_order(query: Query, partial: ColumnarPartial):
         keys.append(_sortable(column))
     for index, descending in reversed(query.order_by):
         i, expr, j = outputs[index]
-        column = partial.keys[j] if i is None else _engine_column(expr, partial.states[i])
+        column = partial.keys[j] if i is None else _engine_values(expr, partial.states[i])
         a = _sortable(column)
         keys.append(None if a is None else (~a if a.dtype == np.int64 else -a) if descending else a)
     if any(k is None for k in keys):
@@ -386,16 +372,20 @@ def _columnar_order(query: Query, partial: ColumnarPartial):
     return np.lexsort(keys)
 
 
-def _engine_column(aggregate, state: list[list]) -> list | None:
-    """An aggregate's engine values over the groups (_engine_value's), or None where a group has no rows."""
-    if aggregate.func == "count":
+def _engine_values(aggregate, state: list) -> list:
+    """An aggregate's values over the groups as the engines hold them, what ORDER BY compares: COUNT's rows,
+    MIN/MAX's engine value, SUM's exact unscaled total (its Decimal orders alike), AVG's exact mean rounded
+    once; NULL where a group saw no rows. The state's own column where nothing needs making (an int64
+    array stays one)."""
+    if aggregate.func in ("count", "min", "max"):
         return state[0]
-    rows = state[-1]
-    if (rows == 0).any() if hasattr(rows, "any") else any(n == 0 for n in rows):
-        return None
+    values, rows = state[0], state[-1]
     if aggregate.func == "avg":  # Python's int / int: one rounding of the exact mean
-        return [exact_mean(total, n, aggregate.arg.type) for total, n in zip(_plain(state[0]), _plain(rows))]
-    return state[0]
+        return [None if n == 0 else exact_mean(total, n, aggregate.arg.type)
+                for total, n in zip(python_values(values), python_values(rows))]
+    if (rows == 0).any() if hasattr(rows, "any") else 0 in rows:
+        return [None if n == 0 else v for v, n in zip(python_values(values), python_values(rows))]
+    return values
 
 
 def _grouped(values: list, group, groups: int, kind: str) -> list | None:
@@ -447,20 +437,6 @@ def _sortable(values: list):
     if any(v is None for v in values) or len({type(v) for v in values}) > 1:
         return None
     return np.unique(np.array(values, dtype=object), return_inverse=True)[1].astype(np.int64)
-
-
-def _engine_value(output: tuple, key: tuple, states: list):
-    """An output's value as the engines hold it, what ORDER BY compares: a group column's engine value, an
-    aggregate's exact total (SUM: unscaled; its Decimal orders alike), AVG's double, MIN/MAX's engine value."""
-    i, expr, j = output
-    if i is None:
-        return key[j]
-    state = states[i]
-    if expr.func in ("min", "max", "count"):
-        return state[0]
-    if state[1] == 0:
-        return None
-    return state[0] if expr.func == "sum" else exact_mean(state[0], state[1], expr.arg.type)
 
 
 def _sort_key(value, descending: bool):

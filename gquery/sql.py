@@ -136,13 +136,13 @@ def template(text: str) -> Template | None:
         return None
 
 
-def parse_template(t: Template, text: str, literals: list[str], spans: list[tuple[int, int]], schema: Schema,
-                   table: str = TABLE) -> Query:
-    """The Query of `text`, the template's text with its parameters bound as `literals` (parameters.literal's
-    texts, lying at `spans` in it: parameters.bound_spans), from the tree parsed once: each placeholder $k
-    becomes the k-th literal's own parse, and every node's place in the text is moved to where it lies in
-    `text` (the binder reads a number as written there: DuckDB types 1.50 by its digits). parse(text)'s
-    Query, without parsing the whole text again."""
+def parse_template(t: Template, text: str, spans: list[tuple[int, int]], schema: Schema, table: str = TABLE) -> Query:
+    """The Query of `text`, the template's text with its parameters bound as literals lying at `spans` in it
+    (parameters.bound_spans), from the tree parsed once: each placeholder $k becomes the k-th literal's own
+    parse, and every node's place in the text is moved to where it lies in `text` (the binder reads a
+    number as written there: DuckDB types 1.50 by its digits). parse(text)'s Query, without parsing the
+    whole text again."""
+    literals = [text[start:start + length] for start, length in spans]
     shifts = [(start, length - was) for (start, was), (_, length) in zip(t.spans, spans)]
 
     def moved(at: int) -> int:

@@ -340,7 +340,7 @@ def test_a_prepared_template_binds_to_the_query_its_bound_text_parses_to(schema,
     import random
 
     from gquery import sql
-    from gquery.parameters import bound_spans, literal
+    from gquery.parameters import bound_spans
 
     rng = random.Random(seed)
     text, kinds = TEMPLATES[seed % len(TEMPLATES)]
@@ -352,8 +352,8 @@ def test_a_prepared_template_binds_to_the_query_its_bound_text_parses_to(schema,
         want = sql.parse(bound, schema)
     except GqueryError as e:
         with pytest.raises(type(e), match=re.escape(str(e))):
-            sql.parse_template(template, bound, [literal(p) for p in params], spans, schema)
+            sql.parse_template(template, bound, spans, schema)
         return
-    got = sql.parse_template(template, bound, [literal(p) for p in params], spans, schema)
+    got = sql.parse_template(template, bound, spans, schema)
     assert got == want and [o.expr.type for o in got.outputs] == [o.expr.type for o in want.outputs], bound
     assert sql.template("SELECT COUNT(*) FROM lineitem WHERE l_suppkey < $1 AND l_suppkey > ?") is None

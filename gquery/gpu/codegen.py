@@ -22,6 +22,7 @@ import numpy as np
 from gquery.errors import GqueryError
 from gquery.query import (And, Arith, Cast, Column, Compare, Expr, InList, Literal, Negate, Not, Or, Query, bounds,
                           scale_of)
+from gquery.result import python_values
 
 I64_LIMIT = 2**63
 I128_LIMIT = 2**127
@@ -525,14 +526,9 @@ def read_groups(spec: KernelSpec, words) -> tuple[np.ndarray, np.ndarray, list[n
             values.append(_signed_128s(chosen[:, k], chosen[:, k + 1]))
             if a.kind == "wide":  # the values' low 64 bits summed, and their high bits
                 high = _signed_128s(chosen[:, k + 2], chosen[:, k + 3])
-                values[-1] = [lo + (hi << 64) for lo, hi in zip(python_ints(values[-1]), python_ints(high))]
+                values[-1] = [lo + (hi << 64) for lo, hi in zip(python_values(values[-1]), python_values(high))]
         k += a.words
     return index, rows, values
-
-
-def python_ints(values: np.ndarray | list[int]) -> list[int]:
-    """A column of exact values as Python integers (an int64 array's, or the list it already is)."""
-    return values.tolist() if isinstance(values, np.ndarray) else values
 
 
 def _signed_128s(lo: np.ndarray, hi: np.ndarray) -> np.ndarray | list[int]:

@@ -21,6 +21,7 @@ from gquery.gpu import codegen, kernels
 from gquery.gpu.timeline import Timeline
 from gquery.host import host_threads
 from gquery.profile import Profile
+from gquery.result import python_values
 from gquery.table import read_all
 
 BLOCK_THREADS = 128  # 4 warps: a warp a frame
@@ -56,7 +57,7 @@ class TableRun:
     @property
     def groups(self) -> dict[int, tuple[int, list]]:
         """Per group index, (its rows, its accumulators' values): as read_group gives one."""
-        values = [codegen.python_ints(v) for v in self.values]
+        values = [python_values(v) for v in self.values]
         return {g: (n, list(v)) for g, n, v in zip(self.index.tolist(), self.counts.tolist(), zip(*values) if values
                                                     else ((),) * len(self.counts))}
 
