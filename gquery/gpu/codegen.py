@@ -399,7 +399,7 @@ def _register(a: Accumulator, k: int) -> str:
         return f"i128 a{k} = 0;"
     if a.kind == "wide":
         return f"i128 a{k} = 0, h{k} = 0;  // the values' low 64 bits, and their high bits"
-    return f"long long a{k} = {'LLONG_MAX' if a.kind == 'min' else 'LLONG_MIN'};"
+    return f"long long a{k} = {'I64_MAX' if a.kind == 'min' else 'I64_MIN'};"
 
 
 def _accumulate(a: Accumulator, k: int) -> str:
@@ -437,7 +437,7 @@ def _grouped_add(spec: KernelSpec) -> list[str]:
             out.append(f"            const i128 w{k} = sel ? (i128){a.code} : (i128)0;")
             out.append(f"            const i128 x{k} = (i128)(u64)w{k}, y{k} = (i128)(long long)(w{k} >> 64);")
         else:
-            identity = "LLONG_MAX" if a.kind == "min" else "LLONG_MIN"
+            identity = "I64_MAX" if a.kind == "min" else "I64_MIN"
             out.append(f"            const long long x{k} = sel ? (long long){a.code} : {identity};")
     out += ["            for (unsigned todo = selected; todo;) {",
             "                const long long group = __shfl_sync(FULL_MASK, g, __ffs(todo) - 1);",
@@ -450,7 +450,7 @@ def _grouped_add(spec: KernelSpec) -> list[str]:
             if a.kind == "wide":
                 out.append(f"                const i128 u{k} = warp_sum(mine ? y{k} : (i128)0);")
         else:
-            identity = "LLONG_MAX" if a.kind == "min" else "LLONG_MIN"
+            identity = "I64_MAX" if a.kind == "min" else "I64_MIN"
             out.append(f"                const long long t{k} = warp_{a.kind}(mine ? x{k} : {identity});")
     out += ["                if (lane_id() == 0) {  // warp_sum leaves the total in lane 0",
             "                    u64* const to = group_acc + group * WORDS;",

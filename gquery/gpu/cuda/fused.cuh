@@ -10,11 +10,12 @@
 // the table's words in global memory with 128-bit atomic adds (carries kept) and 64-bit atomic min/max.
 // More groups than shared memory holds go straight to the table's words (FUSED_BEGIN_IN_DEVICE_MEMORY).
 #pragma once
-#include <climits>
 #include "tile.cuh"
 
 #define FRAME_ROWS 1024
 #define FULL_MASK 0xFFFFFFFFu
+#define I64_MAX 9223372036854775807LL  // a MIN's identity (no <climits>: NVRTC has no C library)
+#define I64_MIN (-I64_MAX - 1LL)         // a MAX's
 
 enum { NEVER = 0, CHECK = 1, ALWAYS = 2 };  // a frame's class (gquery/prune.py)
 

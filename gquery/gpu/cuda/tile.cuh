@@ -1,7 +1,6 @@
 // Block-wide building blocks shared by the engine's kernel and the ladder's variants.
 // Exact integer arithmetic: products are int64 (|factor| < 2^31), sums are 128-bit.
 #pragma once
-#include <cuda_pipeline.h>
 
 typedef __int128 i128;
 typedef unsigned long long u64;
@@ -75,13 +74,19 @@ __device__ __forceinline__ long long decode_slot(const Frame& f, unsigned slot) 
 // ---- Frame tiles: a warp stages one frame's words in shared memory, then decodes it there ------
 // Async copies (cp.async) put every 16-byte piece of a frame in flight at once, without registers:
 // one round trip to memory a frame, then shared-memory reads only. Frames start 16-byte aligned.
+// Written in PTX as cuda_pipeline.h writes them, so a kernel needs no header of the toolkit (NVRTC).
+__device__ __forceinline__ void copy_16_async(unsigned* shared_to, const unsigned* from) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
+                 :: "r"((unsigned)__cvta_generic_to_shared(shared_to)), "l"(from) : "memory");
+}
+
 __device__ __forceinline__ void stage_async(unsigned* tile, const unsigned* words, unsigned n, unsigned lane) {
-    for (unsigned i = 4 * lane; i < n; i += 128) __pipeline_memcpy_async(tile + i, words + i, 16);
+    for (unsigned i = 4 * lane; i < n; i += 128) copy_16_async(tile + i, words + i);
 }
 
 __device__ __forceinline__ void staged_wait() {
-    __pipeline_commit();
-    __pipeline_wait_prior(0);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncwarp();
 }
 
