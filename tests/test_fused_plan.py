@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gquery.gpu.fusedplan import plan_fused
-from gquery.gpu import codegen, kernels
+from gquery.gpu import codegen, nvrtc, kernels
 from gquery.gpu.fused import fused_build
 from gquery.prune import ABSENT, ALWAYS, CHECK, NEVER, Zones, classify, lower
 from gquery.query import (BIGINT, DATE, DOUBLE, INTEGER, VARCHAR, Aggregate, And, Arith, Column, Compare, InList, Literal,
@@ -208,9 +208,7 @@ SHAPES = [
 ]
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc is not on the PATH")
-@pytest.mark.parametrize("shape", range(len(SHAPES) + 1))
-def test_generated_kernels_compile_without_spills(shape, tmp_path):
+def _shape_builds(shape: int) -> list:
     if shape < len(SHAPES):
         spec = plan_fused(SHAPES[shape], [table(3000)], "pinned", 132).spec
     else:  # 128-bit products and sums kept as two halves
@@ -218,14 +216,36 @@ def test_generated_kernels_compile_without_spills(shape, tmp_path):
                           "pinned", 132).spec
     # the frame loop, and the index scan over the first predicate column (low bits of 2 bytes, or none)
     index = [codegen.IndexKernel(spec.predicate_slots[0], low) for low in (2, 0)] if spec.predicate_slots else []
-    for k, build in enumerate([fused_build(spec), *(fused_build(spec, i) for i in index)]):
+    return [fused_build(spec), *(fused_build(spec, i) for i in index)]
+
+
+def _no_spills(report: str) -> None:
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report)
+    assert spills and all(s == ("0", "0") for s in spills), report
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not on the PATH")
+@pytest.mark.parametrize("shape", range(len(SHAPES) + 1))
+def test_generated_kernels_compile_without_spills(shape, tmp_path):
+    for k, build in enumerate(_shape_builds(shape)):
         source = tmp_path / f"fused{k}.cu"
         source.write_text(build.text())
         r = subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-Xptxas", "-v", f"-I{kernels.CUDA_DIR}", *build.nvcc_options(),
                             "-o", str(tmp_path / f"k{k}.cubin"), str(source)], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
-        spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", r.stderr)
-        assert spills and all(s == ("0", "0") for s in spills), r.stderr
+        _no_spills(r.stderr)
+
+
+@pytest.mark.skipif(nvrtc.library() is None, reason="NVRTC is not installed on this host")
+@pytest.mark.parametrize("shape", range(len(SHAPES) + 1))
+def test_generated_kernels_compile_in_process_without_spills(shape):
+    """NVRTC, as the engine compiles (gpu/kernels.py): the headers handed over in memory, none of the toolkit's."""
+    headers = {p.name: p.read_text() for p in kernels.CUDA_DIR.glob("*.cuh")}
+    for build in _shape_builds(shape):
+        code, report = nvrtc.compile_program(build.text(), "fused.cu", headers,
+                                             [*build.nvrtc_options("sm_90"), "--ptxas-options=-v"])
+        assert code[:4] == b"\x7fELF"
+        _no_spills(report)
 
 
 def test_a_group_columns_groups_are_narrowed_by_the_predicate():

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from gquery.gpu import kernels
+from gquery.gpu import kernels, nvrtc
 from gquery.bench.ladder import builds as ladder_builds
 
 NVCC = shutil.which("nvcc")
@@ -38,3 +38,52 @@ def test_every_ladder_kernel_exists_in_its_source():
             continue  # generated for the query and compiled as any query's is (tests/test_fused_plan.py)
         src = (kernels.CUDA_DIR / "select_sum.cu").read_text() if step.kernel == "select_sum" else ladder_src
         assert re.search(rf"__global__ void (__launch_bounds__\([\w, ]+\)\s+)?{step.kernel}\(", src), step.kernel
+
+
+@pytest.mark.skipif(nvrtc.library() is None, reason="NVRTC is not installed on this host")
+@pytest.mark.parametrize("build", BUILDS, ids=lambda b: f"{b.source}{'+' + ' '.join(b.options) if b.options else ''}")
+def test_compiles_in_process_without_spills(build):
+    """The ladder's kernels through NVRTC too, their options (a register cap) honoured."""
+    headers = {p.name: p.read_text() for p in kernels.CUDA_DIR.glob("*.cuh")}
+    code, report = nvrtc.compile_program(build.text(), build.source, headers,
+                                         [*build.nvrtc_options("sm_90"), "--ptxas-options=-v"])
+    assert code[:4] == b"\x7fELF"
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report)
+    assert spills and all(s == ("0", "0") for s in spills), report
+    if "-maxrregcount=32" in build.options:
+        assert all(int(r) <= 32 for r in re.findall(r"Used (\d+) registers", report)), report
+
+
+TINY = kernels.build("tiny", code='#include "fused.cuh"\nextern "C" __global__ void tiny(long long* p) { *p = I64_MIN; }\n')
+
+
+@pytest.mark.skipif(NVCC is None and nvrtc.library() is None, reason="neither nvcc nor NVRTC is on this host")
+def test_a_kernel_is_compiled_once_then_read_from_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GQUERY_KERNEL_CACHE", str(tmp_path / "kernels"))
+    kernels._cubins.clear()
+    code = kernels.cubin(TINY, "sm_90")
+    assert code[:4] == b"\x7fELF" and len(list((tmp_path / "kernels").glob("*.cubin"))) == 1
+    kernels._cubins.clear()  # a new process: from the disk
+    (cached,) = (tmp_path / "kernels").glob("*.cubin")
+    cached.write_bytes(b"\x7fELF from the cache")
+    assert kernels.cubin(TINY, "sm_90") == b"\x7fELF from the cache"
+
+
+@pytest.mark.skipif(NVCC is None and nvrtc.library() is None, reason="neither nvcc nor NVRTC is on this host")
+def test_a_cache_that_cannot_be_written_is_said_once_and_kernels_still_compile(tmp_path, monkeypatch, capsys):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("GQUERY_KERNEL_CACHE", str(blocked / "kernels"))
+    kernels._cubins.clear()
+    assert kernels.cubin(TINY, "sm_90")[:4] == b"\x7fELF"
+    kernels._cubins.clear()
+    assert kernels.cubin(TINY, "sm_90")[:4] == b"\x7fELF"
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 1 and said[0].startswith(f"gquery: the kernel cache {blocked / 'kernels'} cannot be written"), said
+
+
+def test_the_compiler_is_nvrtc_where_installed_unless_asked_otherwise(monkeypatch):
+    monkeypatch.delenv("GQUERY_COMPILER", raising=False)
+    assert kernels.compiler() == ("nvcc" if nvrtc.library() is None else "nvrtc")
+    monkeypatch.setenv("GQUERY_COMPILER", "nvcc")
+    assert kernels.compiler() == "nvcc"

@@ -1,18 +1,26 @@
 """Kernel sources in gquery/gpu/cuda/*.cu: compile-time constants injected as -D defines, compiled
-for the device's architecture, memoized per context and thread in memory and cached on disk by PyCUDA."""
+for the device's architecture in-process by NVRTC (gpu/nvrtc.py; nvcc where a host has no NVRTC),
+kept in memory and cached on disk across processes, loaded per context and thread."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from gquery.errors import GqueryError
+
 CUDA_DIR = Path(__file__).parent / "cuda"
 BASE_OPTIONS = ("-O3", "-std=c++17", "-lineinfo")
+NVRTC_OPTIONS = ("-std=c++17", "-lineinfo", "--device-int128")  # NVRTC optimizes device code by default
+CUBINS_KEPT = 256  # machine code kept in memory (tens of KB each): what a compile on one thread left for another
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,9 @@ class Build:
 
     def nvcc_options(self) -> list[str]:
         return [*BASE_OPTIONS, *self.options, *(f"-D{k}={v}" for k, v in self.defines)]
+
+    def nvrtc_options(self, arch: str) -> list[str]:
+        return [*NVRTC_OPTIONS, f"--gpu-architecture={arch}", *self.options, *(f"-D{k}={v}" for k, v in self.defines)]
 
     def text(self) -> str:
         return self.code or (CUDA_DIR / self.source).read_text()
@@ -67,30 +78,90 @@ def cache_dir() -> Path:
     return Path(os.environ.get("GQUERY_KERNEL_CACHE") or Path.home() / ".cache" / "gquery" / "kernels")
 
 
+def compiler() -> str:
+    """nvrtc (in-process) where this host has it, else nvcc; $GQUERY_COMPILER=nvcc|nvrtc chooses."""
+    from gquery.gpu import nvrtc
+
+    asked = os.environ.get("GQUERY_COMPILER", "")
+    if asked == "nvcc" or (asked != "nvrtc" and nvrtc.library() is None):
+        return "nvcc"
+    return "nvrtc"
+
+
+_cubins: dict = {}
+_cubins_lock = threading.Lock()
+
+
 def cubin(b: Build, arch: str) -> bytes:
-    """A build's machine code for `arch`, compiled once: keyed by its source, the headers it includes
-    (read now, so an edited header is a new key), its options, the architecture and the compiler,
-    so a new process loads it in milliseconds where nvcc takes half a second. (PyCUDA's own cache
-    runs nvcc's preprocessor first whenever the source includes a header.)"""
-    headers = "".join(p.read_text() for p in sorted(CUDA_DIR.glob("*.cuh")))
-    digest = hashlib.sha256("\0".join([b.text(), headers, *b.nvcc_options(), arch, _nvcc()]).encode()).hexdigest()
+    """A build's machine code for `arch`, compiled once: kept in memory (a compile on a query's own
+    thread serves the GPU's thread), and on disk keyed by its source, the headers it includes (read
+    now, so an edited header is a new key), its options, the architecture and the compiler, so a new
+    process loads it in milliseconds. Two threads asking for one new build may both compile it: the
+    same bytes, written whole by each."""
+    which = compiler()
+    key = (b, arch, which)
+    found = _cubins.get(key)
+    if found is not None:
+        return found
+    headers = {p.name: p.read_text() for p in sorted(CUDA_DIR.glob("*.cuh"))}
+    options = b.nvrtc_options(arch) if which == "nvrtc" else b.nvcc_options()
+    digest = hashlib.sha256("\0".join([b.text(), *headers.values(), *options, arch, _compiler_id(which)]).encode()).hexdigest()
     path = cache_dir() / f"{digest}.cubin"
     try:
-        return path.read_bytes()
+        code = path.read_bytes()
     except OSError:
-        pass
-    from pycuda.compiler import compile as nvcc_compile  # only on a miss: importing it takes 50 ms
+        code = _compile(b, arch, which, headers, options)
+        _write(path, code)
+    with _cubins_lock:
+        if len(_cubins) >= CUBINS_KEPT:
+            _cubins.clear()
+        _cubins[key] = code
+    return code
 
-    code = nvcc_compile(b.text(), options=b.nvcc_options(), arch=arch, include_dirs=[str(CUDA_DIR)],
-                        no_extern_c=True, cache_dir=False)
-    try:  # written whole or not at all: another process may be reading the same key
+
+def _compile(b: Build, arch: str, which: str, headers: dict[str, str], options: list[str]) -> bytes:
+    if which == "nvrtc":
+        from gquery.gpu.nvrtc import compile_cubin
+
+        return compile_cubin(b.text(), b.source if b.source.endswith(".cu") else f"{b.source}.cu", headers, options)
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise GqueryError("cannot compile a kernel: this host has neither NVRTC nor nvcc (install the CUDA toolkit)")
+    with tempfile.TemporaryDirectory(prefix="gquery-nvcc-") as folder:
+        src, out = Path(folder) / "kernel.cu", Path(folder) / "kernel.cubin"
+        src.write_text(b.text())
+        r = subprocess.run([nvcc, "-cubin", f"-arch={arch}", f"-I{CUDA_DIR}", *options, "-o", str(out), str(src)],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            lines = [line for line in r.stderr.splitlines() if line.strip()]
+            raise GqueryError(f"nvcc could not compile {b.source}: {' | '.join(lines[:3])}")
+        return out.read_bytes()
+
+
+_unwritable: set = set()
+
+
+def _write(path: Path, code: bytes) -> None:
+    """Written whole or not at all: another process may be reading the same key. A cache that cannot be
+    written costs compiles, not answers: said once a folder, on stderr."""
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
         tmp.write_bytes(code)
         os.replace(tmp, path)
-    except OSError:  # a cache that cannot be written costs compiles, not answers
-        pass
-    return code
+    except OSError as e:
+        if path.parent not in _unwritable:
+            _unwritable.add(path.parent)
+            print(f"gquery: the kernel cache {path.parent} cannot be written ({e.strerror or e}): kernels compile "
+                  f"again in each process", file=sys.stderr)
+
+
+def _compiler_id(which: str) -> str:
+    if which == "nvrtc":
+        from gquery.gpu.nvrtc import version
+
+        return version()
+    return _nvcc()
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,142 @@
+"""CUDA's runtime compiler (NVRTC) called in-process through ctypes: a kernel compiled without an nvcc
+subprocess (no host preprocessor, no cuda_runtime.h: about half nvcc's time), from any thread at once
+(NVRTC compiles separate programs concurrently; ctypes lets go of the GIL during the call).
+
+Found beside the CUDA toolkit nvcc belongs to, else where the loader finds it; absent, kernels.py
+compiles with nvcc as before."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import shutil
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+from gquery.errors import GqueryError
+
+
+class CompileError(GqueryError):
+    """NVRTC refused a kernel: its log's first lines."""
+
+
+@lru_cache(maxsize=1)
+def library() -> tuple[ctypes.CDLL, str] | None:
+    """The NVRTC library and its path, or None where this host has none."""
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+            lib.nvrtcVersion  # noqa: B018  (a library of that name without the API is not NVRTC)
+        except (OSError, AttributeError):
+            continue
+        _declare(lib)
+        return lib, path
+    return None
+
+
+def _candidates() -> list[str]:
+    """The toolkit's own first (beside the nvcc that would otherwise compile), then the loader's."""
+    roots = [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", "")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(str(Path(nvcc).resolve().parent.parent))
+    roots.append("/usr/local/cuda")
+    found = []
+    for root in filter(None, roots):
+        for lib_dir in ("lib64", "lib", "targets/*/lib"):
+            found += sorted(glob.glob(os.path.join(root, lib_dir, "libnvrtc.so*")), key=len)
+    named = ctypes.util.find_library("nvrtc")
+    return [*found, *([named] if named else [])]
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    p, c = ctypes.c_void_p, ctypes.c_char_p
+    lib.nvrtcCreateProgram.argtypes = [ctypes.POINTER(p), c, c, ctypes.c_int, ctypes.POINTER(c), ctypes.POINTER(c)]
+    lib.nvrtcCompileProgram.argtypes = [p, ctypes.c_int, ctypes.POINTER(c)]
+    for name in ("nvrtcGetProgramLogSize", "nvrtcGetCUBINSize"):
+        getattr(lib, name).argtypes = [p, ctypes.POINTER(ctypes.c_size_t)]
+    for name in ("nvrtcGetProgramLog", "nvrtcGetCUBIN"):
+        getattr(lib, name).argtypes = [p, c]
+    lib.nvrtcDestroyProgram.argtypes = [ctypes.POINTER(p)]
+    lib.nvrtcGetErrorString.restype = c
+
+
+def version() -> str:
+    """NVRTC's version and file (a part of the kernel cache's key: a new toolkit compiles anew)."""
+    found = library()
+    if found is None:
+        return "nvrtc?"
+    lib, path = found
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+    st = Path(path).resolve().stat()
+    return f"nvrtc {major.value}.{minor.value} {Path(path).resolve()}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def compile_cubin(text: str, name: str, headers: dict[str, str], options: list[str]) -> bytes:
+    """Machine code for `text` (options name the architecture: --gpu-architecture=sm_XX). `headers`:
+    the files its #include "..." lines name, by name, handed over in memory."""
+    return compile_program(text, name, headers, options)[0]
+
+
+def compile_program(text: str, name: str, headers: dict[str, str], options: list[str]) -> tuple[bytes, str]:
+    """compile_cubin's machine code, and NVRTC's log (ptxas's report where --ptxas-options=-v asks it)."""
+    found = library()
+    if found is None:
+        raise CompileError("NVRTC is not installed on this host")
+    lib = found[0]
+    program = ctypes.c_void_p()
+    names = (ctypes.c_char_p * len(headers))(*(k.encode() for k in headers))
+    bodies = (ctypes.c_char_p * len(headers))(*(v.encode() for v in headers.values()))
+    _check(lib, lib.nvrtcCreateProgram(ctypes.byref(program), text.encode(), name.encode(), len(headers), bodies, names))
+    try:
+        args = (ctypes.c_char_p * len(options))(*(o.encode() for o in options))
+        status = lib.nvrtcCompileProgram(program, len(options), args)
+        size = ctypes.c_size_t()
+        lib.nvrtcGetProgramLogSize(program, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetProgramLog(program, log)
+        report = log.value.decode(errors="replace")
+        if status != 0:
+            lines = [line for line in report.splitlines() if line.strip()]
+            raise CompileError(f"NVRTC could not compile {name}: {' | '.join(lines[:3]) or _error(lib, status)}")
+        _check(lib, lib.nvrtcGetCUBINSize(program, ctypes.byref(size)))
+        code = ctypes.create_string_buffer(size.value)
+        _check(lib, lib.nvrtcGetCUBIN(program, code))
+        return code.raw, report
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(program))
+
+
+_warming: list[threading.Thread] = []
+
+
+def warm_up() -> None:
+    """Load NVRTC and compile a kernel of one line on a thread of its own, now: a process's first compile
+    spends ~0.2 s starting the compiler (its built-in headers, its optimizer), which this overlaps with
+    opening a table and reading its columns instead of adding it to a new shape's first answer."""
+    if _warming or os.environ.get("GQUERY_COMPILER") == "nvcc":
+        return
+    _warming.append(threading.Thread(target=_warm, name="gquery-nvrtc-warm-up", daemon=True))
+    _warming[0].start()
+
+
+def _warm() -> None:
+    if library() is None:  # looked for here: loading the library takes milliseconds too
+        return
+    try:
+        compile_cubin('extern "C" __global__ void warm(int* p) { *p = 1; }', "warm.cu", {}, ["--gpu-architecture=sm_80"])
+    except CompileError:  # said, if it matters, by the first real compile
+        pass
+
+
+def _check(lib, status: int) -> None:
+    if status != 0:
+        raise CompileError(f"NVRTC: {_error(lib, status)}")
+
+
+def _error(lib, status: int) -> str:
+    return (lib.nvrtcGetErrorString(status) or b"error %d" % status).decode()
