@@ -263,29 +263,45 @@ class GpuRuns:
     run_ms: float  # the host's clock around every run: holding and locating columns, queueing, waiting
 
 
-def gpu_runs(query: Query, data, engine, mode: str = "pinned", repeat: int = 1, warmup: bool = True,
+def gpu_plan(query: Query, data, sm_count: int, mode: str = "pinned", repeat: int = 1, warmup: bool = True,
              chunk_frames: int | None = None, one_shot: bool = False, plans: dict | None = None,
-             scan: str = "auto") -> GpuRuns:
-    """The query's plan and runs on one GPU, on the calling thread (the engine's device thread: see api).
-    Without warm-up, what a scan must still read from disk is part of the answer's time: the planner
-    weighs it (FusedPlan.choose) against the runs it would serve, this call's, or on a table kept open
-    (`plans` given, not `one_shot`) also every earlier run of the same query. `plans`: a held table's
-    fused plans, and the runs each has answered, by query and mode: a repeated text is not planned
-    again. `scan`: auto (the planner's choice), or frames / index where a table can be scanned so."""
-    from gquery.gpu.fused import runner_of
+             scan: str = "auto", arch: str | None = None) -> tuple:
+    """The query's fused plan for one GPU of `sm_count` SMs, made on the calling thread (host work alone),
+    with the host's milliseconds making it. Without warm-up, what a scan must still read from disk is
+    part of the answer's time: the planner weighs it (FusedPlan.choose) against the runs it would serve,
+    this call's, or on a table kept open (`plans` given, not `one_shot`) also every earlier run of the
+    same query. `plans`: a held table's fused plans, and the runs each has answered, by query and mode:
+    a repeated text is not planned again. `scan`: auto (the planner's choice), or frames / index where a
+    table can be scanned so. `arch` given: a plan made anew has its kernels compiled here too, off the
+    GPU's thread (gpu.fused.compile_plan)."""
+    from gquery.gpu.fused import compile_plan
     from gquery.gpu.fusedplan import plan_fused
 
     t0 = time.perf_counter()
-    tables = parts_of(data)
     key = (query, mode, chunk_frames)
     kept = plans.get(key) if plans is not None else None  # [the plan, the runs it has answered]
-    if kept is None:
-        kept = [plan_fused(query, tables, mode, engine.device.sm_count, chunk_frames), 0]
+    new = kept is None
+    if new:
+        kept = [plan_fused(query, parts_of(data), mode, sm_count, chunk_frames), 0]
         if plans is not None and len(plans) < PLANS_KEPT:
             plans[key] = kept
     plan, earlier = kept[0], 0 if one_shot else kept[1]
     kept[1] += repeat
     plan = plan.choose(None if warmup else earlier + repeat, scan)  # without warm-up, what is on disk counts too
+    if new and arch is not None:
+        compile_plan(plan, arch)
+    return plan, (time.perf_counter() - t0) * 1e3
+
+
+def gpu_runs(query: Query, data, engine, mode: str = "pinned", repeat: int = 1, warmup: bool = True,
+             chunk_frames: int | None = None, one_shot: bool = False, plans: dict | None = None,
+             scan: str = "auto", planned: tuple | None = None) -> GpuRuns:
+    """The query's plan (gpu_plan, unless `planned` brings it with its milliseconds) and runs on one GPU,
+    on the calling thread (the engine's device thread: see api)."""
+    from gquery.gpu.fused import runner_of
+
+    plan, plan_ms = planned or gpu_plan(query, data, engine.device.sm_count, mode, repeat, warmup, chunk_frames,
+                                        one_shot, plans, scan)
     runner = runner_of(engine)
 
     def run():
@@ -298,7 +314,7 @@ def gpu_runs(query: Query, data, engine, mode: str = "pinned", repeat: int = 1, 
     warm = timing.warm_up(run) if warmup else []
     runs = sorted(timing.timed_runs(run, repeat, timing.MIN_TIMED_MS if warmup else 0.0),
                   key=lambda r: r.profile.total_ms)
-    return GpuRuns(plan, warm, runs, (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3)
+    return GpuRuns(plan, warm, runs, plan_ms, (time.perf_counter() - t1) * 1e3)
 
 
 def gpu_finish(query: Query, done: GpuRuns) -> Answer:

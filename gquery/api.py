@@ -157,7 +157,7 @@ class TableHandle:
         from gquery.answer import parts_of
         from gquery.table import read_ahead
 
-        from gquery.gpu.device import parse_gpus
+        from gquery.gpu.device import parse_gpus, probe
         from gquery.plan import MODES
 
         started = time.perf_counter()
@@ -197,13 +197,16 @@ class TableHandle:
             try:
                 if gpus != 1:  # each share on its own GPU's thread, handed out from here
                     result = answer.gpu_answer_multi(query, data, engines(gpus), mode, repeat, warmup)
-                else:  # planned and run on GPU 0's thread, read into rows here: its next job need not wait
+                else:  # planned and compiled here, run on GPU 0's thread, read into rows here: no thread waits
+                    info = probe()[0]  # for another's compile or read-out, nor the GPU for a compile
+                    planned = answer.gpu_plan(query, data, info.sm_count, mode, repeat, warmup, one_shot=self.one_shot,
+                                              plans=self._plans, arch=info.arch)
                     handed = time.perf_counter()
                     done = _on_gpu(lambda: answer.gpu_runs(query, self._live(), engine(), mode, repeat, warmup,
-                                                           one_shot=self.one_shot, plans=self._plans))
+                                                           planned=planned))
                     back = (time.perf_counter() - handed) * 1e3
                     result = answer.gpu_finish(query, done)
-                    result.host_ms["queue"] += back - done.plan_ms - done.run_ms
+                    result.host_ms["queue"] += back - done.run_ms
             except NotOnGpu as e:  # in the class, but not the fused kernel's: the CPU answers, saying why
                 if backend == "gpu":
                     raise

@@ -42,6 +42,23 @@ def index_kernel(scan) -> codegen.IndexKernel:
     return codegen.IndexKernel(scan.slot, scan.low_bytes)
 
 
+def plan_builds(plan: FusedPlan) -> list[kernels.Build]:
+    """The kernels a run of the plan launches: the frame loop's, and each index scan's."""
+    found = [fused_build(plan.spec)]
+    for tp in plan.tables:
+        if tp.index is not None and (b := fused_build(plan.spec, index_kernel(tp.index))) not in found:
+            found.append(b)
+    return found
+
+
+def compile_plan(plan: FusedPlan, arch: str) -> None:
+    """Compiles what the plan launches, where this is called: on the asking thread, so that a new
+    shape's compile waits for no other query's GPU work and holds up none (the GPU's thread finds the
+    machine code in memory, kernels.cubin)."""
+    for b in plan_builds(plan):
+        kernels.cubin(b, arch)
+
+
 @dataclass
 class TableRun:
     """One table's answer: the groups that selected a row (their indices), each one's rows, and each
