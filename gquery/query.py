@@ -20,6 +20,7 @@ import datetime
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cached_property
 
 MAX_DECIMAL_WIDTH = 38  # DuckDB's DECIMAL(38): a 128-bit integer
 INT64_DECIMAL_WIDTH = 18  # the widest DECIMAL that DuckDB keeps in 64 bits
@@ -27,11 +28,31 @@ EPOCH = datetime.date(1970, 1, 1)
 DAY_MICROS = 86_400_000_000
 
 
+def _hash_once(cls):
+    """A frozen tree's hash computed once an object: a query's hash walks its whole tree, and the
+    caches a call looks in (parsed texts, plans, kernels) hash it each time. Not pickled: another
+    process hashes strings with another seed."""
+    computed = cls.__hash__
+
+    def __hash__(self):
+        found = self.__dict__.get("_hash")
+        if found is None:
+            found = self.__dict__["_hash"] = computed(self)  # the dict, not setattr: the class is frozen
+        return found
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    cls.__hash__, cls.__getstate__ = __hash__, __getstate__
+    return cls
+
+
 # --- types ----------------------------------------------------------------------------------------
 INTEGER_TYPES = {"TINYINT": 8, "SMALLINT": 16, "INTEGER": 32, "BIGINT": 64, "HUGEINT": 128}
 INTEGER_DECIMAL_WIDTH = {"TINYINT": 3, "SMALLINT": 5, "INTEGER": 10, "BIGINT": 19, "HUGEINT": 38}
 
 
+@_hash_once
 @dataclass(frozen=True)
 class SqlType:
     """A SQL type as DuckDB names it: an integer type, DECIMAL(width, scale), DATE, TIMESTAMP,
@@ -171,6 +192,7 @@ class Expr:
         return tuple(seen)
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Column(Expr):
     name: str
@@ -180,6 +202,7 @@ class Column(Expr):
         return self.name
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Literal(Expr):
     """A constant: an unscaled integer (numeric types), days (DATE), microseconds (TIMESTAMP), a
@@ -192,6 +215,7 @@ class Literal(Expr):
         return render(self.value, self.type)
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Arith(Expr):
     """left op right, op in + - *, at this node's type: + and - align both sides to its scale."""
@@ -208,6 +232,7 @@ class Arith(Expr):
         return f"({self.left} {self.op} {self.right})"
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Negate(Expr):
     arg: Expr
@@ -220,6 +245,7 @@ class Negate(Expr):
         return f"-{self.arg}"
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Cast(Expr):
     """A cast that changes no value: to a DECIMAL of at least the argument's scale (the value is
@@ -239,6 +265,7 @@ COMPARISONS = ("<", "<=", ">", ">=", "=", "<>")
 FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Compare(Expr):
     """left op right over numbers (compared at the larger scale), dates, or a VARCHAR column and a
@@ -256,6 +283,7 @@ class Compare(Expr):
         return f"{self.left} {self.op} {self.right}"
 
 
+@_hash_once
 @dataclass(frozen=True)
 class InList(Expr):
     arg: Expr
@@ -270,6 +298,7 @@ class InList(Expr):
         return f"{self.arg} {'NOT ' * self.negated}IN ({', '.join(map(str, self.values))})"
 
 
+@_hash_once
 @dataclass(frozen=True)
 class And(Expr):
     args: tuple[Expr, ...]
@@ -282,6 +311,7 @@ class And(Expr):
         return "(" + " AND ".join(map(str, self.args)) + ")"
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Or(Expr):
     args: tuple[Expr, ...]
@@ -294,6 +324,7 @@ class Or(Expr):
         return "(" + " OR ".join(map(str, self.args)) + ")"
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Not(Expr):
     arg: Expr
@@ -309,6 +340,7 @@ class Not(Expr):
 AGGREGATES = ("sum", "count", "avg", "min", "max")
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Aggregate(Expr):
     """func(arg); COUNT(*) has no argument. Its type is its output's (aggregate_type)."""
@@ -325,6 +357,7 @@ class Aggregate(Expr):
 
 
 # --- the query -----------------------------------------------------------------------------------------
+@_hash_once
 @dataclass(frozen=True)
 class Output:
     """One column of the result: a group column or an aggregate, and the name it goes by."""
@@ -333,6 +366,7 @@ class Output:
     expr: Column | Aggregate
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Query:
     sql: str  # the text it came from: what DuckDB is asked too
@@ -344,9 +378,10 @@ class Query:
     table: str = "lineitem"
     notes: tuple[str, ...] = field(default=(), compare=False)  # what the binder folded or rewrote
 
-    @property
+    @cached_property
     def aggregates(self) -> tuple[Aggregate, ...]:
-        """The distinct aggregates the outputs name, in order: what an engine accumulates."""
+        """The distinct aggregates the outputs name, in order: what an engine accumulates (asked
+        dozens of times a call: found once)."""
         seen: dict[Aggregate, None] = {}
         for o in self.outputs:
             if isinstance(o.expr, Aggregate):
