@@ -469,6 +469,11 @@ def to_python(value, t: SqlType):
 
 def python_column(values: list, t: SqlType) -> list:
     """to_python over a column of engine values, the common types without a call a value."""
+    if hasattr(values, "tolist"):  # a NumPy array: its Python ints at once (NumPy scalars are slow one by one)
+        values = values.tolist()
+    if t.name == "DATE" and values and None not in values and \
+            PYTHON_DAYS[0] <= min(values) and max(values) <= PYTHON_DAYS[1]:  # every one a Python date: in C
+        return list(map(datetime.date.fromordinal, map(EPOCH.toordinal().__add__, values)))
     if t.is_decimal and t.scale:
         e = f"E-{t.scale}"
         return [None if v is None else Decimal(f"{int(v)}{e}") for v in values]
@@ -476,8 +481,8 @@ def python_column(values: list, t: SqlType) -> list:
         return [None if v is None else int(v) for v in values]
     if t.name == "DATE":
         low, high = PYTHON_DAYS
-        day = datetime.timedelta(days=1)
-        return [EPOCH + v * day if v is not None and low <= v <= high and abs(v) != DATE_INFINITY else to_python(v, t)
+        ordinal, date = EPOCH.toordinal(), datetime.date.fromordinal
+        return [date(ordinal + v) if v is not None and low <= v <= high and abs(v) != DATE_INFINITY else to_python(v, t)
                 for v in values]
     return [to_python(v, t) for v in values]
 

@@ -516,7 +516,8 @@ def read_groups(spec: KernelSpec, words) -> tuple[np.ndarray, np.ndarray, list[n
     n = spec.groups * spec.words
     table = np.asarray(words[:n], dtype=np.uint64).reshape(spec.groups, spec.words)
     index = np.flatnonzero(table[:, 0])
-    chosen = table[index]
+    # copied either way (the words are a scratch buffer the GPU's next run writes): whole where every group is chosen
+    chosen = table.copy() if len(index) == spec.groups else table[index]
     rows = chosen[:, 0].view(np.int64)  # a count of rows is below 2^63
     values, k = [], 1
     for a in spec.accumulators:
@@ -535,7 +536,7 @@ def _signed_128s(lo: np.ndarray, hi: np.ndarray) -> np.ndarray | list[int]:
     """Signed 128-bit integers from their two words: an int64 array where each is its low word's int64,
     else Python integers."""
     low = lo.view(np.int64)
-    if np.array_equal(hi, np.where(low < 0, np.uint64(2**64 - 1), np.uint64(0))):
+    if np.array_equal(hi.view(np.int64), low >> 63):  # the high word is the low one's sign: 0 or -1
         return low
     return [_signed_128(a, b) for a, b in zip(lo.tolist(), hi.tolist())]
 

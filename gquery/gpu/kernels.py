@@ -37,7 +37,10 @@ class Build:
         return [*BASE_OPTIONS, *self.options, *(f"-D{k}={v}" for k, v in self.defines)]
 
     def nvrtc_options(self, arch: str) -> list[str]:
-        return [*NVRTC_OPTIONS, f"--gpu-architecture={arch}", *self.options, *(f"-D{k}={v}" for k, v in self.defines)]
+        from gquery.gpu.nvrtc import fast_compile
+
+        return [*NVRTC_OPTIONS, *fast_compile(), f"--gpu-architecture={arch}", *self.options,
+                *(f"-D{k}={v}" for k, v in self.defines)]
 
     def text(self) -> str:
         return self.code or (CUDA_DIR / self.source).read_text()

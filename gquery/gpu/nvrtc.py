@@ -64,16 +64,32 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.nvrtcGetErrorString.restype = c
 
 
+def release() -> tuple[int, int]:
+    """NVRTC's (major, minor), (0, 0) where there is none."""
+    found = library()
+    if found is None:
+        return 0, 0
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    found[0].nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+    return major.value, minor.value
+
+
+def fast_compile() -> tuple[str, ...]:
+    """-Ofc=min where NVRTC has it (12.8 on): measured on an H200, Q1's kernel compiles in ~210 ms
+    instead of ~290, the fused kernels of Q1, Q6, the mission and three GROUP BY shapes run as fast
+    (GPU time within 2%, one 11% faster)."""
+    return ("-Ofc=min",) if release() >= (12, 8) else ()
+
+
 def version() -> str:
     """NVRTC's version and file (a part of the kernel cache's key: a new toolkit compiles anew)."""
     found = library()
     if found is None:
         return "nvrtc?"
-    lib, path = found
-    major, minor = ctypes.c_int(), ctypes.c_int()
-    lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
-    st = Path(path).resolve().stat()
-    return f"nvrtc {major.value}.{minor.value} {Path(path).resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    path = Path(found[1]).resolve()
+    st = path.stat()
+    major, minor = release()
+    return f"nvrtc {major}.{minor} {path}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def compile_cubin(text: str, name: str, headers: dict[str, str], options: list[str]) -> bytes:
@@ -127,8 +143,12 @@ def warm_up() -> None:
 def _warm() -> None:
     if library() is None:  # looked for here: loading the library takes milliseconds too
         return
-    try:
-        compile_cubin('extern "C" __global__ void warm(int* p) { *p = 1; }', "warm.cu", {}, ["--gpu-architecture=sm_80"])
+    from gquery.gpu import kernels
+
+    headers = {p.name: p.read_text() for p in kernels.CUDA_DIR.glob("*.cuh")}
+    warm = '#include "fused.cuh"\nextern "C" __global__ void warm(u64* p) { atomic_add_128(p, (i128)*p * I64_MAX); }\n'
+    try:  # the engine's headers and options, for an architecture every NVRTC of theirs has
+        compile_cubin(warm, "warm.cu", headers, [*kernels.NVRTC_OPTIONS, *fast_compile(), "--gpu-architecture=sm_80"])
     except CompileError:  # said, if it matters, by the first real compile
         pass
 
