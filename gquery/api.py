@@ -302,8 +302,10 @@ class _EngineMemory:
 
     def __init__(self, checked: bool):
         from gquery.gpu.device import device_thread, warm_up
+        from gquery.gpu.kernels import warm_up_compiler
 
         warm_up()  # the driver's start and the context, without the GIL, from now
+        warm_up_compiler()  # and NVRTC's
         self._engine = device_thread(0, checked=checked).submit(_engine_here)
 
     def pin_in_place(self, table, arrays) -> None:

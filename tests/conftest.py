@@ -53,3 +53,25 @@ def gquery(*args, cwd=None, env=None):
     """Run the CLI as a user would: a separate process, text output, exit code."""
     return subprocess.run([sys.executable, "-m", "gquery", *map(str, args)], capture_output=True, text=True,
                           cwd=cwd, env={**os.environ, **(env or {})}, timeout=600)
+
+
+@pytest.fixture
+def no_local_memory():
+    """A check: a build compiled by NVRTC as the engine compiles it, every kernel of it loaded on the GPU
+    uses no local memory (no spills)."""
+    def check(build) -> None:
+        import pycuda.driver as cuda
+
+        from gquery.gpu import kernels, nvrtc
+        from gquery.gpu.device import require
+
+        arch = require().arch
+        module = cuda.module_from_buffer(nvrtc.compile_cubin(build.text(), build.source, kernels.headers(),
+                                                             build.nvrtc_options(arch)))
+        names = kernels.entries(build)
+        assert names
+        for name in names:
+            f = module.get_function(name)
+            assert f.local_size_bytes == 0, (name, kernels.resources(f))
+
+    return check

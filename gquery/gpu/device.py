@@ -97,11 +97,8 @@ atexit.register(_warm.let_go)
 
 def warm_up() -> None:
     """Begin starting the driver and making device 0's context now, without holding the GIL, while the
-    caller goes on (gquery.open does, so a first query finds them made); NVRTC's start beside them."""
-    from gquery.gpu import nvrtc
-
+    caller goes on (gquery.open does, so a first query finds them made)."""
     _warm.start()
-    nvrtc.warm_up()
 
 
 @lru_cache(maxsize=1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -91,6 +92,37 @@ def compiler() -> str:
     return "nvrtc"
 
 
+def headers() -> dict[str, str]:
+    """The headers the kernels include ("fused.cuh", "tile.cuh"), by name: NVRTC is handed them in memory."""
+    return {p.name: p.read_text() for p in sorted(CUDA_DIR.glob("*.cuh"))}
+
+
+_warming: list[threading.Thread] = []
+
+
+def warm_up_compiler() -> None:
+    """Start NVRTC now on a thread of its own (loading it and compiling a kernel of one line with the
+    engine's headers and options): a process's first compile otherwise spends ~0.2 s starting the compiler,
+    which this overlaps with opening a table and reading its columns instead of a new shape's first answer."""
+    if _warming or os.environ.get("GQUERY_COMPILER") == "nvcc":
+        return
+    _warming.append(threading.Thread(target=_warm_compiler, name="gquery-nvrtc-warm-up", daemon=True))
+    _warming[0].start()
+
+
+def _warm_compiler() -> None:
+    from gquery.gpu import nvrtc
+
+    if nvrtc.library() is None:  # looked for here: loading the library takes milliseconds too
+        return
+    warm = build("warm", code='#include "fused.cuh"\n'
+                 'extern "C" __global__ void warm(u64* p) { atomic_add_128(p, (i128)*p * I64_MAX); }\n')
+    try:  # for an architecture every NVRTC that compiles these headers has
+        nvrtc.compile_cubin(warm.text(), "warm.cu", headers(), warm.nvrtc_options("sm_80"))
+    except nvrtc.CompileError:  # said, if it matters, by the first real compile
+        pass
+
+
 _cubins: dict = {}
 _cubins_lock = threading.Lock()
 
@@ -106,14 +138,14 @@ def cubin(b: Build, arch: str) -> bytes:
     found = _cubins.get(key)
     if found is not None:
         return found
-    headers = {p.name: p.read_text() for p in sorted(CUDA_DIR.glob("*.cuh"))}
+    included = headers()
     options = b.nvrtc_options(arch) if which == "nvrtc" else b.nvcc_options()
-    digest = hashlib.sha256("\0".join([b.text(), *headers.values(), *options, arch, _compiler_id(which)]).encode()).hexdigest()
+    digest = hashlib.sha256("\0".join([b.text(), *included.values(), *options, arch, _compiler_id(which)]).encode()).hexdigest()
     path = cache_dir() / f"{digest}.cubin"
     try:
         code = path.read_bytes()
     except OSError:
-        code = _compile(b, arch, which, headers, options)
+        code = _compile(b, arch, which, included, options)
         _write(path, code)
     with _cubins_lock:
         if len(_cubins) >= CUBINS_KEPT:
@@ -187,6 +219,11 @@ def drop_modules() -> None:
 
 def function(b: Build, entry: str):
     return module(b).get_function(entry)
+
+
+def entries(b: Build) -> list[str]:
+    """The kernels a build defines (its __global__ functions), by name."""
+    return re.findall(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(", b.text())
 
 
 def resources(func) -> dict:

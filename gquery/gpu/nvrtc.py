@@ -12,7 +12,6 @@ import ctypes.util
 import glob
 import os
 import shutil
-import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -125,32 +124,6 @@ def compile_program(text: str, name: str, headers: dict[str, str], options: list
         return code.raw, report
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(program))
-
-
-_warming: list[threading.Thread] = []
-
-
-def warm_up() -> None:
-    """Load NVRTC and compile a kernel of one line on a thread of its own, now: a process's first compile
-    spends ~0.2 s starting the compiler (its built-in headers, its optimizer), which this overlaps with
-    opening a table and reading its columns instead of adding it to a new shape's first answer."""
-    if _warming or os.environ.get("GQUERY_COMPILER") == "nvcc":
-        return
-    _warming.append(threading.Thread(target=_warm, name="gquery-nvrtc-warm-up", daemon=True))
-    _warming[0].start()
-
-
-def _warm() -> None:
-    if library() is None:  # looked for here: loading the library takes milliseconds too
-        return
-    from gquery.gpu import kernels
-
-    headers = {p.name: p.read_text() for p in kernels.CUDA_DIR.glob("*.cuh")}
-    warm = '#include "fused.cuh"\nextern "C" __global__ void warm(u64* p) { atomic_add_128(p, (i128)*p * I64_MAX); }\n'
-    try:  # the engine's headers and options, for an architecture every NVRTC of theirs has
-        compile_cubin(warm, "warm.cu", headers, [*kernels.NVRTC_OPTIONS, *fast_compile(), "--gpu-architecture=sm_80"])
-    except CompileError:  # said, if it matters, by the first real compile
-        pass
 
 
 def _check(lib, status: int) -> None:
