@@ -9,6 +9,7 @@ group); the parts' partials are added in Python and finalized once into the rows
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -290,7 +291,27 @@ def gpu_plan(query: Query, data, sm_count: int, mode: str = "pinned", repeat: in
     plan = plan.choose(None if warmup else earlier + repeat, scan)  # without warm-up, what is on disk counts too
     if new and arch is not None:
         compile_plan(plan, arch)
+    if new and plans is not None and not one_shot and scan == "auto":
+        _read_in_background(plan.lists_worth_reading())
     return plan, (time.perf_counter() - t0) * 1e3
+
+
+def _read_in_background(columns: list) -> None:
+    """Read these columns' bucket lists on a thread of its own: this call rents (scans the frames, no
+    call waits for the disk), and the calls after it, finding the lists in memory, buy (FusedPlan.choose
+    weighs a byte already read as nothing). A read that fails is left for a later scan to report."""
+    columns = [c for c in columns if c.cold_bytes("indexed")]
+    if not columns:
+        return
+
+    def read() -> None:
+        for c in columns:
+            try:
+                c.prefetch("indexed")
+            except Exception:  # noqa: BLE001 (the index scan that needs them reads them again and says why)
+                pass
+
+    threading.Thread(target=read, name="gquery-read-lists", daemon=True).start()
 
 
 def gpu_runs(query: Query, data, engine, mode: str = "pinned", repeat: int = 1, warmup: bool = True,

@@ -61,6 +61,9 @@ class Column:
     on_disk: dict = field(default_factory=dict, repr=False, compare=False)  # stored encoding → bytes its read takes
 
     def get(self, encoding: str):
+        found = self.encodings.get(encoding)
+        if found is not None and not (encoding == "plain" and self.name == KEY):
+            return found  # held already: no lock (a read of another encoding may hold it, prefetch)
         with self.lock:  # queries from several threads derive or read an encoding once
             if encoding not in self.encodings and encoding in self.stored:
                 self.encodings[encoding] = self.load(encoding)
@@ -75,6 +78,24 @@ class Column:
                     values = _mission_key(values)
                 self.encodings[encoding] = encode_column(values, encoding, self.packing_factor())
             return self.encodings[encoding]
+
+    def prefetch(self, encoding: str) -> None:
+        """Read a stored encoding (the lists: `indexed`, or the `sliced` key they are listed from) without
+        holding the column's lock through the read, then keep it unless a query read it meanwhile: a
+        read in the background holds up no query of the column (get takes the lock)."""
+        if encoding in self.encodings or self.load is None:
+            return
+        if encoding in self.stored:
+            read = self.load(encoding)
+        elif encoding == "indexed" and ("sliced" in self.encodings or "sliced" in self.stored):
+            sliced = self.encodings.get("sliced") or self.load("sliced")
+            with self.lock:
+                self.encodings.setdefault("sliced", sliced)
+            read = index_key(sliced)
+        else:
+            return
+        with self.lock:
+            self.encodings.setdefault(encoding, read)
 
     def packing_factor(self) -> int | None:
         """Decimals divide out the factor their values share (quantities are whole units); keys,
@@ -102,6 +123,8 @@ class Column:
     def zone_buffers(self) -> tuple[np.ndarray, np.ndarray, int]:
         """(frame metadata, each frame's largest value, common factor) of the packed encoding, read
         alone where the column is stored (the planner prunes by them before any words are read)."""
+        if self._zones is not None:
+            return self._zones
         with self.lock:
             if self._zones is None:
                 if "packed" not in self.encodings and self.load is not None and "packed" in self.stored:

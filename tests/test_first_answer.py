@@ -42,10 +42,8 @@ def test_cold_bytes_are_the_manifests_until_read(opened):
     assert key.cold_bytes("sliced") > 0
 
 
-def test_a_one_shot_query_counts_what_is_still_on_disk(tmp_path):
-    """The planner weighs the index scan from the zone maps without reading the lists; a run that reads them
-    from disk weighs each of their bytes 10x, so a one-shot sparse query scans frames, until the lists are in
-    memory: then the warm choice (the lists) holds for one run too."""
+def _sparse_store(tmp_path):
+    """1M rows, keys 1..100,000 in no order, with bucket lists: Z = 30 is worth the lists once they are read."""
     from gquery.query import BIGINT, decimal
     from gquery.schema import Schema
     from gquery.table import Table
@@ -55,7 +53,46 @@ def test_a_one_shot_query_counts_what_is_still_on_disk(tmp_path):
     values = {KEY: rng.integers(1, 100_001, rows), QUANTITY: rng.integers(1, 51, rows) * 100,
               PRICE: rng.integers(90_000, 10_000_000, rows)}
     schema = Schema({KEY: BIGINT, QUANTITY: decimal(15, 2), PRICE: decimal(15, 2)}, {})
-    opened = store.open_store(store.write_store(Table.from_values(values, schema), tmp_path / "t.gq", echo=lambda m: None))
+    return store.open_store(store.write_store(Table.from_values(values, schema), tmp_path / "t.gq", echo=lambda m: None)), schema
+
+
+def test_a_kept_table_reads_the_lists_in_the_background_and_later_calls_scan_by_index(tmp_path):
+    """The first call rents (frames: no call waits for the lists on disk) and starts reading the lists on a
+    thread; once read, the same query's plan scans by index. A one-shot table reads nothing it will not reuse."""
+    import time
+
+    from gquery.answer import gpu_plan
+
+    opened, schema = _sparse_store(tmp_path)
+    query = sql.parse(sql.named_sql("mission", 30), schema)
+    key = opened.columns[KEY]
+    gpu_plan(query, opened, 132, warmup=False, one_shot=True, plans={})
+    time.sleep(0.2)
+    assert "indexed" not in key.encodings and "sliced" not in key.encodings
+    plans = {}
+    first, _ = gpu_plan(query, opened, 132, warmup=False, plans=plans)
+    assert first.tables[0].index is None and [c.name for c in first.lists_worth_reading()] == [KEY]
+    deadline = time.monotonic() + 30
+    while key.cold_bytes("indexed") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    later, _ = gpu_plan(query, opened, 132, warmup=False, plans=plans)
+    assert later.tables[0].index is not None
+
+
+def test_a_prefetched_encoding_is_what_get_reads(tmp_path):
+    opened, _ = _sparse_store(tmp_path)
+    fresh, _ = _sparse_store(tmp_path / "again")
+    opened.columns[KEY].prefetch("indexed")
+    a, b = opened.columns[KEY].encodings["indexed"], fresh.columns[KEY].get("indexed")
+    assert all(np.array_equal(x, y) for x, y in zip(a.buffers().values(), b.buffers().values()))
+    assert a.buffers().keys() == b.buffers().keys()
+
+
+def test_a_one_shot_query_counts_what_is_still_on_disk(tmp_path):
+    """The planner weighs the index scan from the zone maps without reading the lists; a run that reads them
+    from disk weighs each of their bytes 10x, so a one-shot sparse query scans frames, until the lists are in
+    memory: then the warm choice (the lists) holds for one run too."""
+    opened, schema = _sparse_store(tmp_path)
     query = sql.parse(sql.named_sql("mission", 30), schema)
     plan = plan_fused(query, parts_of(opened), "pinned", 132)
     key = opened.columns[KEY]

@@ -169,13 +169,7 @@ class FusedPlan:
         frames_cost = index_cost = 0.0
         chosen = {}
         for tp in options:
-            opt = tp.index_option
-            frames, index = tp.stream_bytes + tp.zero_copy_bytes, opt.link_bytes
-            if runs is not None:
-                columns = tp.table.columns
-                frames = frames * runs + COLD_READ_WEIGHT * sum(columns[c].cold_bytes("packed") for c in _frame_columns(self.spec, tp))
-                index = index * runs + COLD_READ_WEIGHT * (columns[opt.column].cold_bytes("indexed") +
-                                                           sum(columns[c].cold_bytes("packed") for c in _index_columns(self.spec, opt)))
+            frames, index = self._costs(tp, runs)
             by_index = scan == "index" or (scan == "auto" and index < frames)
             chosen[id(tp)] = _index_scan(tp, self.spec) if by_index else None
             frames_cost, index_cost = frames_cost + frames, index_cost + index
@@ -187,6 +181,31 @@ class FusedPlan:
         note = (f"{by_index} of {len(options)} table(s) scanned by the index on {column}: about {index_cost / 1e6:,.1f} MB "
                 f"to read by index against {frames_cost / 1e6:,.1f} MB by frames{per}")
         return dataclasses.replace(self, tables=tables, scan_note=note)
+
+    def _costs(self, tp: "TablePlan", runs: int | None) -> tuple[float, float]:
+        """(bytes by frames, bytes by index) of a table with an index option: a warm run's (`runs` None),
+        or over `runs` runs, a byte still on disk weighed COLD_READ_WEIGHT."""
+        opt = tp.index_option
+        frames, index = tp.stream_bytes + tp.zero_copy_bytes, opt.link_bytes
+        if runs is not None:
+            columns = tp.table.columns
+            frames = frames * runs + COLD_READ_WEIGHT * sum(columns[c].cold_bytes("packed") for c in _frame_columns(self.spec, tp))
+            index = index * runs + COLD_READ_WEIGHT * (columns[opt.column].cold_bytes("indexed") +
+                                                       sum(columns[c].cold_bytes("packed") for c in _index_columns(self.spec, opt)))
+        return frames, index
+
+    def lists_worth_reading(self) -> list:
+        """The columns whose lists a warm run would scan by index (the lists read, FusedPlan.choose without
+        runs) where this plan scans by frames, found from the estimates alone (no list read): a table kept
+        open reads them in the background (answer.gpu_plan), so later calls scan by index without any call
+        waiting for the lists on disk."""
+        out = []
+        for tp in self.tables:
+            if tp.index_option is not None and tp.index is None:
+                frames, index = self._costs(tp, None)
+                if index < frames:
+                    out.append(tp.table.columns[tp.index_option.column])
+        return out
 
     @property
     def why(self) -> list[str]:
