@@ -38,10 +38,13 @@ class Build:
         return [*BASE_OPTIONS, *self.options, *(f"-D{k}={v}" for k, v in self.defines)]
 
     def nvrtc_options(self, arch: str) -> list[str]:
+        """A query's generated kernel compiles fast (-Ofc=min: it is on the user's clock, and runs as fast);
+        the ladder's sources as the course compiled them (under -Ofc=min its select_sum keeps 8 bytes in
+        local memory)."""
         from gquery.gpu.nvrtc import fast_compile
 
-        return [*NVRTC_OPTIONS, *fast_compile(), f"--gpu-architecture={arch}", *self.options,
-                *(f"-D{k}={v}" for k, v in self.defines)]
+        return [*NVRTC_OPTIONS, *(fast_compile() if self.code else ()), f"--gpu-architecture={arch}",
+                *self.options, *(f"-D{k}={v}" for k, v in self.defines)]
 
     def text(self) -> str:
         return self.code or (CUDA_DIR / self.source).read_text()
