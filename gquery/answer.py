@@ -239,12 +239,17 @@ def table_partial(query: Query, spec, t) -> ColumnarPartial:
 
     rest = np.asarray(t.index, dtype=np.int64)
     digits = []
-    for card in reversed(spec.group_cards):  # the group's index: its columns' digits, the last fastest
-        digits.append(rest % card)
-        rest = rest // card
+    for n, card in enumerate(reversed(spec.group_cards)):  # the group's index: its columns' digits, the last fastest
+        if n == len(spec.group_cards) - 1:
+            digits.append(rest)  # the first column's digit is what is left (an index is below the cards' product)
+        else:
+            digits.append(rest % card)
+            rest = rest // card
     keys = []
     for c, base, step, digit in zip(query.group_by, t.plan.group_bases, spec.group_steps, reversed(digits)):
-        values = (base + digit) * step  # int64: a group column's values are its column's
+        values = digit + base if base else digit  # int64: a group column's values are its column's
+        if step != 1:
+            values = values * step
         d = t.plan.table.columns[c.name].dictionary
         keys.append([d[v] for v in values.tolist()] if d is not None else values)
     counts = t.counts

@@ -16,6 +16,7 @@ from gquery.prune import ABSENT, ALWAYS, CHECK, NEVER, Zones, classify, lower
 from gquery.query import (BIGINT, DATE, DOUBLE, INTEGER, VARCHAR, Aggregate, And, Arith, Column, Compare, InList, Literal,
                           Not, Or, Output, Query, decimal)
 from gquery.schema import Schema
+from gquery.result import python_values
 from gquery.table import Table
 
 D2 = decimal(15, 2)
@@ -379,19 +380,60 @@ def test_every_group_is_read_at_once_exactly_as_one_at_a_time():
                       [table(3000, p_hi=2**62)], "pinned", 132).spec
     assert [a.kind for a in spec.accumulators] == ["sum", "wide", "min", "max"]
     rng = np.random.default_rng(3)
-    for fits in (True, False):
+    for fits, empty in ((True, 0.3), (False, 0.3), (True, 0.0), (False, 0.0), ("zero high", 0.3), ("small", 0.0)):
         words = rng.integers(0, 2**64, spec.groups * spec.words, dtype=np.uint64)
         table_words = words.reshape(spec.groups, spec.words)
         table_words[:, 0] >>= np.uint64(1)  # a count of rows is below 2^63 (rows are 64-bit indices)
-        table_words[rng.random(spec.groups) < 0.3, 0] = 0  # groups that selected no row
-        if fits:  # every 128-bit sum's high word the sign of its low word
+        table_words[table_words[:, 0] == 0, 0] = 1
+        table_words[rng.random(spec.groups) < empty, 0] = 0  # groups that selected no row
+        if fits is True:  # every 128-bit sum's high word the sign of its low word
             for k in (1, 3, 5):
                 table_words[:, k + 1] = np.where(table_words[:, k].view(np.int64) < 0, np.uint64(2**64 - 1), np.uint64(0))
+        elif fits:  # every high word 0: low words past 2^63 are sums past int64 ("zero high"), or none are ("small")
+            for k in (1, 3, 5):
+                table_words[:, k + 1] = 0
+                if fits == "small":
+                    table_words[:, k] >>= np.uint64(2)
         index, counts, values = codegen.read_groups(spec, words)
         assert index.tolist() == codegen.selected_groups(spec, words).tolist()
         for i, g in enumerate(index.tolist()):
             rows, exact = codegen.read_group(spec, words, g)
             assert counts[i] == rows and [v[i] for v in values] == exact
+
+
+@pytest.mark.parametrize("group_by", [("k",), ("s",), ("t",), ("s", "d"), ("k", "q"), ("d", "t")])
+def test_a_groups_index_becomes_its_columns_keys(group_by):
+    """answer.table_partial decodes a group's index into each group column's key (its digit, the column's
+    base and step; a VARCHAR's code through its dictionary): every chosen group's keys as a digit at a
+    time in Python would make them."""
+    from gquery.answer import table_partial
+    from gquery.gpu.fused import FusedRun, TableRun
+
+    t = table(3000)
+    where = Compare(">", col("q"), Literal(1000, D2))
+    plan = plan_fused(query(where, Aggregate("count", None, BIGINT), group_by=tuple(col(c) for c in group_by)),
+                      [t], "pinned", 132)
+    spec, tp = plan.spec, plan.tables[0]
+    rng = np.random.default_rng(len(group_by))
+    index = np.zeros(500, dtype=np.int64)
+    for name, base, card in zip(group_by, tp.group_bases, spec.group_cards):  # digits a kernel can write
+        d = t.columns[name].dictionary
+        index = index * card + rng.integers(0, card if d is None else min(card, len(d) - base), 500)
+    index = np.unique(index)
+    counts = rng.integers(1, 100, len(index))
+    run = FusedRun([TableRun(tp, index, counts, [], 0, 0)], None, plan)
+    partial = table_partial(plan.query, spec, run.tables[0])
+    for i, g in enumerate(index.tolist()):
+        digits, rest = [], g
+        for card in reversed(spec.group_cards):
+            rest, digit = divmod(rest, card)
+            digits.append(digit)
+        expected = []
+        for name, base, step, digit in zip(group_by, tp.group_bases, spec.group_steps, reversed(digits)):
+            value = (base + digit) * step
+            d = t.columns[name].dictionary
+            expected.append(d[value] if d is not None else value)
+        assert [python_values(k)[i] if hasattr(k, "tolist") else k[i] for k in partial.keys] == expected
 
 
 def test_parts_of_one_range_add_their_groups_into_one_table_of_words():
