@@ -301,11 +301,17 @@ def gpu_plan(query: Query, data, sm_count: int, mode: str = "pinned", repeat: in
     return plan, (time.perf_counter() - t0) * 1e3
 
 
+_reading: set = set()  # the columns whose lists a thread is reading now
+_reading_lock = threading.Lock()
+
+
 def _read_in_background(columns: list) -> None:
     """Read these columns' bucket lists on a thread of its own: this call rents (scans the frames, no
     call waits for the disk), and the calls after it, finding the lists in memory, buy (FusedPlan.choose
     weighs a byte already read as nothing). A read that fails is left for a later scan to report."""
-    columns = [c for c in columns if c.cold_bytes("indexed")]
+    with _reading_lock:  # two threads asking a new query at once read a column's lists once
+        columns = [c for c in columns if c.cold_bytes("indexed") and id(c) not in _reading]
+        _reading.update(id(c) for c in columns)
     if not columns:
         return
 
@@ -315,6 +321,9 @@ def _read_in_background(columns: list) -> None:
                 c.prefetch("indexed")
             except Exception:  # noqa: BLE001 (the index scan that needs them reads them again and says why)
                 pass
+            finally:
+                with _reading_lock:
+                    _reading.discard(id(c))
 
     threading.Thread(target=read, name="gquery-read-lists", daemon=True).start()
 
