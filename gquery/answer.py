@@ -333,15 +333,19 @@ def gpu_runs(query: Query, data, engine, mode: str = "pinned", repeat: int = 1, 
              scan: str = "auto", planned: tuple | None = None) -> GpuRuns:
     """The query's plan (gpu_plan, unless `planned` brings it with its milliseconds) and runs on one GPU,
     on the calling thread (the engine's device thread: see api)."""
-    from gquery.gpu.fused import runner_of
+    from gquery.gpu.fused import empty_run, runner_of
 
     plan, plan_ms = planned or gpu_plan(query, data, engine.device.sm_count, mode, repeat, warmup, chunk_frames,
                                         one_shot, plans, scan)
-    runner = runner_of(engine)
+    if plan.empty:  # nothing to read: no GPU job (gpu.fused.empty_run)
+        launch = lambda: empty_run(plan)  # noqa: E731
+    else:
+        runner = runner_of(engine)
+        launch = lambda: runner.run(plan)  # noqa: E731
 
     def run():
         started = time.perf_counter()
-        done = runner.run(plan)
+        done = launch()
         done.host_ms = (time.perf_counter() - started) * 1e3
         return done
 
@@ -372,6 +376,8 @@ def gpu_finish(query: Query, done: GpuRuns) -> Answer:
     a = Answer(query.sql, query, result, "gpu", None, done.plan, median.profile,
                [r.profile.total_ms for r in done.runs], partial=first,
                call_times_ms=sorted(done.plan_ms + r.host_ms + rows_ms for r in done.runs))
+    if done.plan.empty:
+        a.notes.append("the zone maps rule out every frame: nothing read, no GPU job")
     setup = sum(r.profile.setup_ms for r in [*done.warm, *done.runs])
     a.host_ms = {"plan": done.plan_ms, "queue": setup, "gpu": done.run_ms - setup,
                  "finalize": (time.perf_counter() - t0) * 1e3}

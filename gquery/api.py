@@ -202,8 +202,11 @@ class TableHandle:
                     planned = answer.gpu_plan(query, data, info.sm_count, mode, repeat, warmup, one_shot=self.one_shot,
                                               plans=self._plans, arch=info.arch)
                     handed = time.perf_counter()
-                    done = _on_gpu(lambda: answer.gpu_runs(query, self._live(), engine(), mode, repeat, warmup,
-                                                           planned=planned))
+                    if planned[0].empty:  # nothing to read: answered here, no GPU job (fused.empty_run)
+                        done = answer.gpu_runs(query, data, None, mode, repeat, warmup, planned=planned)
+                    else:
+                        done = _on_gpu(lambda: answer.gpu_runs(query, self._live(), engine(), mode, repeat, warmup,
+                                                               planned=planned))
                     back = (time.perf_counter() - handed) * 1e3
                     result = answer.gpu_finish(query, done)
                     result.host_ms["queue"] += back - done.run_ms

@@ -436,6 +436,29 @@ def test_a_groups_index_becomes_its_columns_keys(group_by):
         assert [python_values(k)[i] if hasattr(k, "tolist") else k[i] for k in partial.keys] == expected
 
 
+@pytest.mark.parametrize("group_by", [(), ("s",), ("k", "d")])
+def test_a_plan_the_zone_maps_rule_out_whole_is_answered_without_the_gpu(group_by):
+    """Every frame ruled out (k is never below 1): nothing to read, no GPU job; the aggregates of no row
+    (COUNT 0, SUM/MIN/MAX/AVG NULL, or no group at all) as the CPU reference gives them."""
+    from gquery.answer import cpu_answer, fused_partial, gpu_finish, gpu_runs
+    from gquery.gpu.fused import empty_run
+    from gquery.result import finalize
+
+    t = table(5000)
+    aggregates = (Aggregate("count", None, BIGINT), total(PRODUCT), Aggregate("min", col("t"), DATE),
+                  Aggregate("max", col("p"), D2), Aggregate("avg", col("q"), DOUBLE))
+    q = query(Compare("<", col("k"), Literal(1, INTEGER)), *aggregates, group_by=tuple(col(c) for c in group_by))
+    plan = plan_fused(q, [t], "pinned", 132)
+    assert plan.empty
+    assert finalize(q, fused_partial(q, empty_run(plan))) == cpu_answer(q, t).result
+    done = gpu_runs(q, t, None, repeat=1, warmup=False, planned=(plan, 0.0))  # no engine: none is needed
+    assert done.runs[0].profile.total_ms == 0 and done.runs[0].profile.h2d_bytes == 0
+    a = gpu_finish(q, done)
+    assert a.result == cpu_answer(q, t).result and "no GPU job" in a.notes[-1]
+    some = plan_fused(query(Compare("<", col("k"), Literal(2, INTEGER)), *aggregates), [t], "pinned", 132)
+    assert not some.empty
+
+
 def test_parts_of_one_range_add_their_groups_into_one_table_of_words():
     """A parted table's groups are counted from one base where that takes no more groups than each part's
     own (the kernel then adds every part into one table of accumulators, read back once); not where the

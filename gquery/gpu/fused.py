@@ -347,6 +347,20 @@ class FusedRunner:
         return FusedRun(runs, profile, plan)
 
 
+def empty_run(plan: FusedPlan) -> FusedRun:
+    """A plan with nothing to read (FusedPlan.empty) answered without the GPU: every table's groups none,
+    as a run's read-out of untouched accumulators gives them."""
+    accumulating = 1 if plan.shared_groups else len(plan.tables)
+    none = np.zeros(0, dtype=np.int64)
+    runs = [TableRun(tp, none, none, [none for _ in plan.spec.accumulators], 0, 0) for tp in plan.tables[:accumulating]]
+    logical = sum(tp.table.logical_bytes(plan.spec.columns) for tp in plan.tables)
+    profile = Profile(plan.mode, plan.rows, logical, 0, 0.0, [], 0.0, None, encoding="fused", physical_bytes=0,
+                      counters={"selected_rows": 0, "chunks": 0, "queued_ms": 0.0, "index_scans": 0, "list_entries": 0,
+                                "values_read_in_place": 0},
+                      host_path="none: the zone maps rule out every frame")
+    return FusedRun(runs, profile, plan)
+
+
 def _blocks(frames: int, wave: int) -> int:
     """A warp a frame, at most one wave."""
     return max(1, min(-(-frames // (BLOCK_THREADS // 32)), wave))

@@ -216,6 +216,12 @@ class FusedPlan:
         return sum(t.rows for t in self.tables)
 
     @property
+    def empty(self) -> bool:
+        """The zone maps rule out every frame of every table (and no index scan has an entry): nothing to
+        read, the answer is the aggregates of no row (gpu.fused.empty_run), as DuckDB answers from its own."""
+        return all(not tp.chunks and (tp.index is None or not tp.index.entries) for tp in self.tables)
+
+    @property
     def z(self):  # a fused plan answers SQL; the mission's Z is in its constants
         return None
 
