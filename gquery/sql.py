@@ -280,6 +280,7 @@ AGGREGATE_NODES = {exp.Sum: "sum", exp.Count: "count", exp.Avg: "avg", exp.Min: 
 ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}
 COMPARE_NODES = {exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.EQ: "=", exp.NEQ: "<>"}
 TRUE, FALSE = Literal(True, BOOLEAN), Literal(False, BOOLEAN)
+UNKNOWN = Literal(None, BOOLEAN)  # SQL's third truth value: a comparison with NULL (never left in a Query)
 FIRST_DAY, LAST_DAY = (datetime.date(1, 1, 1) - EPOCH).days, (datetime.date(9999, 12, 31) - EPOCH).days
 NUMBER = re.compile(r"(?=[0-9_]*\.?[0-9])[0-9_]*\.?[0-9_]*([eE][-+]?[0-9]+)?")
 
@@ -497,6 +498,11 @@ class _Binder:
         if aggregates:
             raise refuse(f"an aggregate in WHERE ({_short(aggregates[0])})")
         predicate = self._predicate(where.this)
+        if _mentions(predicate, UNKNOWN):
+            predicate = _holds_true(predicate)
+            shown = str(predicate).upper() if predicate in (TRUE, FALSE) else str(predicate)
+            self.notes.append("NULL in WHERE: a comparison with it is neither true nor false, and WHERE keeps "
+                              f"the rows where the whole is true: {shown}")
         return None if predicate == TRUE else predicate
 
     def _group_by(self, group: exp.Group | None, items: list[exp.Expression]) -> tuple[Column, ...]:
@@ -825,12 +831,15 @@ class _Binder:
             return _conjunction(Or, [self._predicate(node.this), self._predicate(node.expression)])
         if isinstance(node, exp.Not):
             return _negation(self._predicate(node.this))
+        if isinstance(node, exp.Null):
+            return UNKNOWN
+        if isinstance(node, exp.Is) and isinstance(_unparenthesized(node.expression), exp.Null):
+            return self._is_null(node.this)
         if type(node) in COMPARE_NODES:
-            return self._compare(COMPARE_NODES[type(node)], self._value(node.this), self._value(node.expression), node)
+            return self._compare_or_unknown(COMPARE_NODES[type(node)], node.this, node.expression, node)
         if isinstance(node, exp.Between):
-            arg = self._value(node.this)
-            low, high = self._value(node.args["low"]), self._value(node.args["high"])
-            return _conjunction(And, [self._compare(">=", arg, low, node), self._compare("<=", arg, high, node)])
+            low = self._compare_or_unknown(">=", node.this, node.args["low"], node)
+            return _conjunction(And, [low, self._compare_or_unknown("<=", node.this, node.args["high"], node)])
         if isinstance(node, exp.In):
             return self._in(node)
         if isinstance(node, exp.Boolean):
@@ -839,6 +848,24 @@ class _Binder:
             value = self._value(node)
             raise refuse(f"a predicate that is not a comparison ({_short(node)}: {value.type})")
         raise refuse(construct(node))
+
+    def _is_null(self, node: exp.Expression) -> Expr:
+        """x IS NULL: FALSE for every value of the class (a held column has no NULLs, and no expression of
+        the class makes one), TRUE for NULL itself."""
+        if isinstance(_unparenthesized(node), exp.Null):
+            return TRUE
+        self._value(node)  # in the class, or refused as it is
+        return FALSE
+
+    def _compare_or_unknown(self, op: str, left: exp.Expression, right: exp.Expression, node: exp.Expression) -> Expr:
+        """A comparison; with NULL on either side, UNKNOWN (the other side still bound: a name must exist)."""
+        nulls = [isinstance(_unparenthesized(side), exp.Null) for side in (left, right)]
+        if any(nulls):
+            for side, null in zip((left, right), nulls):
+                if not null:
+                    self._value(side)
+            return UNKNOWN
+        return self._compare(op, self._value(left), self._value(right), node)
 
     def _compare(self, op: str, left: Expr, right: Expr, node: exp.Expression) -> Expr:
         if isinstance(left, Literal) and not isinstance(right, Literal):
@@ -901,10 +928,22 @@ class _Binder:
         for key, value in node.args.items():
             if value and key not in ("this", "expressions"):
                 raise refuse(f"IN {key.upper()} ({_short(node)})")
-        arg = self._value(node.this)
         if not node.expressions:
             raise refuse("an empty IN list")
-        matches = [self._compare("=", arg, self._value(v), node) for v in node.expressions]
+        if isinstance(_unparenthesized(node.this), exp.Null):
+            for v in node.expressions:
+                if not isinstance(_unparenthesized(v), exp.Null):
+                    self._value(v)
+            return UNKNOWN
+        arg = self._value(node.this)
+        nulls = [v for v in node.expressions if isinstance(_unparenthesized(v), exp.Null)]
+        if nulls:  # x IN (a, NULL) is x IN (a) OR NULL: true where x is a, else unknown
+            rest = [v for v in node.expressions if v not in nulls]
+            return _conjunction(Or, [self._in_values(arg, rest, node), UNKNOWN]) if rest else UNKNOWN
+        return self._in_values(arg, node.expressions, node)
+
+    def _in_values(self, arg: Expr, expressions: list, node: exp.In) -> Expr:
+        matches = [self._compare("=", arg, self._value(v), node) for v in expressions]
         if TRUE in matches:
             return TRUE
         values = []
@@ -1000,6 +1039,32 @@ def _conjunction(kind: type, args: list[Expr]) -> Expr:
     if not kept:
         return neutral
     return kept[0] if len(kept) == 1 else kind(tuple(kept))
+
+
+def _mentions(e: Expr, part: Expr) -> bool:
+    return any(node == part for node in e.walk())
+
+
+def _holds_true(p: Expr) -> Expr:
+    """The rows where p is TRUE, as a predicate of two truth values: p's unknowns (comparisons with NULL)
+    rewritten with SQL's three-valued logic. With T and F the rows where a predicate is true and false:
+    T(unknown) = F(unknown) = FALSE, T(NOT p) = F(p), T(p AND q) = T(p) AND T(q), T(p OR q) = T(p) OR T(q),
+    F(p AND q) = F(p) OR F(q), F(p OR q) = F(p) AND F(q); a comparison of values (never NULL in the class)
+    is its own T, and its negation its F."""
+    return _truth(p, True)
+
+
+def _truth(p: Expr, value: bool) -> Expr:
+    if p == UNKNOWN:
+        return FALSE
+    if p in (TRUE, FALSE):
+        return TRUE if (p == TRUE) == value else FALSE
+    if isinstance(p, Not):
+        return _truth(p.arg, not value)
+    if isinstance(p, (And, Or)):
+        inner = And if (isinstance(p, And) == value) else Or  # T(AND) and F(OR) are ANDs
+        return _conjunction(inner, [_truth(a, value) for a in p.args])
+    return p if value else _negation(p)
 
 
 def _negation(arg: Expr) -> Expr:

@@ -80,6 +80,32 @@ def test_random_queries_agree_with_duckdb(tpch, rng):
     check_against_duckdb(querygen.query(rng), tpch)
 
 
+NULL_ATOMS = ["l_quantity < {n}", "l_discount >= 0.0{d}", "l_returnflag = 'R'", "l_quantity = NULL", "NULL < l_discount",
+              "l_quantity IS NULL", "l_tax IS NOT NULL", "l_quantity IN ({n}, NULL)", "l_quantity NOT IN ({n}, NULL)",
+              "l_quantity BETWEEN NULL AND {n}", "l_quantity NOT BETWEEN NULL AND {n}", "l_quantity BETWEEN {n} AND NULL",
+              "NULL", "NULL IS NULL", "NULL IS NOT NULL", "TRUE", "FALSE", "l_shipdate < NULL", "NULL IN (1, 2)",
+              "l_returnflag IN ('A', NULL, 'N')"]
+
+
+def null_predicate(rng, depth: int = 3) -> str:
+    if depth == 0 or rng.random() < 0.3:
+        return rng.choice(NULL_ATOMS).format(n=rng.randint(1, 50), d=rng.randint(0, 9))
+    kind = rng.choice(["AND", "OR", "NOT"])
+    if kind == "NOT":
+        return f"NOT ({null_predicate(rng, depth - 1)})"
+    return f"({null_predicate(rng, depth - 1)}) {kind} ({null_predicate(rng, depth - 1)})"
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_null_in_a_predicate_is_sqls_three_valued_logic(tpch, rng):
+    """Comparisons with NULL, IS [NOT] NULL, NULL in IN lists and BETWEEN, under AND, OR and NOT: the rows
+    DuckDB keeps (where the whole predicate is true), with and without groups."""
+    where = null_predicate(rng)
+    check_against_duckdb(f"SELECT count(*), sum(l_quantity) FROM lineitem WHERE {where}", tpch)
+    check_against_duckdb(f"SELECT l_returnflag, count(*) FROM lineitem WHERE {where} GROUP BY 1 ORDER BY 1", tpch)
+
+
 @pytest.mark.parametrize("sql", [
     named_sql("mission", 30), named_sql("mission", -1), named_sql("mission", 2**40), named_sql("q1"), named_sql("q6"),
     "SELECT l_shipmode, avg(l_quantity * l_extendedprice * l_tax), min(l_shipdate), count(l_tax) FROM lineitem "
