@@ -197,8 +197,9 @@ class TableHandle:
             try:
                 if gpus != 1:  # each share on its own GPU's thread, handed out from here
                     result = answer.gpu_answer_multi(query, data, engines(gpus), mode, repeat, warmup)
-                else:  # planned and compiled here, run on GPU 0's thread, read into rows here: no thread waits
-                    info = probe()[0]  # for another's compile or read-out, nor the GPU for a compile
+                else:  # planned and compiled here, run on GPU 0's thread, read into rows here: neither a query
+                    # waits for another's compile or read-out, nor the GPU for a compile
+                    info = probe()[0]
                     planned = answer.gpu_plan(query, data, info.sm_count, mode, repeat, warmup, one_shot=self.one_shot,
                                               plans=self._plans, arch=info.arch)
                     handed = time.perf_counter()
