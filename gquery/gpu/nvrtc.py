@@ -26,6 +26,8 @@ class CompileError(GqueryError):
 def library() -> tuple[ctypes.CDLL, str] | None:
     """The NVRTC library and its path, or None where this host has none."""
     for path in _candidates():
+        if path is None:
+            continue
         try:
             lib = ctypes.CDLL(path)
             lib.nvrtcVersion  # noqa: B018  (a library of that name without the API is not NVRTC)
@@ -36,19 +38,18 @@ def library() -> tuple[ctypes.CDLL, str] | None:
     return None
 
 
-def _candidates() -> list[str]:
-    """The toolkit's own first (beside the nvcc that would otherwise compile), then the loader's."""
+def _candidates():
+    """The toolkit's own first (beside the nvcc that would otherwise compile), then the loader's (looked for
+    only if none is: ctypes asks ldconfig)."""
     roots = [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", "")]
     nvcc = shutil.which("nvcc")
     if nvcc:
         roots.append(str(Path(nvcc).resolve().parent.parent))
     roots.append("/usr/local/cuda")
-    found = []
     for root in filter(None, roots):
         for lib_dir in ("lib64", "lib", "targets/*/lib"):
-            found += sorted(glob.glob(os.path.join(root, lib_dir, "libnvrtc.so*")), key=len)
-    named = ctypes.util.find_library("nvrtc")
-    return [*found, *([named] if named else [])]
+            yield from sorted(glob.glob(os.path.join(root, lib_dir, "libnvrtc.so*")), key=len)
+    yield ctypes.util.find_library("nvrtc")
 
 
 def _declare(lib: ctypes.CDLL) -> None:
