@@ -507,8 +507,8 @@ def _disk_bytes(manifest: dict, name: str, is_key: bool) -> dict[str, int]:
 
 
 def _loader(files: StoreFiles, col: Column, is_key: bool):
-    def load(encoding: str):  # called under the column's lock (Column.get): one read of each, while
-        # other columns of the store are read at the same time on other threads
+    def load(encoding: str):  # called under the column's lock (Column.get), or by Column.prefetch without it
+        # (its read kept unless a get read the same meanwhile), while other columns are read on other threads
         if encoding == "zones":
             meta, zmax = files.zones(col.name)
             if col.dictionary is not None and files.rows and not (0 <= meta[:, 0].min() and zmax.max() < len(col.dictionary)):
