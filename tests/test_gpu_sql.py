@@ -40,6 +40,11 @@ QUERIES = [
     "SELECT l_suppkey, l_quantity, COUNT(*), SUM(l_quantity * l_extendedprice), MIN(l_shipdate) FROM lineitem "
     "GROUP BY l_suppkey, l_quantity ORDER BY 4 DESC, 1, 2 LIMIT 20",
     "SELECT l_quantity, COUNT(*), AVG(l_extendedprice) FROM lineitem WHERE l_quantity > 24.5 GROUP BY l_quantity",
+    # NULL in predicates: rewritten at binding into the rows where the predicate is TRUE
+    "SELECT COUNT(*), SUM(l_quantity) FROM lineitem WHERE l_suppkey < 100 OR l_tax = NULL",
+    "SELECT l_returnflag, COUNT(*) FROM lineitem WHERE NOT (l_quantity > 10 AND NULL) AND l_returnflag IN ('A', NULL, 'R') "
+    "GROUP BY 1 ORDER BY 1",
+    "SELECT COUNT(*), MIN(l_shipdate) FROM lineitem WHERE l_discount IS NOT NULL AND l_suppkey NOT IN (5, NULL)",
     # IN lists past the kernel's parameter space: sorted sets in memory, searched
     "SELECT COUNT(*), SUM(l_quantity) FROM lineitem WHERE l_suppkey IN (" + ", ".join(str(v) for v in range(-49, 2000, 3))
     + ") AND l_suppkey * 2 NOT IN (" + ", ".join(str(v) for v in range(-100, 40_000, 8)) + ")",
@@ -91,6 +96,16 @@ def test_every_query_shape_equals_the_cpu_reference(engine, rows, modes):
     for mode in modes:
         for text in QUERIES:
             check(engine, table, text, mode)
+    engine.memory.release_table(table)
+
+
+@pytest.mark.parametrize("text", ["SELECT COUNT(*), SUM(l_quantity), MIN(l_shipdate), AVG(l_tax) FROM lineitem "
+                                  "WHERE l_suppkey < -100",
+                                  "SELECT l_returnflag, COUNT(*) FROM lineitem WHERE l_returnflag = 'nope' GROUP BY 1"])
+def test_a_plan_the_zone_maps_rule_out_whole_runs_nothing_on_the_gpu(engine, text):
+    table = random_table(70_001, 3)
+    got = check(engine, table, text, "pinned")
+    assert got.plan.empty and got.profile.total_ms == 0 and "no GPU job" in got.notes[-1]
     engine.memory.release_table(table)
 
 
