@@ -833,7 +833,7 @@ class _Binder:
             return _negation(self._predicate(node.this))
         if isinstance(node, exp.Null):
             return UNKNOWN
-        if isinstance(node, exp.Is) and isinstance(_unparenthesized(node.expression), exp.Null):
+        if isinstance(node, exp.Is) and _is_null_literal(node.expression):
             return self._is_null(node.this)
         if type(node) in COMPARE_NODES:
             return self._compare_or_unknown(COMPARE_NODES[type(node)], node.this, node.expression, node)
@@ -852,14 +852,14 @@ class _Binder:
     def _is_null(self, node: exp.Expression) -> Expr:
         """x IS NULL: FALSE for every value of the class (a held column has no NULLs, and no expression of
         the class makes one), TRUE for NULL itself."""
-        if isinstance(_unparenthesized(node), exp.Null):
+        if _is_null_literal(node):
             return TRUE
         self._value(node)  # in the class, or refused as it is
         return FALSE
 
     def _compare_or_unknown(self, op: str, left: exp.Expression, right: exp.Expression, node: exp.Expression) -> Expr:
         """A comparison; with NULL on either side, UNKNOWN (the other side still bound: a name must exist)."""
-        nulls = [isinstance(_unparenthesized(side), exp.Null) for side in (left, right)]
+        nulls = [_is_null_literal(side) for side in (left, right)]
         if any(nulls):
             for side, null in zip((left, right), nulls):
                 if not null:
@@ -930,15 +930,13 @@ class _Binder:
                 raise refuse(f"IN {key.upper()} ({_short(node)})")
         if not node.expressions:
             raise refuse("an empty IN list")
-        if isinstance(_unparenthesized(node.this), exp.Null):
-            for v in node.expressions:
-                if not isinstance(_unparenthesized(v), exp.Null):
-                    self._value(v)
+        rest = [v for v in node.expressions if not _is_null_literal(v)]
+        if _is_null_literal(node.this):
+            for v in rest:
+                self._value(v)
             return UNKNOWN
         arg = self._value(node.this)
-        nulls = [v for v in node.expressions if isinstance(_unparenthesized(v), exp.Null)]
-        if nulls:  # x IN (a, NULL) is x IN (a) OR NULL: true where x is a, else unknown
-            rest = [v for v in node.expressions if v not in nulls]
+        if len(rest) < len(node.expressions):  # x IN (a, NULL) is x IN (a) OR NULL: true where x is a, else unknown
             return _conjunction(Or, [self._in_values(arg, rest, node), UNKNOWN]) if rest else UNKNOWN
         return self._in_values(arg, node.expressions, node)
 
@@ -1039,6 +1037,10 @@ def _conjunction(kind: type, args: list[Expr]) -> Expr:
     if not kept:
         return neutral
     return kept[0] if len(kept) == 1 else kind(tuple(kept))
+
+
+def _is_null_literal(node: exp.Expression) -> bool:
+    return isinstance(_unparenthesized(node), exp.Null)
 
 
 def _mentions(e: Expr, part: Expr) -> bool:

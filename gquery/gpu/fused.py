@@ -226,7 +226,7 @@ class FusedRunner:
 
         predicate_columns = {spec.columns[k] for k in spec.predicate_slots}
         words_per_table = COUNTER_WORDS + spec.groups * spec.words
-        accumulating = 1 if plan.shared_groups else len(plan.tables)  # tables of words: shared, or one a table
+        accumulating = plan.word_tables
         acc_d = memory.scratch_device("fused:acc", 8 * words_per_table * accumulating)
         acc_h = memory.scratch_host("fused:acc", words_per_table * accumulating, np.uint64, pinned=True)
         init = memory.scratch_host("fused:init", words_per_table * accumulating, np.uint64, pinned=True)
@@ -350,9 +350,9 @@ class FusedRunner:
 def empty_run(plan: FusedPlan) -> FusedRun:
     """A plan with nothing to read (FusedPlan.empty) answered without the GPU: every table's groups none,
     as a run's read-out of untouched accumulators gives them."""
-    accumulating = 1 if plan.shared_groups else len(plan.tables)
     none = np.zeros(0, dtype=np.int64)
-    runs = [TableRun(tp, none, none, [none for _ in plan.spec.accumulators], 0, 0) for tp in plan.tables[:accumulating]]
+    runs = [TableRun(tp, none, none, [none for _ in plan.spec.accumulators], 0, 0)
+            for tp in plan.tables[:plan.word_tables]]
     logical = sum(tp.table.logical_bytes(plan.spec.columns) for tp in plan.tables)
     profile = Profile(plan.mode, plan.rows, logical, 0, 0.0, [], 0.0, None, encoding="fused", physical_bytes=0,
                       counters={"selected_rows": 0, "chunks": 0, "queued_ms": 0.0, "index_scans": 0, "list_entries": 0,

@@ -216,6 +216,11 @@ class FusedPlan:
         return sum(t.rows for t in self.tables)
 
     @property
+    def word_tables(self) -> int:
+        """Tables of accumulator words a run fills: one shared by every table, or one a table."""
+        return 1 if self.shared_groups else len(self.tables)
+
+    @property
     def empty(self) -> bool:
         """The zone maps rule out every frame of every table (and no index scan has an entry): nothing to
         read, the answer is the aggregates of no row (gpu.fused.empty_run), as DuckDB answers from its own."""
