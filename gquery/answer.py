@@ -297,35 +297,36 @@ def gpu_plan(query: Query, data, sm_count: int, mode: str = "pinned", repeat: in
     if new and arch is not None:
         compile_plan(plan, arch)
     if new and plans is not None and not one_shot and scan == "auto":
-        _read_in_background(plan.lists_worth_reading())
+        _read_in_background(plan.worth_reading())
     return plan, (time.perf_counter() - t0) * 1e3
 
 
-_reading: set = set()  # the columns whose lists a thread is reading now
+_reading: set = set()  # (column, encoding) a thread is reading now
 _reading_lock = threading.Lock()
 
 
-def _read_in_background(columns: list) -> None:
-    """Read these columns' bucket lists on a thread of its own: this call rents (scans the frames, no
-    call waits for the disk), and the calls after it, finding the lists in memory, buy (FusedPlan.choose
-    weighs a byte already read as nothing). A read that fails is left for a later scan to report."""
-    with _reading_lock:  # two threads asking a new query at once read a column's lists once
-        columns = [c for c in columns if c.cold_bytes("indexed") and id(c) not in _reading]
-        _reading.update(id(c) for c in columns)
-    if not columns:
+def _read_in_background(wanted: list) -> None:
+    """Read these (column, encoding) pairs, a column's top bytes or bucket lists, on a thread of its own: this
+    call rents (scans the packed frames, no call waits for the disk), and the calls after it, finding them
+    in memory, buy (FusedPlan.choose weighs a byte already read as nothing). A read that fails is left for a
+    later scan to report."""
+    with _reading_lock:  # two threads asking a new query at once read a column's encoding once
+        wanted = [(c, e) for c, e in wanted if c.cold_bytes(e) and (id(c), e) not in _reading]
+        _reading.update((id(c), e) for c, e in wanted)
+    if not wanted:
         return
 
     def read() -> None:
-        for c in columns:
+        for c, e in wanted:
             try:
-                c.prefetch("indexed")
-            except Exception:  # noqa: BLE001 (the index scan that needs them reads them again and says why)
+                c.prefetch(e)
+            except Exception:  # noqa: BLE001 (the scan that needs them reads them again and says why)
                 pass
             finally:
                 with _reading_lock:
-                    _reading.discard(id(c))
+                    _reading.discard((id(c), e))
 
-    threading.Thread(target=read, name="gquery-read-lists", daemon=True).start()
+    threading.Thread(target=read, name="gquery-read-ahead", daemon=True).start()
 
 
 def gpu_runs(query: Query, data, engine, mode: str = "pinned", repeat: int = 1, warmup: bool = True,

@@ -238,6 +238,31 @@ def frame_zones(table, columns, rows: int) -> Zones:
     return Zones(frame_rows, low, high)
 
 
+# --- buckets of a sliced column ----------------------------------------------------------------------------------
+def decided_buckets(e: Expr | None, column: str, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """For buckets of a column's values [low[t], high[t]]: whether every atom of the lowered predicate that
+    reads the column (a comparison, an IN list) has one truth value over the whole bucket. Where it has,
+    any value of the bucket decides the predicate as the row's own value would (the sliced scan reads no
+    low bits there); an atom that reads the column with another, or in arithmetic, decides no bucket."""
+    decided = np.ones(len(low), bool)
+    zones = Zones(np.ones(len(low), np.int64), {column: low}, {column: high})
+
+    def visit(a: Expr) -> None:
+        nonlocal decided
+        if isinstance(a, (And, Or)):
+            for x in a.args:
+                visit(x)
+        elif isinstance(a, Not):
+            visit(a.arg)
+        elif column in a.columns():
+            cls, _ = _classify(a, zones, len(low)) if len(a.columns()) == 1 else (np.full(len(low), CHECK), None)
+            decided &= cls != CHECK
+
+    if e is not None:
+        visit(e)
+    return decided
+
+
 def columns_of(e: Expr | None) -> tuple[str, ...]:
     return () if e is None else e.columns()
 

@@ -88,13 +88,13 @@ def main() -> None:
 
 
 def _scan(plan) -> str | None:
-    """What scanned the table: the fused kernel's frames or a column's bucket lists (the one road), or the
-    old road's key-scan encoding."""
+    """What scanned the table: the fused kernel's frames (a column by its top byte: sliced) or a column's
+    bucket lists (the one road), or the old road's key-scan encoding."""
     if plan is None:
         return None
     tables = getattr(plan, "tables", None)
     if tables and hasattr(tables[0], "index"):
-        return "+".join(sorted({"index" if t.index is not None else "frames" for t in tables}))
+        return "+".join(sorted({getattr(t, "scan", "index" if t.index is not None else "frames") for t in tables}))
     return getattr(plan, "encoding", "fused")
 
 

@@ -1,7 +1,7 @@
 """Every fused-kernel shape of the GPU tests (predicates, aggregates, groups, 64- and 128-bit arithmetic,
 split sums), in every mode, on small odd-sized tables (one of them clustered, so chunks of frames that
-pass whole and chunks that test), and the index scan over l_suppkey's bucket lists in the modes that
-read in place, each answer checked against the CPU reference: run under compute-sanitizer (memcheck,
+pass whole and chunks that test), and the index scan over l_suppkey's bucket lists and the frames reading
+it by its top byte in the modes that read in place, each answer checked against the CPU reference: run under compute-sanitizer (memcheck,
 racecheck) on a GPU host."""
 
 import sys
@@ -21,7 +21,8 @@ tables = [random_table(1, 1), random_table(1025, 2), random_table(5003, 3, big=T
           random_table(40_001, 4, sort_by="l_suppkey")]
 for table in tables:
     table.columns["l_suppkey"].get("indexed")  # its bucket lists: the index scan can run
-    texts = [(t, "auto") for t in QUERIES] + [(t.format(z=z), "index") for t in INDEXED for z in (-60, 3, 700, 2100)]
+    texts = [(t, "auto") for t in QUERIES] + [(t.format(z=z), scan) for t in INDEXED for z in (-60, 3, 700, 2100)
+                                              for scan in ("index", "sliced")]
     for text, scan in texts:
         query = sql.parse(text, SCHEMA)
         want = answer.cpu_answer(query, table).rows

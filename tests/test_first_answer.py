@@ -71,7 +71,7 @@ def test_a_kept_table_reads_the_lists_in_the_background_and_later_calls_scan_by_
     assert "indexed" not in key.encodings and "sliced" not in key.encodings
     plans = {}
     first, _ = gpu_plan(query, opened, 132, warmup=False, plans=plans)
-    assert first.tables[0].index is None and [c.name for c in first.lists_worth_reading()] == [KEY]
+    assert first.tables[0].index is None and [(c.name, e) for c, e in first.worth_reading()] == [(KEY, "indexed")]
     deadline = time.monotonic() + 30
     while key.cold_bytes("indexed") and time.monotonic() < deadline:
         time.sleep(0.01)

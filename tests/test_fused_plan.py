@@ -215,9 +215,12 @@ def _shape_builds(shape: int) -> list:
     else:  # 128-bit products and sums kept as two halves
         spec = plan_fused(query(None, total(Arith("*", col("p"), col("p"), decimal(30, 4)))), [table(3000, p_hi=2**62)],
                           "pinned", 132).spec
-    # the frame loop, and the index scan over the first predicate column (low bits of 2 bytes, or none)
+    # the frame loop, and the index scan over the first predicate column (low bits of 2 bytes, or none); the
+    # frame loop reading a predicate column that no aggregate reads by its top byte (low bits of 0 to 8 bytes)
     index = [codegen.IndexKernel(spec.predicate_slots[0], low) for low in (2, 0)] if spec.predicate_slots else []
-    return [fused_build(spec), *(fused_build(spec, i) for i in index)]
+    only = [i for i in spec.predicate_slots if i not in spec.value_slots][:1]
+    sliced = [codegen.SlicedKernel(i, low) for i in only for low in (0, 1, 2, 4, 8)]
+    return [fused_build(spec), *(fused_build(spec, i) for i in index), *(fused_build(spec, sliced=k) for k in sliced)]
 
 
 def _no_spills(report: str) -> None:
@@ -478,3 +481,104 @@ def test_parts_of_one_range_add_their_groups_into_one_table_of_words():
     assert not by_string.shared_groups
     assert plan_fused(query(None, count, group_by=(col("s"),)), [parts[0], parts[2]], "pinned", 132).shared_groups
     assert not plan_fused(query(None, count), parts, "pinned", 132).shared_groups  # no groups: nothing to share
+
+
+def _sliced_rows(where, t):
+    """Each row's truth under the predicate as the frame loop tests it with k read by its top byte (a decided
+    bucket's first value standing in for the row's own), and as the row's own values give it."""
+    from gquery.cpu import _Rows
+    from gquery.prune import lower
+
+    names = ("k", "d", "q")
+    plan = plan_fused(query(where, total(PRODUCT)), [t], "pinned", 132).choose(scan="sliced")
+    tp = plan.tables[0]
+    if tp.sliced is None:
+        return plan, None, None
+    s, enc = tp.sliced, t.columns["k"].get("sliced")
+    top = enc.top[:t.rows].astype(np.int64)
+    undecided = np.array([(s.undecided >> int(b)) & 1 for b in range(256)], bool)
+    stand_in = s.reference + s.bucket * top + np.where(undecided[top], enc.low.astype(np.int64), 0)
+    exact = {n: t.columns[n].values() for n in names}
+    ranges = t.ranges(names)
+    low = lower(where, {}, ranges)
+    truth = _Rows(exact, {}, ranges, None, t.rows).predicate(low)
+    as_read = _Rows({**exact, "k": stand_in}, {}, ranges, None, t.rows).predicate(low)
+    return plan, truth, as_read
+
+
+def test_a_column_read_by_its_top_byte_decides_every_row_as_its_own_value_would():
+    """Exact by construction: a bucket's first value stands in for a row's key only where every atom on the
+    key has one truth over the whole bucket (prune.decided_buckets); random predicates of comparisons, IN
+    lists, NOT, OR and arithmetic on the key, at bucket edges and between them."""
+    import random
+
+    t = indexed_table(60_000, seed=11)
+    enc = t.columns["k"].get("sliced")
+    edges = [enc.reference + b * enc.bucket + d for b in (0, 1, 7, 100, 255) for d in (-1, 0, 1)]
+    rng = random.Random(4)
+
+    def atom():
+        c = rng.choice(edges + [rng.randint(-5, 10_010) for _ in range(3)])
+        kind = rng.randrange(5)
+        if kind == 0:
+            return Compare(rng.choice(["<", "<=", ">", ">=", "=", "<>"]), col("k"), Literal(c, INTEGER))
+        if kind == 1:
+            return InList(col("k"), tuple(Literal(rng.choice(edges + [c]), INTEGER) for _ in range(rng.randint(1, 20))),
+                          negated=rng.random() < 0.5)
+        if kind == 2:  # arithmetic on the key decides no bucket: its rows read their low bits
+            return Compare("<", Arith("*", col("k"), Literal(3, INTEGER), BIGINT), Literal(3 * c, INTEGER))
+        return Compare(rng.choice(["<", ">="]), col("d"), Literal(rng.randint(0, 11), INTEGER))
+
+    def tree(depth):
+        if depth == 0 or rng.random() < 0.3:
+            return atom()
+        kind = rng.randrange(3)
+        if kind == 2:
+            return Not(tree(depth - 1))
+        return (And if kind == 0 else Or)(tuple(tree(depth - 1) for _ in range(rng.randint(2, 3))))
+
+    checked = decided = 0
+    for _ in range(150):
+        where = tree(3)
+        if "k" not in where.columns():
+            continue
+        plan, truth, as_read = _sliced_rows(where, t)
+        if truth is None:
+            continue
+        assert np.array_equal(truth, as_read), where
+        checked += 1
+        decided += bin(plan.tables[0].sliced.undecided).count("1") < 256
+    assert checked > 60 and decided > 30
+
+
+def test_a_dense_range_reads_the_key_by_its_top_byte_and_a_sparse_one_by_index():
+    t = indexed_table()
+    dense = plan_fused(query(Compare("<", col("k"), Literal(3_000, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
+    packed = dense.choose(scan="frames")
+    by_top = dense.choose()
+    s = by_top.tables[0].sliced
+    assert packed.tables[0].sliced is None and s is not None and by_top.tables[0].index is None
+    assert by_top.tables[0].stream_bytes < packed.tables[0].stream_bytes  # a byte a row, not 14 bits
+    assert bin(s.undecided).count("1") == 1  # only the bucket that holds 3,000 reads low bits
+    assert by_top.sliced_kernel == codegen.SlicedKernel(0, 1) and "by its top byte" in by_top.describe()
+    assert by_top.to_dict()["by_top_byte"] == ["k"]
+    sparse = plan_fused(query(Compare("<", col("k"), Literal(30, INTEGER)), total(PRODUCT)), [t], "pinned", 132).choose()
+    assert sparse.tables[0].index is not None
+    # the key's values are read exactly where an aggregate or a group needs them; and never without mapped memory
+    for q in (query(Compare("<", col("k"), Literal(3_000, INTEGER)), total(col("k"))),
+              query(Compare("<", col("k"), Literal(3_000, INTEGER)), total(PRODUCT), group_by=(col("k"),))):
+        assert plan_fused(q, [t], "pinned", 132).by_top is None
+    for mode in ("pageable", "resident"):
+        assert plan_fused(query(Compare("<", col("k"), Literal(3_000, INTEGER)), total(PRODUCT)), [t], mode, 132).by_top is None
+
+
+def test_the_top_bytes_on_disk_are_read_once_they_pay_for_themselves():
+    t = indexed_table()
+    plan = plan_fused(query(Compare("<", col("k"), Literal(3_000, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
+    column = t.columns["k"]
+    held = column.encodings.pop("sliced")
+    column.stored, column.on_disk = ("packed", "sliced"), {"sliced": 50 << 20}
+    column.load = lambda enc: held
+    assert plan.choose(runs=1).tables[0].sliced is None
+    assert [(c.name, e) for c, e in plan.choose(runs=1).worth_reading()] == [("k", "sliced")]
+    assert plan.choose(runs=10_000).tables[0].sliced is not None

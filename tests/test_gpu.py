@@ -15,8 +15,8 @@ from gquery.reference import DuckDBTable
 from gquery.table import Table
 
 pytestmark = pytest.mark.gpu
-SCANS = ("frames", "index")
-INDEX_MODES = ("pinned", "registered")  # where the index scan reads a listed row's columns in place
+SCANS = ("frames", "sliced", "index")
+INDEX_MODES = ("pinned", "registered")  # where the index and sliced scans read a row's columns in place
 COMBOS = [(m, s) for s in SCANS for m in MODES if s == "frames" or m in INDEX_MODES]
 
 
@@ -36,12 +36,14 @@ def ladder(engine):
 
 def mission(engine, table, z, mode, scan="auto", **options):
     """The mission's SQL at Z on the GPU: its one value (a Decimal, or None over no rows) and the answer."""
-    if scan == "index":
-        table.columns["l_suppkey"].get("indexed")  # the key's bucket lists (a store holds them)
+    if scan in ("index", "sliced"):
+        table.columns["l_suppkey"].get("indexed")  # the key's top bytes and bucket lists (a store holds them)
     query = sql.parse(sql.named_sql("mission", z), answer.schema_of(table))
     a = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False, scan=scan, **options)
     if scan == "index" and a.plan.tables[0].chunks:
         assert a.plan.tables[0].index is not None  # scanned by its lists, as asked
+    if scan == "sliced" and a.plan.tables[0].chunks:
+        assert a.plan.tables[0].sliced is not None  # its frames read the key by its top byte, as asked
     return a.rows[0][0], a
 
 

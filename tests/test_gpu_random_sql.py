@@ -55,7 +55,7 @@ def test_random_queries_equal_duckdb(engine, sf001, tmp_path, design):
     path, source = design_store(design, sf001, tmp_path)
     table = store.open_store(path, engine.memory)
     duck = DuckDBTable(source, COLUMNS, threads=2)
-    refused, on_gpu, indexed = [], 0, 0
+    refused, on_gpu, indexed, sliced = [], 0, 0, 0
     try:
         for k in range(QUERIES):
             text = querygen.query(random.Random(f"gpu {k}"))
@@ -75,8 +75,12 @@ def test_random_queries_equal_duckdb(engine, sf001, tmp_path, design):
                 by_index = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False, scan="index")
                 assert by_index.rows == got.rows, (design, mode, text, "index")
                 indexed += sum(t.index is not None for t in by_index.plan.tables)
+                by_top = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False, scan="sliced")
+                assert by_top.rows == got.rows, (design, mode, text, "sliced")
+                sliced += sum(t.sliced is not None for t in by_top.plan.tables)
     finally:
         duck.close()
         engine.memory.release_table(table)
     assert on_gpu >= 0.9 * QUERIES, refused
     assert design == "parted" or indexed > 0  # a single store keeps l_suppkey's lists
+    assert design != "as-generated" or sliced > 0  # and its top bytes (not where it is the sort column)

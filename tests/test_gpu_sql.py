@@ -161,11 +161,14 @@ def test_the_index_scan_equals_the_cpu_reference_at_every_bucket_edge(engine, mo
         for text in INDEXED:
             query = sql.parse(text.format(z=z), SCHEMA)
             want = answer.cpu_answer(query, table).rows
-            for scan in ("index", "frames"):
+            for scan in ("index", "frames", "sliced"):
                 got = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False, scan=scan)
                 assert got.rows == want, (keys, z, text, scan)
                 if scan == "index" and got.plan.tables[0].chunks:  # a table with frames to scan ran by its lists
                     assert got.plan.tables[0].index is not None and got.profile.counters["index_scans"] == 1
+                if scan == "sliced" and got.plan.tables[0].chunks and got.plan.by_top is None and \
+                        "l_suppkey" not in {got.plan.spec.columns[i] for i in got.plan.spec.value_slots}:
+                    assert got.plan.tables[0].sliced is not None  # its frames read the key by its top byte
     engine.memory.release_table(table)
 
 
@@ -233,7 +236,7 @@ def test_tpch_queries_equal_duckdb(engine, data_dir, sf):
         query = sql.parse(text, table.schema)
         want = duck.run_sql(text, repeat=1).rows
         for mode in MODES:
-            for scan in ("auto", "frames", "index"):
+            for scan in ("auto", "frames", "sliced", "index"):
                 got = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False, scan=scan)
                 assert same(got.result, want, bool(query.order_by)), (name, mode, scan)
     duck.close()

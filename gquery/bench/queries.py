@@ -79,7 +79,7 @@ def sweep(largest_key: int) -> list[int]:
 
 def _scans(plan) -> str:
     """How the plan's tables are scanned: frames, index (a column's bucket lists), or both."""
-    return "+".join(sorted({"index" if t.index is not None else "frames" for t in plan.tables}))
+    return "+".join(sorted({t.scan for t in plan.tables}))
 
 
 def bench_source(sf: float, data_dir, echo):
@@ -130,7 +130,7 @@ t2 = time.perf_counter()
 a = t.sql(sys.argv[2], check=False, warmup=False)
 t3 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "open_s": t2 - t1, "first_query_ms": (t3 - t2) * 1e3,
-                  "scans": sorted({"index" if p.index is not None else "frames" for p in a.plan.tables}),
+                  "scans": sorted({p.scan for p in a.plan.tables}),
                   "rows": [[str(v) for v in r] for r in a.rows]}))
 """
 DUCKDB_PROBE = """import json, os, sys, time

@@ -240,9 +240,26 @@ def accumulator_index(query: Query, spec: KernelSpec) -> list[int | None]:
     return out
 
 
-def _column_params(spec: KernelSpec) -> list[str]:
-    """Each column's words, frame metadata, word base and common factor; the constants; the group bases."""
+# a sliced or listed column's low bits, by their bytes
+LOW_TYPES = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "unsigned long long"}
+
+
+@dataclass(frozen=True)
+class SlicedKernel:
+    """What the frame loop's source depends on where a predicate column is read by its top byte (the
+    sliced encoding): its slot, and the bytes of a row's low bits (0: the bucket is the value)."""
+
+    slot: int
+    low_bytes: int
+
+
+def _column_params(spec: KernelSpec, sliced: SlicedKernel | None = None) -> list[str]:
+    """Each column's words, frame metadata, word base and common factor (a sliced column: its top bytes, low
+    bits, reference, bucket and 256-bit mask of undecided buckets); the constants; the group bases."""
     params = [f"const unsigned* __restrict__ w{i}, const longlong2* __restrict__ m{i}, long long b{i}, long long f{i}"
+              if sliced is None or i != sliced.slot else
+              f"const unsigned char* __restrict__ top{i}, const {LOW_TYPES.get(sliced.low_bytes, 'unsigned char')}* "
+              f"__restrict__ low{i}, long long r{i}, long long z{i}, u64 u{i}_0, u64 u{i}_1, u64 u{i}_2, u64 u{i}_3"
               for i in range(len(spec.columns))]
     params += [f"const long long* __restrict__ k{j}, long long k{j}n" if j in spec.set_slots else f"long long k{j}"
                for j in range(spec.constants)]
@@ -267,11 +284,15 @@ def _prologue(spec: KernelSpec) -> list[str]:
     return body + ([f"    {_register(a, k)}" for k, a in enumerate(spec.accumulators)] if spec.groups == 1 else [])
 
 
-def source(spec: KernelSpec, block_threads: int) -> str:
-    """The kernel's CUDA source: a warp a frame, over the frames the plan's chunk covers."""
-    params = _column_params(spec) + ["const signed char* __restrict__ classes", "long long frames", "long long rows",
+def source(spec: KernelSpec, block_threads: int, sliced: SlicedKernel | None = None) -> str:
+    """The kernel's CUDA source: a warp a frame, over the frames the plan's chunk covers (`sliced`: one
+    predicate column read by its top byte a row, sliced_value, instead of its packed frames)."""
+    if sliced is not None and sliced.slot in spec.value_slots:
+        raise ValueError("a sliced column stands in for a predicate column only (its values are not read exactly)")
+    params = _column_params(spec, sliced) + ["const signed char* __restrict__ classes", "long long frames", "long long rows",
                                      "u64* __restrict__ acc", "long long in_place", "u64* __restrict__ counters"]
-    lines = _header(spec, "fused", params, block_threads)
+    lines = _header(spec, "fused", params, block_threads,
+                    f" (predicate column {spec.columns[sliced.slot]} by its top byte)" if sliced else "")
     body = _prologue(spec)
     body += ["    for (long long f = first_frame(); f < frames; f += frame_stride()) {",
              "        const int cls = classes ? classes[f] : ALWAYS;",
@@ -280,11 +301,14 @@ def source(spec: KernelSpec, block_threads: int) -> str:
              "        unsigned mask = cls == ALWAYS ? lanes_below(valid) : 0u;"]
     if spec.predicate:
         body += ["        if (cls == CHECK) {"]
-        body += [f"            const Frame p{i} = frame_of(w{i}, m{i}, b{i}, f);" for i in spec.predicate_slots]
+        packed = [i for i in spec.predicate_slots if sliced is None or i != sliced.slot]
+        body += [f"            const Frame p{i} = frame_of(w{i}, m{i}, b{i}, f);" for i in packed]
         body += ["#pragma unroll 4",
                  "            for (int j = 0; j < 32; ++j) {",
                  "                const unsigned s = 32 * j + lane_id();"]
-        body += [f"                const long long v{i} = value_at(p{i}, s, f{i});" for i in spec.predicate_slots]
+        body += [f"                const long long v{i} = value_at(p{i}, s, f{i});" if i in packed else
+                 f"                const long long v{i} = sliced_value(top{i}, low{i}, r{i}, z{i}, u{i}_0, u{i}_1, u{i}_2, "
+                 f"u{i}_3, f * FRAME_ROWS + s, s < valid);" for i in spec.predicate_slots]
         body += [f"                mask |= (unsigned)(s < valid && {spec.predicate}) << j;",
                  "            }",
                  "        }"]
@@ -313,9 +337,6 @@ class IndexKernel:
     low_bytes: int
 
 
-LOW_TYPES = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "unsigned long long"}
-
-
 def list_source(spec: KernelSpec, index: IndexKernel, block_threads: int) -> str:
     """The kernel's CUDA source over a column's bucket lists (an index scan): a lane an entry of the
     buckets the plan chose, the indexed column's value from its bucket and low bits (read in list order),
@@ -333,7 +354,7 @@ def list_source(spec: KernelSpec, index: IndexKernel, block_threads: int) -> str
     others = [i for i in spec.predicate_slots if i != k]
     values = [i for i in spec.value_slots if i not in spec.predicate_slots and i != k]
     low = f" + (long long){'__ldg(lows + e)' if index.low_bytes else '0'}"
-    body += ["    u64 reads = 0;  // sectors read in place: each column's metadata and word at a row",
+    body += ["    u64 reads = 0;  // sectors read in place: each column's word at a row (its frames' metadata in device memory)",
              "    for (long long w = first_frame(); 32 * w < entries; w += frame_stride()) {  // a warp 32 entries",
              "        const long long e = 32 * w + lane_id();",
              "        const bool listed = e < entries;",
@@ -348,7 +369,7 @@ def list_source(spec: KernelSpec, index: IndexKernel, block_threads: int) -> str
     if spec.groups == 1:
         body += ["        if (sel) {"]
         body += [f"            const long long v{i} = value_at(frame_of(w{i}, m{i}, 0, f), s, f{i});" for i in values]
-        body += [f"            reads += {2 * len(values)};" if values else "", "            rows_selected += 1;"]
+        body += [f"            reads += {len(values)};" if values else "", "            rows_selected += 1;"]
         body += [f"            {_accumulate(a, j)}" for j, a in enumerate(spec.accumulators)]
         body += ["        }"]
         body = [b for b in body if b]
@@ -356,7 +377,7 @@ def list_source(spec: KernelSpec, index: IndexKernel, block_threads: int) -> str
         body += ["        const unsigned selected = __ballot_sync(FULL_MASK, sel);",
                  "        if (selected) {  // the warp's selected entries added to their groups together"]
         body += [f"            const long long v{i} = sel ? value_at(frame_of(w{i}, m{i}, 0, f), s, f{i}) : 0;" for i in values]
-        body += [f"            reads += sel ? {2 * len(values)} : 0;" if values else ""]
+        body += [f"            reads += sel ? {len(values)} : 0;" if values else ""]
         body += _grouped_add(spec)
         body += ["        }"]
         body = [b for b in body if b]

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from gquery.encodings import FRAME_ROWS, PAD_WORDS
-from gquery.gpu.fusedplan import FusedPlan, TablePlan
+from gquery.errors import GqueryError
+from gquery.gpu.fusedplan import SECTOR, FusedPlan, TablePlan
+from gquery.plan import MAPPED_MODES
 from gquery.gpu import codegen, kernels
 from gquery.gpu.timeline import Timeline
 from gquery.host import host_threads
@@ -27,13 +29,15 @@ from gquery.table import read_all
 BLOCK_THREADS = 128  # 4 warps: a warp a frame
 MIN_BLOCKS_PER_SM = 4  # the generated kernels fit 128 registers without spills
 COUNTER_WORDS = 2  # a table's: values read in place, frames whose metadata was read in place
-SECTOR = 32  # the smallest read a GPU load makes of host memory
 IMAGES_KEPT = 64  # shapes whose accumulators' initial words a runner keeps (100,000 groups: 2.4 MB each)
 
 
-def fused_build(spec: codegen.KernelSpec, index: codegen.IndexKernel | None = None) -> kernels.Build:
-    """The frame loop's build, or the index scan's (`index`: the slot it walks and its low bits' bytes)."""
-    code = codegen.source(spec, BLOCK_THREADS) if index is None else codegen.list_source(spec, index, BLOCK_THREADS)
+def fused_build(spec: codegen.KernelSpec, index: codegen.IndexKernel | None = None,
+                sliced: codegen.SlicedKernel | None = None) -> kernels.Build:
+    """The frame loop's build (`sliced`: a predicate column it reads by its top byte), or the index scan's
+    (`index`: the slot it walks and its low bits' bytes)."""
+    code = (codegen.source(spec, BLOCK_THREADS, sliced) if index is None
+            else codegen.list_source(spec, index, BLOCK_THREADS))
     return kernels.build("fused", code=code.replace(f"__launch_bounds__({BLOCK_THREADS})",
                                                    f"__launch_bounds__({BLOCK_THREADS}, {MIN_BLOCKS_PER_SM})"))
 
@@ -44,7 +48,7 @@ def index_kernel(scan) -> codegen.IndexKernel:
 
 def plan_builds(plan: FusedPlan) -> list[kernels.Build]:
     """The kernels a run of the plan launches: the frame loop's, and each index scan's."""
-    found = [fused_build(plan.spec)]
+    found = [fused_build(plan.spec, sliced=plan.sliced_kernel)]
     for tp in plan.tables:
         if tp.index is not None and (b := fused_build(plan.spec, index_kernel(tp.index))) not in found:
             found.append(b)
@@ -99,18 +103,19 @@ class FusedRunner:
 
     def __init__(self, engine):
         self.engine = engine
-        self._functions: dict = {}  # (spec, index) → (the prepared function, blocks of one wave)
+        self._functions: dict = {}  # (spec, index, sliced) → (the prepared function, blocks of one wave)
         self._images: dict = {}  # (spec, tables) → the accumulators' initial words
 
-    def _compiled(self, spec: codegen.KernelSpec, index: codegen.IndexKernel | None):
+    def _compiled(self, spec: codegen.KernelSpec, index: codegen.IndexKernel | None,
+                  sliced: codegen.SlicedKernel | None = None):
         """Looked up by the shape itself: its source is generated (0.1 ms) only the first time."""
-        found = self._functions.get((spec, index))
+        found = self._functions.get((spec, index, sliced))
         if found is None:
-            f = kernels.function(fused_build(spec, index), "fused" if index is None else "fused_list")
+            f = kernels.function(fused_build(spec, index, sliced), "fused" if index is None else "fused_list")
             constants = "".join("Pq" if j in spec.set_slots else "q" for j in range(spec.constants))
-            columns = "PPqq" * len(spec.columns) + constants + "q" * len(spec.group_slots)
-            f.prepare(columns + ("PqqPqP" if index is None else "PPPiqqqPqP"))
-            found = self._functions[(spec, index)] = (
+            columns = "".join("PPqqqqqq" if sliced is not None and i == sliced.slot else "PPqq" for i in range(len(spec.columns)))
+            f.prepare(columns + constants + "q" * len(spec.group_slots) + ("PqqPqP" if index is None else "PPPiqqqPqP"))
+            found = self._functions[(spec, index, sliced)] = (
                 f, self.engine.device.sm_count * max(1, kernels.blocks_per_sm(f, BLOCK_THREADS)))
         return found
 
@@ -125,12 +130,13 @@ class FusedRunner:
             found = self._images[(spec, tables)] = np.tile(image, tables)
         return found
 
-    def function(self, spec: codegen.KernelSpec, index: codegen.IndexKernel | None = None):
-        return self._compiled(spec, index)[0]
+    def function(self, spec: codegen.KernelSpec, index: codegen.IndexKernel | None = None,
+                 sliced: codegen.SlicedKernel | None = None):
+        return self._compiled(spec, index, sliced)[0]
 
-    def wave(self, spec, index: codegen.IndexKernel | None = None) -> int:
+    def wave(self, spec, index: codegen.IndexKernel | None = None, sliced: codegen.SlicedKernel | None = None) -> int:
         """Blocks of one wave: what the GPU holds of this kernel at once."""
-        return self._compiled(spec, index)[1]
+        return self._compiled(spec, index, sliced)[1]
 
     def close(self) -> None:
         self._functions.clear()
@@ -149,17 +155,27 @@ class FusedRunner:
         eng = self.engine
         memory, cuda = eng.memory, eng._cuda
         spec = plan.spec
-        fn = self.function(spec)
-        wave = self.wave(spec)  # once a run: each chunk's launch is queued with no more host work than it needs
+        fn = self.function(spec, sliced=plan.sliced_kernel)
+        wave = self.wave(spec, sliced=plan.sliced_kernel)  # once a run: each chunk's launch is queued with no more host work than it needs
         t_setup = time.perf_counter()
         tables = [tp.table for tp in plan.tables]
         for t in tables:
             memory.hold(t)
         used = [_used(spec, tp, plan.mode) for tp in plan.tables]  # a table whose frames are all ruled out reads none
-        read_all([tp.table.columns[c] for tp, cols in zip(plan.tables, used) for c in cols], "packed")
+        by_top = [tp.sliced.column if tp.sliced is not None and tp.index is None else None for tp in plan.tables]
+        read_all([tp.table.columns[c] for tp, cols, top in zip(plan.tables, used, by_top) for c in cols if c != top], "packed")
         sources = {}  # (table index, column, buffer) → host array (mapped where it can be) or device allocation
         for i, tp in enumerate(plan.tables):
             for c in used[i]:
+                if c == by_top[i]:  # its top bytes (shipped or read in place) and low bits (read in place)
+                    sliced = tp.table.columns[c].get("sliced")
+                    if (sliced.reference, sliced.bucket) != (tp.sliced.reference, tp.sliced.bucket):
+                        raise GqueryError(f"column {c}'s top bytes disagree with its zone maps (reference "
+                                          f"{sliced.reference}, bucket {sliced.bucket}); rebuild the store")
+                    for b, array in (("top", sliced.top), ("low", sliced.low)):
+                        if array is not None:
+                            sources[(i, c, b)] = self.engine._host_buffer(tp.table, (c, "sliced", b), array, plan.mode)
+                    continue
                 for b in ("meta", "words"):
                     sources[(i, c, b)] = (self._device(tp.table, c, b) if plan.mode == "resident"
                                           else self._host(tp.table, c, b, plan.mode))
@@ -178,11 +194,16 @@ class FusedRunner:
         chunks = [(i, ch) for i, tp in enumerate(plan.tables) if tp.index is None for ch in tp.chunks]
         slots = 3 if any(ch.streamed for _, ch in chunks) else 1
         # each streamed column's words of each chunk, found once (the loop that queues the chunks reuses them)
-        spans = [{c: plan.tables[i].table.columns[c].get("packed").frame_words(ch.first, ch.end) for c in ch.streamed}
+        # (a column read by its top byte: its rows' bytes)
+        spans = [{c: (FRAME_ROWS * ch.first, FRAME_ROWS * ch.end) if c == by_top[i] else
+                  plan.tables[i].table.columns[c].get("packed").frame_words(ch.first, ch.end) for c in ch.streamed}
                  for i, ch in chunks]
         need: dict = {}
         for (i, ch), span in zip(chunks, spans):
             for c, (w0, w1) in span.items():
+                if c == by_top[i]:
+                    need[(c, "top")] = max(need.get((c, "top"), 0), w1 - w0)
+                    continue
                 need[(c, "words")] = max(need.get((c, "words"), 0), 4 * (w1 - w0 + PAD_WORDS) + 64)
                 need[(c, "meta")] = max(need.get((c, "meta"), 0), 16 * ch.frames)
         if slots > 1:
@@ -242,6 +263,9 @@ class FusedRunner:
             table = tp.table
             parts = {}
             for c, (w0, w1) in spans[n].items():
+                if c == by_top[i]:
+                    parts[(c, "top")] = sources[(i, c, "top")][w0:w1]
+                    continue
                 parts[(c, "words")] = sources[(i, c, "words")][w0:w1]
                 parts[(c, "meta")] = sources[(i, c, "meta")][2 * ch.first:2 * ch.end]
             if stage_bufs:  # pageable: host threads copy the chunk into a pinned buffer first
@@ -270,11 +294,21 @@ class FusedRunner:
                 stream.wait_for_event(copied)
             args = []
             for c in spec.columns:
+                if c == by_top[i]:  # sliced_value's arguments: top bytes and low bits from the chunk's first row
+                    row = FRAME_ROWS * ch.first
+                    top = (0 if ch.always else int(ring[slot][(c, "top")]) if c in ch.streamed
+                           else memory.mapped_pointer(sources[(i, c, "top")][row:]))
+                    low = sources.get((i, c, "low"))
+                    low = 0 if ch.always or low is None else memory.mapped_pointer(low[row:])
+                    args += [top, low, tp.sliced.reference, tp.sliced.bucket, *tp.sliced.mask_words]
+                    continue
                 if c in ch.streamed:
                     args += [int(ring[slot][(c, "words")]), int(ring[slot][(c, "meta")]), spans[n][c][0]]
                 elif c in ch.zero_copy or (plan.mode != "resident" and c in _needed(spec, ch)):
-                    words, meta = sources[(i, c, "words")], sources[(i, c, "meta")]
-                    args += [memory.mapped_pointer(words), memory.mapped_pointer(meta[2 * ch.first:]), 0]
+                    # words read in place; the frames' metadata from device memory where the host's can be read in place
+                    meta = (int(self._device(table, c, "meta")) + 16 * ch.first if plan.mode in MAPPED_MODES
+                            else memory.mapped_pointer(sources[(i, c, "meta")][2 * ch.first:]))
+                    args += [memory.mapped_pointer(sources[(i, c, "words")]), meta, 0]
                 elif plan.mode == "resident":
                     args += [int(sources[(i, c, "words")]), int(sources[(i, c, "meta")]) + 16 * ch.first, 0]
                 else:  # a predicate column a chunk that passes whole never reads
@@ -299,8 +333,8 @@ class FusedRunner:
             for c in spec.columns:
                 if c == ix.column:
                     args += [0, 0, 0]  # its value comes from the lists
-                else:
-                    args += [memory.mapped_pointer(sources[(i, c, "words")]), memory.mapped_pointer(sources[(i, c, "meta")]), 0]
+                else:  # its words read in place at each row, its frames' metadata from device memory (copied once)
+                    args += [memory.mapped_pointer(sources[(i, c, "words")]), int(self._device(tp.table, c, "meta")), 0]
                 args.append(tp.table.columns[c].zone_buffers()[2])
             ids = sources[(i, ix.column, "ids")][ix.first:ix.end]
             low = sources.get((i, ix.column, "low"))
@@ -334,7 +368,8 @@ class FusedRunner:
         total_ms = done.time_since(tl.start)
         selected = sum(int(run.counts.sum()) for run in runs)
         zero_bytes = (SECTOR * sum(r.values_in_place + r.frames_in_place for r in runs) + list_bytes
-                      + sum(ch.tested_in_place for _, ch in chunks))  # a tested frame's predicate words, read whole
+                      + sum(ch.tested_in_place for _, ch in chunks)  # a tested frame's predicate words, read whole
+                      + sum(int(SECTOR * tp.sliced.low_rows) for tp, top in zip(plan.tables, by_top) if top))  # estimated
         logical = sum(tp.table.logical_bytes(spec.columns) for tp in plan.tables)
         profile = Profile(plan.mode, plan.rows, logical, h2d_bytes, total_ms, tl.intervals(), setup_ms, None,
                           encoding="fused", zero_copy_bytes=zero_bytes,

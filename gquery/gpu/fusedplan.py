@@ -13,12 +13,17 @@ tested frames alone where those are few; a value column (an aggregate's or a gro
 place when the rows a chunk selects would cost fewer bytes of the link that way than its frames
 copied whole, else shipped in bulk with the chunk.
 
+A predicate column that also keeps its top byte a row (the `sliced` encoding: buckets as below) may be
+read by it in the frame loop: a byte a row crosses the link instead of its packed bits, and only the
+rows of the buckets the predicate leaves undecided read their low bits, in place (`sliced_value`).
+
 A table whose predicate column carries bucket lists (the `indexed` encoding: its rows listed bucket
 after bucket, 256 buckets of equal ranges of its values) may instead be scanned by index: only the
 entries of the buckets the predicate's range on that column can touch are read, in list order, and
 every other column is read in place at each entry's row. The planner weighs the two by the bytes
 each reads over the link (a byte still on disk weighed COLD_READ_WEIGHT where reading it is part of
-the answer's time) and keeps the cheaper, per table. Every choice has its reason in `reasons`, and
+the answer's time) and keeps the cheapest: the column packed or by its top byte for every table's frames
+(one kernel), then frames or index per table. Every choice has its reason in `reasons`, and
 --explain prints them with the generated kernel.
 """
 
@@ -32,9 +37,9 @@ import numpy as np
 
 from gquery.encodings import FRAME_ROWS, TOP_BITS, frame_words, packed_bytes, slice_geometry
 from gquery.errors import UsageError
-from gquery.gpu.codegen import KernelSpec, NotOnGpu, kernel_spec
+from gquery.gpu.codegen import KernelSpec, NotOnGpu, SlicedKernel, kernel_spec
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
-from gquery.prune import ALWAYS, CHECK, NEVER, classify, frame_zones, lower, narrowed
+from gquery.prune import ALWAYS, CHECK, NEVER, classify, decided_buckets, frame_zones, lower, narrowed
 from gquery.query import Query
 
 # Two touched runs become one chunk when the ruled-out frames between them cost the link less than a
@@ -63,9 +68,13 @@ IN_PLACE_FRAME_WEIGHT, IN_PLACE_META_BYTES = 1.2, 64
 # about 5 GB/s against 55 GB/s copied (H100 host, scripts/first_answer_profile.py). Weighed only for runs
 # without warm-up, where reading it is part of the answer's time.
 COLD_READ_WEIGHT = 10
-IN_PLACE_READS = 2  # a column's value at a row read in place: its frame's metadata, then its word
+# A column's value at a listed row is one read in place, its word: its frames' metadata (16 B a frame) are
+# copied to device memory once a table. Measured on H200 at SF 10, l_suppkey < 1000 as generated: with the
+# metadata read in place too (two reads a value) the index scan took 2.09 ms.
+IN_PLACE_READS = 1
 INDEX_MODES = MAPPED_MODES  # where a kernel can read a listed row's columns in place
-SCANS = ("auto", "frames", "index")
+SCANS = ("auto", "frames", "sliced", "index")
+SECTOR = 32  # the smallest read a GPU load makes of host memory (a row's low bits read in place)
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,31 @@ class IndexScan:
 
 
 @dataclass(frozen=True)
+class SlicedScan:
+    """A table's predicate column read by its top byte a row in the frame loop: value = reference + bucket x
+    top + low, where `undecided` (a bit a bucket) marks the buckets whose rows the predicate needs exactly
+    (their low bits read in place); every other bucket's first value decides its rows (prune.decided_buckets)."""
+
+    column: str
+    slot: int
+    reference: int
+    bucket: int
+    low_bytes: int
+    undecided: int  # 256 bits
+    low_rows: float  # rows estimated to read their low bits
+
+    @property
+    def kernel(self) -> SlicedKernel:
+        return SlicedKernel(self.slot, self.low_bytes)
+
+    @property
+    def mask_words(self) -> tuple[int, ...]:
+        """The undecided mask as four signed 64-bit kernel arguments, bucket t at bit t % 64 of word t // 64."""
+        words = [(self.undecided >> (64 * k)) & (2**64 - 1) for k in range(4)]
+        return tuple(w - 2**64 if w >= 2**63 else w for w in words)
+
+
+@dataclass(frozen=True)
 class Chunk:
     first: int  # first frame
     end: int  # one past the last
@@ -129,6 +163,7 @@ class TablePlan:
     zero_copy_bytes: int  # estimated reads in place
     index_option: IndexOption | None = None  # the index scan the planner may choose instead of the chunks
     index: IndexScan | None = None  # chosen (FusedPlan.choose): the table is scanned by its lists, not its chunks
+    sliced: SlicedScan | None = None  # its frames read this predicate column by its top byte
 
     @property
     def rows(self) -> int:
@@ -138,6 +173,12 @@ class TablePlan:
     def link_bytes(self) -> float:
         """What the chosen scan reads over the link, estimated."""
         return self.index_option.link_bytes if self.index is not None else self.stream_bytes + self.zero_copy_bytes
+
+    @property
+    def scan(self) -> str:
+        """How the table is read: by its lists (index), its frames with a column by its top byte (sliced), or
+        its frames (frames)."""
+        return "index" if self.index is not None else "sliced" if self.sliced is not None else "frames"
 
     def counts(self) -> dict[str, int]:
         return {name: int(np.count_nonzero(self.classes == c)) for name, c in (("never", NEVER), ("check", CHECK), ("always", ALWAYS))}
@@ -152,64 +193,102 @@ class FusedPlan:
     reasons: list[str]
     block_threads: int = 128
     encoding: str = "fused"
-    scan_note: str = ""  # why the tables with an index option are scanned as they are (FusedPlan.choose)
+    scan_note: str = ""  # why the tables are scanned as they are (FusedPlan.choose): a line a choice
     shared_groups: bool = False  # every table's groups counted from one base: they add into one table of words
+    by_top: list | None = None  # each table's plan with a predicate column read by its top byte (SlicedScan), or None
 
     def choose(self, runs: int | None = None, scan: str = "auto") -> "FusedPlan":
-        """Each table with an index option scanned by index or by frames, whichever reads fewer bytes over the
-        link: warm (`runs` None), or over `runs` runs without warm-up, a byte still on disk (the lists, or the
-        columns' words) weighed COLD_READ_WEIGHT, as a renter buys once the rent paid would have bought it.
-        (Weighing one cold run alone chose the frames for ever: their bytes were read by then, the lists never.)
-        `scan`: auto, or "frames" / "index" wherever a table can be scanned so (tests and benchmarks)."""
+        """The scans that read fewest bytes over the link: first the frame loop's predicate column packed or by
+        its top byte (one kernel for every table), then each table with an index option by index or by
+        frames. Warm (`runs` None), or over `runs` runs without warm-up, a byte still on disk (the lists, the
+        top bytes, the columns' words) weighed COLD_READ_WEIGHT, as a renter buys once the rent paid would have
+        bought it. (Weighing one cold run alone chose the frames for ever: their bytes were read by then, the
+        lists never.) `scan`: auto, or "frames" (packed) / "sliced" / "index" wherever a table can be scanned so
+        (tests and benchmarks)."""
         if scan not in SCANS:
             raise UsageError(f"scan must be one of {', '.join(SCANS)}, got {scan!r}")
-        options = [tp for tp in self.tables if tp.index_option is not None]
-        if not options:
-            return self
+        plan = self._choose_top(runs, scan)
+        options = [tp for tp in plan.tables if tp.index_option is not None]
+        if not options or scan in ("frames", "sliced"):
+            return plan
         frames_cost = index_cost = 0.0
         chosen = {}
         for tp in options:
-            frames, index = self._costs(tp, runs)
+            frames, index = plan._costs(tp, runs)
             by_index = scan == "index" or (scan == "auto" and index < frames)
-            chosen[id(tp)] = _index_scan(tp, self.spec) if by_index else None
+            chosen[id(tp)] = _index_scan(tp, plan.spec) if by_index else None
             frames_cost, index_cost = frames_cost + frames, index_cost + index
-        tables = [dataclasses.replace(tp, index=chosen[id(tp)]) if id(tp) in chosen else tp for tp in self.tables]
+        tables = [dataclasses.replace(tp, index=chosen[id(tp)]) if id(tp) in chosen else tp for tp in plan.tables]
         by_index = sum(1 for v in chosen.values() if v is not None)
         column = options[0].index_option.column
         per = (f" for {runs} run{'s' * (runs > 1)}, a byte still on disk weighed as {COLD_READ_WEIGHT} read over the link"
                if runs is not None else "")
         note = (f"{by_index} of {len(options)} table(s) scanned by the index on {column}: about {index_cost / 1e6:,.1f} MB "
                 f"to read by index against {frames_cost / 1e6:,.1f} MB by frames{per}")
-        return dataclasses.replace(self, tables=tables, scan_note=note)
+        return dataclasses.replace(plan, tables=tables, scan_note="\n".join(filter(None, (plan.scan_note, note))))
+
+    def _choose_top(self, runs: int | None, scan: str) -> "FusedPlan":
+        """The frame loop's tables with the predicate column packed (as planned) or read by its top byte."""
+        if self.by_top is None or scan in ("frames", "index"):
+            return self
+        packed = sum(self._frames_cost(tp, runs) for tp in self.tables)
+        top = sum(self._frames_cost(tp, runs) for tp in self.by_top)
+        if scan == "auto" and packed <= top:
+            return self
+        sliced = self.by_top[0].sliced
+        per = f" for {runs} run{'s' * (runs > 1)}, a byte on disk weighed {COLD_READ_WEIGHT}" if runs is not None else ""
+        note = (f"the frames read {sliced.column} by its top byte (a byte a row; low bits in place for about "
+                f"{sum(tp.sliced.low_rows for tp in self.by_top):,.0f} rows of the buckets the predicate leaves undecided): "
+                f"about {top / 1e6:,.1f} MB against {packed / 1e6:,.1f} MB packed{per}")
+        return dataclasses.replace(self, tables=self.by_top, by_top=None, scan_note=note)
+
+    def _frames_cost(self, tp: "TablePlan", runs: int | None) -> float:
+        """Bytes a table's frames read over the link: a warm run's, or over `runs` runs with what is still on
+        disk weighed COLD_READ_WEIGHT (the top bytes and low bits of a sliced column, the others' words)."""
+        bytes_ = tp.stream_bytes + tp.zero_copy_bytes
+        if runs is None:
+            return bytes_
+        columns = tp.table.columns
+        cold = sum(columns[c].cold_bytes("sliced" if tp.sliced is not None and c == tp.sliced.column else "packed")
+                   for c in _frame_columns(self.spec, tp))
+        return bytes_ * runs + COLD_READ_WEIGHT * cold
 
     def _costs(self, tp: "TablePlan", runs: int | None) -> tuple[float, float]:
         """(bytes by frames, bytes by index) of a table with an index option: a warm run's (`runs` None),
         or over `runs` runs, a byte still on disk weighed COLD_READ_WEIGHT."""
         opt = tp.index_option
-        frames, index = tp.stream_bytes + tp.zero_copy_bytes, opt.link_bytes
+        frames, index = self._frames_cost(tp, runs), opt.link_bytes
         if runs is not None:
             columns = tp.table.columns
-            frames = frames * runs + COLD_READ_WEIGHT * sum(columns[c].cold_bytes("packed") for c in _frame_columns(self.spec, tp))
             index = index * runs + COLD_READ_WEIGHT * (columns[opt.column].cold_bytes("indexed") +
                                                        sum(columns[c].cold_bytes("packed") for c in _index_columns(self.spec, opt)))
         return frames, index
 
-    def lists_worth_reading(self) -> list:
-        """The columns whose lists a warm run would scan by index (the lists read, FusedPlan.choose without
-        runs) where this plan scans by frames, found from the estimates alone (no list read): a table kept
-        open reads them in the background (answer.gpu_plan), so later calls scan by index without any call
-        waiting for the lists on disk."""
-        out = []
-        for tp in self.tables:
-            if tp.index_option is not None and tp.index is None:
-                frames, index = self._costs(tp, None)
-                if index < frames:
-                    out.append(tp.table.columns[tp.index_option.column])
-        return out
+    def worth_reading(self) -> list[tuple]:
+        """(column, encoding) a warm run would scan by where this plan does not, found from the estimates
+        alone (nothing read): a column's top bytes (`sliced`) or its lists (`indexed`). A table kept open
+        reads them in the background (answer.gpu_plan), so later calls scan by them without any call
+        waiting for the disk."""
+        tables = self.tables
+        if self.by_top is not None and (sum(self._frames_cost(tp, None) for tp in self.by_top)
+                                        < sum(self._frames_cost(tp, None) for tp in self.tables)):
+            tables = self.by_top  # a warm run reads the frames' predicate column by its top byte
+        by_index = [tp.index is not None or (tp.index_option is not None and
+                                             tp.index_option.link_bytes < self._frames_cost(tp, None)) for tp in tables]
+        out = [(tp.table.columns[tp.index_option.column], "indexed") for tp, ix in zip(tables, by_index)
+               if ix and tp.index is None]
+        return out + [(tp.table.columns[tp.sliced.column], "sliced") for tp, ix in zip(tables, by_index)
+                      if tables is self.by_top and not ix]  # the frames a warm run scans, by their top bytes
+
+    @property
+    def sliced_kernel(self) -> SlicedKernel | None:
+        """The frame loop's sliced column, where its tables read one by its top byte."""
+        found = next((tp.sliced for tp in self.tables if tp.sliced is not None), None)
+        return None if found is None else found.kernel
 
     @property
     def why(self) -> list[str]:
-        return [*self.reasons, *([self.scan_note] if self.scan_note else [])]
+        return [*self.reasons, *(self.scan_note.split("\n") if self.scan_note else [])]
 
     @property
     def rows(self) -> int:
@@ -255,6 +334,11 @@ class FusedPlan:
             out.append(("transfer", f"{len(chunks)} chunk(s) of contiguous frames copied on one stream: "
                                     f"{', '.join(streamed)} ({sum(t.stream_bytes for t in by_frames) / 1e6:,.1f} MB)"))
         pred = ", ".join(self.spec.columns[i] for i in self.spec.predicate_slots) or "none"
+        sliced = [t.sliced for t in by_frames if t.sliced is not None]
+        if sliced:
+            undecided = max(bin(x.undecided).count("1") for x in sliced)
+            pred += (f" ({sliced[0].column} by its top byte, a byte a row: {undecided} of 256 buckets leave the predicate "
+                     f"undecided, their rows' low bits read in place)")
         values = ", ".join(self.spec.columns[i] for i in self.spec.value_slots) or "none"
         out.append(("decode-and-scan", f"fused kernel, a warp a frame: predicate on {pred}; then, only for frames with a "
                                        f"selected row, {values} of the selected rows"))
@@ -286,6 +370,7 @@ class FusedPlan:
                 "stream_bytes": sum(t.stream_bytes for t in self.tables),
                 "zero_copy_bytes_estimate": sum(t.zero_copy_bytes for t in self.tables),
                 "index_scans": [{"column": t.index.column, "entries": t.index.entries} for t in self.tables if t.index],
+                "by_top_byte": sorted({t.sliced.column for t in self.tables if t.sliced is not None and t.index is None}),
                 "steps": [list(s) for s in self.steps()], "reasons": self.why}
 
 
@@ -364,8 +449,15 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     target = chunk_frames or min(MAX_CHUNK_FRAMES, max(MIN_CHUNK_FRAMES, math.ceil(touched / CHUNKS_PER_QUERY)))
     table_plans = [_chunks(t, query, spec, mode, classes, selected, constants, bases, target)
                    for t, classes, selected, constants, bases in classified]
+    by_top = None
+    sliced = _sliced_scans(spec, classified, lowered, mode)
+    if sliced is not None:
+        by_top = [_chunks(t, query, spec, mode, classes, selected, constants, bases, target, s)
+                  for (t, classes, selected, constants, bases), s in zip(classified, sliced)]
     if mode in INDEX_MODES:
-        table_plans = [dataclasses.replace(tp, index_option=_index_option(tp, spec, r)) for tp, r in zip(table_plans, selectable)]
+        options = [_index_option(tp, spec, r) for tp, r in zip(table_plans, selectable)]
+        table_plans = [dataclasses.replace(tp, index_option=o) for tp, o in zip(table_plans, options)]
+        by_top = by_top and [dataclasses.replace(tp, index_option=o) for tp, o in zip(by_top, options)]
     if mode in MAPPED_MODES:
         reasons.append(f"value columns read in place when a chunk's selected rows x {ZERO_COPY_READ_BYTES} B a column "
                        f"cost less than its frames copied whole")
@@ -374,7 +466,36 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     if any(t.sorted_by for t in tables):
         reasons.append(f"the rows are clustered by {tables[0].sorted_by}: its zone maps are narrow, so a range on it "
                        f"rules out most frames")
-    return FusedPlan(query, mode, spec, table_plans, reasons, shared_groups=shared is not None)
+    return FusedPlan(query, mode, spec, table_plans, reasons, shared_groups=shared is not None, by_top=by_top)
+
+
+def _sliced_scans(spec: KernelSpec, classified: list, lowered: list, mode: str) -> list | None:
+    """Each table's SlicedScan of the one predicate column the frame loop could read by its top byte: a
+    column the predicate alone reads (no aggregate or group needs its exact values), whose top bytes every
+    table holds or can read, with low bits of one width (one kernel); found from the zone maps alone, the
+    buckets as the encoding cuts them (encodings.slice_geometry). None where no column can be."""
+    if mode not in INDEX_MODES:  # the low bits of undecided rows are read in place
+        return None
+    for i in spec.predicate_slots:
+        c = spec.columns[i]
+        if i in spec.value_slots or not all(t.columns[c].has("sliced") and t.rows for t, *_ in classified):
+            continue
+        scans = []
+        for (t, classes, *_), low in zip(classified, lowered):
+            lo, hi = t.columns[c].range()
+            bucket, _, dtype = slice_geometry(hi - lo)
+            # each bucket's values, clipped to the column's range (no bucket past it holds a row)
+            firsts = [min(lo + bucket * t, hi) for t in range(1 << TOP_BITS)]
+            lasts = [min(lo + bucket * (t + 1) - 1, hi) for t in range(1 << TOP_BITS)]
+            undecided = (~decided_buckets(low, c, np.array(firsts, np.int64), np.array(lasts, np.int64))
+                         if dtype is not None else np.zeros(1 << TOP_BITS, bool))  # a bucket of one value decides itself
+            share = min(1.0, int(undecided.sum()) * bucket / (hi - lo + 1))  # of the values, spread evenly
+            mask = sum(1 << int(t) for t in np.flatnonzero(undecided))
+            scans.append(SlicedScan(c, i, lo, bucket, 0 if dtype is None else np.dtype(dtype).itemsize, mask,
+                                    share * FRAME_ROWS * int(np.count_nonzero(classes == CHECK))))
+        if len({s.low_bytes for s in scans}) == 1:
+            return scans
+    return None
 
 
 def _shared_bases(query: Query, tables: list, selectable: list, steps: tuple, cards: tuple) -> tuple | None:
@@ -453,15 +574,32 @@ def _index_scan(tp: TablePlan, spec: KernelSpec) -> IndexScan | None:
 
 
 def _chunks(table, query: Query, spec: KernelSpec, mode: str, classes: np.ndarray, selected: np.ndarray,
-            constants: tuple, bases: tuple, target: int) -> TablePlan:
+            constants: tuple, bases: tuple, target: int, sliced: SlicedScan | None = None) -> TablePlan:
     """One table's chunks: its touched runs cut into pieces of about `target` frames, of equal size
-    within a run (a run of 1.1 targets is two chunks of 0.55, not one whole and a sliver)."""
+    within a run (a run of 1.1 targets is two chunks of 0.55, not one whole and a sliver). `sliced`: a
+    predicate column read by its top byte, a byte a row, instead of its packed frames."""
     touched = classes != NEVER
     predicate = [spec.columns[i] for i in spec.predicate_slots]
     values = [spec.columns[i] for i in spec.value_slots]
     # sized from the frame metadata the zone maps came with: no column's words are read to plan
     meta = {c: table.columns[c].zone_buffers()[0] for c in spec.columns} if mode != "resident" else {}
-    shipped = sum(packed_bytes(meta[c]) for c in predicate if c in meta) / max(len(classes), 1)  # a gap frame's bytes
+    by_top = sliced.column if sliced is not None else None
+
+    def bulk_bytes(c: str, first: int, end: int) -> int:
+        """A column's bytes for frames [first, end) copied whole: its words and metadata, or its top bytes."""
+        if c == by_top:
+            return FRAME_ROWS * (end - first)
+        w0, w1 = frame_words(meta[c], first, end)
+        return 4 * (w1 - w0) + META_BYTES * (end - first)
+
+    def tested_bytes(c: str, tested: np.ndarray) -> int:
+        """A predicate column's bytes for the tested frames alone, read in place."""
+        if c == by_top:
+            return FRAME_ROWS * len(tested)
+        return 128 * int((meta[c][tested, 1] & 0xFF).sum()) + META_BYTES * len(tested)
+
+    shipped = sum(FRAME_ROWS * len(classes) if c == by_top else packed_bytes(meta[c])
+                  for c in predicate if c in meta) / max(len(classes), 1)  # a gap frame's bytes
     # (resident: nothing is shipped, so every run is one: ruled-out frames are skipped by their class)
     runs = _runs(touched, int(GAP_BYTES / shipped) if shipped else len(classes))
     # a stretch that passes whole is split off where its predicate bytes pay for a chunk (resident: one
@@ -480,10 +618,9 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, classes: np.ndarra
                 for c in need:
                     if mode == "resident":
                         continue
-                    w0, w1 = frame_words(meta[c], first, end)
-                    bulk = 4 * (w1 - w0) + META_BYTES * (end - first)
+                    bulk = bulk_bytes(c, first, end)
                     if c in predicate and not whole and mode in MAPPED_MODES and c not in values:
-                        in_place = 128 * int((meta[c][tested, 1] & 0xFF).sum()) + META_BYTES * len(tested)
+                        in_place = tested_bytes(c, tested)
                         if in_place * IN_PLACE_FRAME_WEIGHT + IN_PLACE_META_BYTES * len(tested) < bulk:
                             zero.append(c)
                             zero_bytes += in_place
@@ -501,7 +638,10 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, classes: np.ndarra
                         streamed.append(c)
                         stream_bytes += bulk
                 chunks.append(Chunk(first, end, whole, tuple(streamed), tuple(zero), picked, tested_in_place))
-    return TablePlan(table, constants, bases, classes, tuple(chunks), float(selected.sum()), stream_bytes, zero_bytes)
+    if sliced is not None:  # the undecided rows' low bits, a sector each
+        zero_bytes += int(sliced.low_rows * SECTOR)
+    return TablePlan(table, constants, bases, classes, tuple(chunks), float(selected.sum()), stream_bytes, zero_bytes,
+                     sliced=sliced)
 
 
 __all__ = ["FusedPlan", "TablePlan", "Chunk", "IndexOption", "IndexScan", "plan_fused", "NotOnGpu"]

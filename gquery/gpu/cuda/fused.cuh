@@ -5,6 +5,8 @@
 //   frame_of   a column's frame: its reference, its first word, its width (one broadcast load)
 //   value_at   slot s of a frame: reference + its bits, times the column's common factor
 //   frame_rows the rows of a frame (the table's last frame may be short)
+//   sliced_value a predicate column read by its top byte a row (the sliced encoding), its low bits only
+//              where the byte's bucket leaves the predicate undecided
 // Accumulators: a block keeps WORDS words a group in shared memory (a row count, 128-bit sums as two
 // words, min and max as one); FUSED_BEGIN sets them to INITIAL, the generated epilogue adds them to
 // the table's words in global memory with 128-bit atomic adds (carries kept) and 64-bit atomic min/max.
@@ -46,6 +48,21 @@ __device__ __forceinline__ Frame frame_of(const unsigned* words, const longlong2
 
 __device__ __forceinline__ long long value_at(const Frame& fr, unsigned slot, long long factor) {
     return (long long)((u64)fr.reference + extract_bits(fr.words, slot * fr.width, fr.width)) * factor;
+}
+
+// A predicate column sliced (encodings.Sliced): value = reference + bucket x top byte + low bits. Where the
+// plan proved every atom on the column constant over a whole bucket (bit t of `undecided` clear), the
+// bucket's first value stands for the row's own, so only rows of undecided buckets read their low bits
+// (in place, a sector each): the column crosses the link at a byte a row. `row`: from the chunk's first row.
+template <typename Low>
+__device__ __forceinline__ long long sliced_value(const unsigned char* top, const Low* low, long long reference,
+                                                  long long bucket, u64 u0, u64 u1, u64 u2, u64 u3, long long row,
+                                                  bool valid) {
+    const unsigned t = __ldg(top + row);
+    const u64 word = t < 128 ? (t < 64 ? u0 : u1) : (t < 192 ? u2 : u3);
+    long long v = reference + bucket * (long long)t;
+    if (valid && (word >> (t & 63) & 1)) v += (long long)__ldg(low + row);
+    return v;
 }
 
 // The index scan (codegen.list_source): a column's rows listed bucket after bucket, buckets of equal ranges of
