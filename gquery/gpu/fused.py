@@ -30,6 +30,7 @@ BLOCK_THREADS = 128  # 4 warps: a warp a frame
 MIN_BLOCKS_PER_SM = 4  # the generated kernels fit 128 registers without spills
 COUNTER_WORDS = 2  # a table's: values read in place, frames whose metadata was read in place
 IMAGES_KEPT = 64  # shapes whose accumulators' initial words a runner keeps (100,000 groups: 2.4 MB each)
+META_KEPT_BYTES = 1 << 30  # columns' frame metadata a runner keeps in device memory for reads in place (SF 1000: 94 MB a column)
 
 
 def fused_build(spec: codegen.KernelSpec, index: codegen.IndexKernel | None = None,
@@ -105,6 +106,7 @@ class FusedRunner:
         self.engine = engine
         self._functions: dict = {}  # (spec, index, sliced) → (the prepared function, blocks of one wave)
         self._images: dict = {}  # (spec, tables) → the accumulators' initial words
+        self._metas: dict = {}  # id of a column's host metadata → (that array, its device copy), oldest first
 
     def _compiled(self, spec: codegen.KernelSpec, index: codegen.IndexKernel | None,
                   sliced: codegen.SlicedKernel | None = None):
@@ -141,6 +143,7 @@ class FusedRunner:
     def close(self) -> None:
         self._functions.clear()
         self._images.clear()
+        self._metas.clear()
 
     # --- where each column's bytes are -----------------------------------------------------------
     def _host(self, table, column: str, buffer: str, mode: str) -> np.ndarray:
@@ -150,6 +153,23 @@ class FusedRunner:
     def _device(self, table, column: str, buffer: str):
         array = table.columns[column].get("packed").buffers()[buffer].reshape(-1)
         return self.engine._resident(table, (column, "fused", buffer), array)
+
+    def _device_metas(self, wanted: dict) -> dict:
+        """{key: device address of a column's frame metadata} for `wanted` {key: (table, column)}: the
+        metadata (16 B a frame) of columns whose words kernels read in place, copied to the device once and
+        kept by the runner, not the table (a table dropped on a thread without the context must hold no
+        device memory); past META_KEPT_BYTES the oldest this run does not read are let go (a run's kernels
+        are done before the next run starts)."""
+        arrays = {k: t.columns[c].get("packed").buffers()["meta"].reshape(-1) for k, (t, c) in wanted.items()}
+        for a in arrays.values():
+            found = self._metas.pop(id(a), None)
+            self._metas[id(a)] = found if found is not None and found[0] is a else (a, self.engine.memory.upload(a))
+        used, total = {id(a) for a in arrays.values()}, sum(a.nbytes for a, _ in self._metas.values())
+        for k in [k for k in self._metas if k not in used]:
+            if total <= META_KEPT_BYTES:
+                break
+            total -= self._metas.pop(k)[0].nbytes
+        return {k: int(self._metas[id(a)][1]) for k, a in arrays.items()}
 
     def run(self, plan: FusedPlan) -> FusedRun:
         eng = self.engine
@@ -185,6 +205,11 @@ class FusedRunner:
                     if array is not None:
                         sources[(i, tp.index.column, b)] = self.engine._host_buffer(
                             tp.table, (tp.index.column, "indexed", b), array, plan.mode)
+        # the columns whose words a kernel reads in place: their frames' metadata from device memory
+        in_place = {(i, c): (tp.table, c) for i, tp in enumerate(plan.tables) if plan.mode in MAPPED_MODES
+                    for c in used[i] if c != by_top[i] and (tp.index is not None or any(
+                        c in ch.zero_copy or (c in _needed(spec, ch) and c not in ch.streamed) for ch in tp.chunks))}
+        device_meta = self._device_metas(in_place)
         if plan.mode == "resident":
             cuda.Context.synchronize()  # uploads done before the query's clock starts
         setup_ms = (time.perf_counter() - t_setup) * 1e3
@@ -306,7 +331,7 @@ class FusedRunner:
                     args += [int(ring[slot][(c, "words")]), int(ring[slot][(c, "meta")]), spans[n][c][0]]
                 elif c in ch.zero_copy or (plan.mode != "resident" and c in _needed(spec, ch)):
                     # words read in place; the frames' metadata from device memory where the host's can be read in place
-                    meta = (int(self._device(table, c, "meta")) + 16 * ch.first if plan.mode in MAPPED_MODES
+                    meta = (device_meta[(i, c)] + 16 * ch.first if (i, c) in device_meta
                             else memory.mapped_pointer(sources[(i, c, "meta")][2 * ch.first:]))
                     args += [memory.mapped_pointer(sources[(i, c, "words")]), meta, 0]
                 elif plan.mode == "resident":
@@ -334,7 +359,7 @@ class FusedRunner:
                 if c == ix.column:
                     args += [0, 0, 0]  # its value comes from the lists
                 else:  # its words read in place at each row, its frames' metadata from device memory (copied once)
-                    args += [memory.mapped_pointer(sources[(i, c, "words")]), int(self._device(tp.table, c, "meta")), 0]
+                    args += [memory.mapped_pointer(sources[(i, c, "words")]), device_meta[(i, c)], 0]
                 args.append(tp.table.columns[c].zone_buffers()[2])
             ids = sources[(i, ix.column, "ids")][ix.first:ix.end]
             low = sources.get((i, ix.column, "low"))
