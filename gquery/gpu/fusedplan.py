@@ -196,6 +196,7 @@ class FusedPlan:
     scan_note: str = ""  # why the tables are scanned as they are (FusedPlan.choose): a line a choice
     shared_groups: bool = False  # every table's groups counted from one base: they add into one table of words
     by_top: list | None = None  # each table's plan with a predicate column read by its top byte (SlicedScan), or None
+    _warm: dict = field(default_factory=dict, repr=False, compare=False)  # scan → choose()'s plan once nothing is cold
 
     def choose(self, runs: int | None = None, scan: str = "auto") -> "FusedPlan":
         """The scans that read fewest bytes over the link: first the frame loop's predicate column packed or by
@@ -207,6 +208,28 @@ class FusedPlan:
         (tests and benchmarks)."""
         if scan not in SCANS:
             raise UsageError(f"scan must be one of {', '.join(SCANS)}, got {scan!r}")
+        if runs is not None and not self._cold():
+            runs = None  # nothing left on disk: every cost is its warm bytes times the runs, so warm choices
+        if runs is None and scan in self._warm:
+            return self._warm[scan]  # a repeated text on a kept table: chosen once
+        chosen = self._chosen(runs, scan)
+        if runs is None:
+            self._warm[scan] = chosen
+        return chosen
+
+    def _cold(self) -> bool:
+        """Whether any scan of the plan would still read something from disk."""
+        for tps in (self.tables, self.by_top or ()):
+            for tp in tps:
+                columns = tp.table.columns
+                if any(columns[c].cold_bytes("sliced" if tp.sliced is not None and c == tp.sliced.column else "packed")
+                       for c in _frame_columns(self.spec, tp)):
+                    return True
+                if tp.index_option is not None and columns[tp.index_option.column].cold_bytes("indexed"):
+                    return True
+        return False
+
+    def _chosen(self, runs: int | None, scan: str) -> "FusedPlan":
         plan = self._choose_top(runs, scan)
         options = [tp for tp in plan.tables if tp.index_option is not None]
         if not options or scan in ("frames", "sliced"):
