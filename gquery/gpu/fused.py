@@ -48,12 +48,26 @@ def index_kernel(scan) -> codegen.IndexKernel:
 
 
 def plan_builds(plan: FusedPlan) -> list[kernels.Build]:
-    """The kernels a run of the plan launches: the frame loop's, and each index scan's."""
-    found = [fused_build(plan.spec, sliced=plan.sliced_kernel)]
+    """The kernels a run of the plan launches: the frame loop's (where a table is scanned by frames), and
+    each index scan's."""
+    frames = any(tp.index is None and tp.chunks for tp in plan.tables)
+    found = [fused_build(plan.spec, sliced=plan.sliced_kernel)] if frames else []
     for tp in plan.tables:
         if tp.index is not None and (b := fused_build(plan.spec, index_kernel(tp.index))) not in found:
             found.append(b)
     return found
+
+
+def possible_builds(plan: FusedPlan) -> list[kernels.Build]:
+    """Every kernel a plan before its choice (plan_fused's) may launch once chosen, whatever it weighs then:
+    the frame loop packed and by a column's top byte, and each index scan, its low bits' bytes as the
+    lists are built."""
+    found = [fused_build(plan.spec)]
+    tops = {tp.sliced.kernel for tp in plan.by_top or () if tp.sliced is not None}
+    lists = {codegen.IndexKernel(tp.index_option.slot, tp.index_option.low_bytes) for tp in plan.tables
+             if tp.index_option is not None}
+    return found + [fused_build(plan.spec, sliced=k) for k in sorted(tops, key=repr)] + \
+        [fused_build(plan.spec, k) for k in sorted(lists, key=repr)]
 
 
 def compile_plan(plan: FusedPlan, arch: str) -> None:
@@ -106,7 +120,7 @@ class FusedRunner:
         self.engine = engine
         self._functions: dict = {}  # (spec, index, sliced) → (the prepared function, blocks of one wave)
         self._images: dict = {}  # (spec, tables) → the accumulators' initial words
-        self._metas: dict = {}  # id of a column's host metadata → (that array, its device copy), oldest first
+        self._metas: dict = {}  # (address, bytes) of a column's host metadata → (a view of it, its device copy), oldest first
 
     def _compiled(self, spec: codegen.KernelSpec, index: codegen.IndexKernel | None,
                   sliced: codegen.SlicedKernel | None = None):
@@ -161,22 +175,27 @@ class FusedRunner:
         device memory); past META_KEPT_BYTES the oldest this run does not read are let go (a run's kernels
         are done before the next run starts)."""
         arrays = {k: t.columns[c].get("packed").buffers()["meta"].reshape(-1) for k, (t, c) in wanted.items()}
-        for a in arrays.values():
-            found = self._metas.pop(id(a), None)
-            self._metas[id(a)] = found if found is not None and found[0] is a else (a, self.engine.memory.upload(a))
-        used, total = {id(a) for a in arrays.values()}, sum(a.nbytes for a, _ in self._metas.values())
+        # keyed by where the host bytes lie (a new view of them each call): the kept view holds them, so the
+        # address is not reused while kept
+        where = {k: (a.__array_interface__["data"][0], a.nbytes) for k, a in arrays.items()}
+        for k, a in arrays.items():
+            found = self._metas.pop(where[k], None)
+            self._metas[where[k]] = found or (a, self.engine.memory.upload(a))
+        used = set(where.values())
+        total = sum(a.nbytes for a, _ in self._metas.values())
         for k in [k for k in self._metas if k not in used]:
             if total <= META_KEPT_BYTES:
                 break
             total -= self._metas.pop(k)[0].nbytes
-        return {k: int(self._metas[id(a)][1]) for k, a in arrays.items()}
+        return {k: int(self._metas[where[k]][1]) for k in arrays}
 
     def run(self, plan: FusedPlan) -> FusedRun:
         eng = self.engine
         memory, cuda = eng.memory, eng._cuda
         spec = plan.spec
-        fn = self.function(spec, sliced=plan.sliced_kernel)
-        wave = self.wave(spec, sliced=plan.sliced_kernel)  # once a run: each chunk's launch is queued with no more host work than it needs
+        if any(tp.index is None and tp.chunks for tp in plan.tables):  # the frame loop (compiled where the plan was made)
+            fn = self.function(spec, sliced=plan.sliced_kernel)
+            wave = self.wave(spec, sliced=plan.sliced_kernel)  # once a run: each chunk's launch is queued with no more host work than it needs
         t_setup = time.perf_counter()
         tables = [tp.table for tp in plan.tables]
         for t in tables:
