@@ -280,7 +280,7 @@ def gpu_plan(query: Query, data, sm_count: int, mode: str = "pinned", repeat: in
     a repeated text is not planned again. `scan`: auto (the planner's choice), or frames / index where a
     table can be scanned so. `arch` given: a plan made anew has its kernels compiled here too, off the
     GPU's thread (gpu.fused.compile_plan)."""
-    from gquery.gpu.fused import compile_plan
+    from gquery.gpu.fused import compile_plan, plan_builds, possible_builds
     from gquery.gpu.fusedplan import plan_fused
 
     t0 = time.perf_counter()
@@ -298,7 +298,26 @@ def gpu_plan(query: Query, data, sm_count: int, mode: str = "pinned", repeat: in
         compile_plan(plan, arch)
     if new and plans is not None and not one_shot and scan == "auto":
         _read_in_background(plan.worth_reading())
+        if arch is not None:  # what a later choice of a kept plan may launch, compiled before it is asked for
+            _compile_in_background([b for b in possible_builds(kept[0]) if b not in plan_builds(plan)], arch)
     return plan, (time.perf_counter() - t0) * 1e3
+
+
+def _compile_in_background(builds: list, arch: str) -> None:
+    """Compile kernels a kept plan may launch once its choice changes (the lists read, say), on a thread of
+    its own: no query waits for them, and the GPU's thread finds them compiled (kernels.cubin). A compile
+    that fails is left for the run that needs it to report."""
+    from gquery.gpu import kernels
+
+    def run() -> None:
+        for b in builds:
+            try:
+                kernels.cubin(b, arch)
+            except Exception:  # noqa: BLE001 (the run that launches it compiles it again and says why)
+                pass
+
+    if builds:
+        threading.Thread(target=run, name="gquery-compile-ahead", daemon=True).start()
 
 
 _reading: set = set()  # (column, encoding) a thread is reading now

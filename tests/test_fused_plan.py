@@ -564,8 +564,15 @@ def test_a_dense_range_reads_the_key_by_its_top_byte_and_a_sparse_one_by_index()
     assert bin(s.undecided).count("1") == 1  # only the bucket that holds 3,000 reads low bits
     assert by_top.sliced_kernel == codegen.SlicedKernel(0, 1) and "by its top byte" in by_top.describe()
     assert by_top.to_dict()["by_top_byte"] == ["k"]
-    sparse = plan_fused(query(Compare("<", col("k"), Literal(30, INTEGER)), total(PRODUCT)), [t], "pinned", 132).choose()
+    unchosen = plan_fused(query(Compare("<", col("k"), Literal(30, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
+    sparse = unchosen.choose()
     assert sparse.tables[0].index is not None
+    # what either plan may launch once chosen, compiled ahead (answer.gpu_plan): packed, by top byte, by index
+    from gquery.gpu.fused import plan_builds, possible_builds
+
+    for plan, chosen in ((unchosen, sparse), (dense, by_top), (dense, packed)):
+        builds = possible_builds(plan)
+        assert len(builds) == 3 and all(b in builds for b in plan_builds(chosen))
     # the key's values are read exactly where an aggregate or a group needs them; and never without mapped memory
     for q in (query(Compare("<", col("k"), Literal(3_000, INTEGER)), total(col("k"))),
               query(Compare("<", col("k"), Literal(3_000, INTEGER)), total(PRODUCT), group_by=(col("k"),))):

@@ -77,6 +77,43 @@ def test_a_cache_that_cannot_be_written_is_said_once_and_kernels_still_compile(t
     assert len(said) == 1 and said[0].startswith(f"gquery: the kernel cache {blocked / 'kernels'} cannot be written"), said
 
 
+def test_a_build_two_threads_ask_for_at_once_is_compiled_once(tmp_path, monkeypatch):
+    """A kernel compiled ahead on a thread of its own serves the GPU's thread asking meanwhile: the second
+    asker waits for the first compile; a compile that fails is tried again by the asker, who raises."""
+    import threading
+    import time
+
+    monkeypatch.setenv("GQUERY_KERNEL_CACHE", str(tmp_path / "kernels"))
+    kernels._cubins.clear()
+    calls = []
+
+    def slow(b, arch, which, included, options):
+        calls.append(b)
+        time.sleep(0.3)
+        return b"\x7fELF compiled"
+
+    monkeypatch.setattr(kernels, "_compile", slow)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(kernels.cubin(TINY, "sm_90"))) for _ in range(3)]
+    for t in threads:
+        t.start()
+        time.sleep(0.05)
+    for t in threads:
+        t.join()
+    assert got == [b"\x7fELF compiled"] * 3 and len(calls) == 1
+
+    def broken(b, arch, which, included, options):
+        calls.append(b)
+        raise kernels.GqueryError("no compiler here")
+
+    kernels._cubins.clear()
+    monkeypatch.setattr(kernels, "_compile", broken)
+    other = kernels.build("tiny2", code=TINY.code + "// another\n")
+    with pytest.raises(kernels.GqueryError, match="no compiler here"):
+        kernels.cubin(other, "sm_90")
+    assert not kernels._compiling
+
+
 def test_the_compiler_is_nvrtc_where_installed_unless_asked_otherwise(monkeypatch):
     monkeypatch.delenv("GQUERY_COMPILER", raising=False)
     assert kernels.compiler() == ("nvcc" if nvrtc.library() is None else "nvrtc")

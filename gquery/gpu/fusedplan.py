@@ -86,6 +86,8 @@ class IndexOption:
     values: tuple[int, int]  # the column's values a selected row can have (prune.narrowed)
     entries: float  # estimated entries of the buckets those values fall in
     link_bytes: float  # list entries read in order, and the columns read in place at their rows
+    slot: int = 0  # the column's kernel slot
+    low_bytes: int = 0  # bytes of a listed value's low bits, as the lists are built (slice_geometry)
 
 
 @dataclass(frozen=True)
@@ -306,7 +308,7 @@ class FusedPlan:
     @property
     def sliced_kernel(self) -> SlicedKernel | None:
         """The frame loop's sliced column, where its tables read one by its top byte."""
-        found = next((tp.sliced for tp in self.tables if tp.sliced is not None), None)
+        found = next((tp.sliced for tp in self.tables if tp.sliced is not None and tp.index is None), None)
         return None if found is None else found.kernel
 
     @property
@@ -578,7 +580,7 @@ def _index_option(tp: TablePlan, spec: KernelSpec, selectable: dict) -> IndexOpt
         link = (entries * (4 + low_bytes) + entries * IN_PLACE_READS * ZERO_COPY_READ_BYTES * len(others)
                 + tp.selected * IN_PLACE_READS * ZERO_COPY_READ_BYTES * len(values))
         if best is None or link < best.link_bytes:
-            best = IndexOption(c, selectable[c], entries, link)
+            best = IndexOption(c, selectable[c], entries, link, i, low_bytes)
     return best
 
 

@@ -128,19 +128,39 @@ def _warm_compiler() -> None:
 
 _cubins: dict = {}
 _cubins_lock = threading.Lock()
+_compiling: dict = {}  # (build, arch, compiler) → an Event set when the thread compiling it is done
 
 
 def cubin(b: Build, arch: str) -> bytes:
     """A build's machine code for `arch`, compiled once: kept in memory (a compile on a query's own
     thread serves the GPU's thread), and on disk keyed by its source, the headers it includes (read
     now, so an edited header is a new key), its options, the architecture and the compiler, so a new
-    process loads it in milliseconds. Two threads asking for one new build may both compile it: the
-    same bytes, written whole by each."""
+    process loads it in milliseconds. A thread asking for a build another is compiling waits for that
+    compile (a kernel compiled ahead on a thread of its own serves the GPU's thread)."""
     which = compiler()
     key = (b, arch, which)
     found = _cubins.get(key)
     if found is not None:
         return found
+    with _cubins_lock:
+        other = _compiling.get(key)
+        if other is None:
+            _compiling[key] = mine = threading.Event()
+    if other is not None:
+        other.wait()
+        found = _cubins.get(key)
+        if found is not None:
+            return found
+        return cubin(b, arch)  # the other compile failed: this thread tries, and raises its error
+    try:
+        return _cubin(b, arch, which, key)
+    finally:
+        with _cubins_lock:
+            _compiling.pop(key, None)
+        mine.set()
+
+
+def _cubin(b: Build, arch: str, which: str, key: tuple) -> bytes:
     included = headers()
     options = b.nvrtc_options(arch) if which == "nvrtc" else b.nvcc_options()
     digest = hashlib.sha256("\0".join([b.text(), *included.values(), *options, arch, _compiler_id(which)]).encode()).hexdigest()
