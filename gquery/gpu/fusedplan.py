@@ -198,7 +198,8 @@ class FusedPlan:
     scan_note: str = ""  # why the tables are scanned as they are (FusedPlan.choose): a line a choice
     shared_groups: bool = False  # every table's groups counted from one base: they add into one table of words
     by_top: list | None = None  # each table's plan with a predicate column read by its top byte (SlicedScan), or None
-    _warm: dict = field(default_factory=dict, repr=False, compare=False)  # scan → choose()'s plan once nothing is cold
+    # scan → choose()'s plan where it reads nothing from disk (a plan of its own: dataclasses.replace makes a new one)
+    _warm: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def choose(self, runs: int | None = None, scan: str = "auto") -> "FusedPlan":
         """The scans that read fewest bytes over the link: first the frame loop's predicate column packed or by
@@ -210,47 +211,65 @@ class FusedPlan:
         (tests and benchmarks)."""
         if scan not in SCANS:
             raise UsageError(f"scan must be one of {', '.join(SCANS)}, got {scan!r}")
-        if runs is not None and not self._cold():
-            runs = None  # nothing left on disk: every cost is its warm bytes times the runs, so warm choices
-        if runs is None and scan in self._warm:
-            return self._warm[scan]  # a repeated text on a kept table: chosen once
-        chosen = self._chosen(runs, scan)
+        cached = self._warm.get(scan)
+        if cached is not None and (runs is None or not self._reads_disk(cached, [tp.index is not None for tp in cached.tables])):
+            return cached  # a repeated text on a kept table: chosen once
+        # where the warm choice reads nothing from disk, every run count chooses it (its costs are its warm bytes
+        # times the runs, every other scan's at least theirs): chosen warm, and kept
+        if runs is not None and not self._reads_disk(*self._decide(None, scan)):
+            runs = None
+        plan, by_index = self._decide(runs, scan)
+        chosen = plan._with_index_scans(by_index, runs, scan)
+        for tp in chosen.tables:  # top bytes still on disk read here, on the asking thread (not the GPU's)
+            if tp.sliced is not None and tp.index is None:
+                tp.table.columns[tp.sliced.column].get("sliced")
         if runs is None:
             self._warm[scan] = chosen
         return chosen
 
-    def _cold(self) -> bool:
-        """Whether any scan of the plan would still read something from disk."""
-        for tps in (self.tables, self.by_top or ()):
-            for tp in tps:
-                columns = tp.table.columns
-                if any(columns[c].cold_bytes("sliced" if tp.sliced is not None and c == tp.sliced.column else "packed")
-                       for c in _frame_columns(self.spec, tp)):
+    def _reads_disk(self, plan: "FusedPlan", by_index: list[bool]) -> bool:
+        """Whether a choice (a plan's tables, each by index or by frames) still reads something from disk."""
+        for tp, ix in zip(plan.tables, by_index):
+            columns = tp.table.columns
+            if ix:
+                opt = tp.index_option
+                if columns[opt.column].cold_bytes("indexed") or any(
+                        columns[c].cold_bytes("packed") for c in _index_columns(self.spec, opt)):
                     return True
-                if tp.index_option is not None and columns[tp.index_option.column].cold_bytes("indexed"):
-                    return True
+            elif any(columns[c].cold_bytes("sliced" if tp.sliced is not None and c == tp.sliced.column else "packed")
+                     for c in _frame_columns(self.spec, tp)):
+                return True
         return False
 
-    def _chosen(self, runs: int | None, scan: str) -> "FusedPlan":
+    def _decide(self, runs: int | None, scan: str) -> tuple["FusedPlan", list[bool]]:
+        """The frames packed or by top byte, then for each table whether by index: weighed, nothing read."""
         plan = self._choose_top(runs, scan)
-        options = [tp for tp in plan.tables if tp.index_option is not None]
+        by_index = []
+        for tp in plan.tables:
+            if tp.index_option is None or scan in ("frames", "sliced"):
+                by_index.append(False)
+            else:
+                frames, index = plan._costs(tp, runs)
+                by_index.append(scan == "index" or (scan == "auto" and index < frames))
+        return plan, by_index
+
+    def _with_index_scans(self, by_index: list[bool], runs: int | None, scan: str) -> "FusedPlan":
+        """This plan with the tables chosen to be scanned by index given their index scans (the lists read), and
+        the reason."""
+        options = [tp for tp in self.tables if tp.index_option is not None]
         if not options or scan in ("frames", "sliced"):
-            return plan
-        frames_cost = index_cost = 0.0
-        chosen = {}
-        for tp in options:
-            frames, index = plan._costs(tp, runs)
-            by_index = scan == "index" or (scan == "auto" and index < frames)
-            chosen[id(tp)] = _index_scan(tp, plan.spec) if by_index else None
-            frames_cost, index_cost = frames_cost + frames, index_cost + index
-        tables = [dataclasses.replace(tp, index=chosen[id(tp)]) if id(tp) in chosen else tp for tp in plan.tables]
-        by_index = sum(1 for v in chosen.values() if v is not None)
+            return self
+        costs = [self._costs(tp, runs) for tp in options]
+        tables = [dataclasses.replace(tp, index=_index_scan(tp, self.spec) if ix else None) if tp.index_option is not None
+                  else tp for tp, ix in zip(self.tables, by_index)]
+        chosen = sum(1 for tp in tables if tp.index is not None)
         column = options[0].index_option.column
         per = (f" for {runs} run{'s' * (runs > 1)}, a byte still on disk weighed as {COLD_READ_WEIGHT} read over the link"
                if runs is not None else "")
-        note = (f"{by_index} of {len(options)} table(s) scanned by the index on {column}: about {index_cost / 1e6:,.1f} MB "
-                f"to read by index against {frames_cost / 1e6:,.1f} MB by frames{per}")
-        return dataclasses.replace(plan, tables=tables, scan_note="\n".join(filter(None, (plan.scan_note, note))))
+        note = (f"{chosen} of {len(options)} table(s) scanned by the index on {column}: about "
+                f"{sum(i for _, i in costs) / 1e6:,.1f} MB to read by index against {sum(f for f, _ in costs) / 1e6:,.1f} MB "
+                f"by frames{per}")
+        return dataclasses.replace(self, tables=tables, scan_note="\n".join(filter(None, (self.scan_note, note))))
 
     def _choose_top(self, runs: int | None, scan: str) -> "FusedPlan":
         """The frame loop's tables with the predicate column packed (as planned) or read by its top byte."""
