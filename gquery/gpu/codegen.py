@@ -242,6 +242,15 @@ def accumulator_index(query: Query, spec: KernelSpec) -> list[int | None]:
 
 # a sliced or listed column's low bits, by their bytes
 LOW_TYPES = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "unsigned long long"}
+# Entries a lane of the list loop takes at once where a query has no groups: their rows, then their values,
+# read in place together (the reads wait on the link, not on each other)
+LIST_UNROLL = 4
+
+
+def list_unroll(spec: KernelSpec) -> int:
+    """Entries a lane of the list loop takes a step: LIST_UNROLL without groups, else one (the warp adds
+    its entries to their groups together, a step at a time)."""
+    return LIST_UNROLL if spec.groups == 1 else 1
 
 
 @dataclass(frozen=True)
@@ -354,33 +363,56 @@ def list_source(spec: KernelSpec, index: IndexKernel, block_threads: int) -> str
     others = [i for i in spec.predicate_slots if i != k]
     values = [i for i in spec.value_slots if i not in spec.predicate_slots and i != k]
     low = f" + (long long){'__ldg(lows + e)' if index.low_bytes else '0'}"
+    unroll = list_unroll(spec)
+    at_once = spec.groups == 1  # the entries' values are read after every entry's predicate: no frame needed here
+
+    def entry(pad: str, e: str) -> list[str]:
+        """One entry's row, the indexed value, the other predicate columns read in place, and `sel`."""
+        out = [f"{pad}const long long e = {e};",
+               f"{pad}const bool listed = e < entries;",
+               f"{pad}const long long row = listed ? (long long)__ldg(ids + e) : 0;",
+               f"{pad}const long long v{k} = listed ? first_value + bucket * bucket_of(bucket_start, buckets, e)"
+               f"{low if index.low_bytes else ''} : 0;"]
+        if others or not at_once:  # the row's frame and slot, for the columns read in place here
+            out += [f"{pad}const long long f = row >> 10;  // its frame, and its slot in it",
+                    f"{pad}const unsigned s = (unsigned)(row & (FRAME_ROWS - 1));"]
+        out += [f"{pad}const long long v{i} = listed ? value_at(frame_of(w{i}, m{i}, 0, f), s, f{i}) : 0;" for i in others]
+        out += [f"{pad}reads += listed ? {len(others)} : 0;"] if others else []
+        return out + [f"{pad}const bool sel = listed && {spec.predicate or 'true'};"]
+
     body += ["    u64 reads = 0;  // sectors read in place: each column's word at a row (its frames' metadata in device memory)",
-             "    for (long long w = first_frame(); 32 * w < entries; w += frame_stride()) {  // a warp 32 entries",
-             "        const long long e = 32 * w + lane_id();",
-             "        const bool listed = e < entries;",
-             "        const long long row = listed ? (long long)__ldg(ids + e) : 0;",
-             f"        const long long v{k} = listed ? first_value + bucket * bucket_of(bucket_start, buckets, e){low if index.low_bytes else ''} : 0;",
-             "        const long long f = row >> 10;  // its frame, and its slot in it",
-             "        const unsigned s = (unsigned)(row & (FRAME_ROWS - 1));"]
-    body += [f"        const long long v{i} = listed ? value_at(frame_of(w{i}, m{i}, 0, f), s, f{i}) : 0;" for i in others]
-    body += [f"        reads += listed ? {2 * len(others)} : 0;" if others else "",
-             f"        const bool sel = listed && {spec.predicate or 'true'};"]
-    body = [b for b in body if b]
-    if spec.groups == 1:
-        body += ["        if (sel) {"]
-        body += [f"            const long long v{i} = value_at(frame_of(w{i}, m{i}, 0, f), s, f{i});" for i in values]
-        body += [f"            reads += {len(values)};" if values else "", "            rows_selected += 1;"]
-        body += [f"            {_accumulate(a, j)}" for j, a in enumerate(spec.accumulators)]
+             f"    for (long long w = first_frame(); {32 * unroll} * w < entries; w += frame_stride()) {{  // a warp "
+             f"{32 * unroll} entries"]
+    if spec.groups == 1:  # each lane `unroll` entries at once: their reads in flight together, then added up
+        pad = " " * 12
+        kept = [i for i in spec.value_slots if i == k or i in others]  # predicate columns an aggregate reads too
+        body += [f"        long long row_[{unroll}];", f"        bool sel_[{unroll}];"]
+        body += [f"        long long x{i}_[{unroll}];" for i in kept]
+        body += ["#pragma unroll", f"        for (int u = 0; u < {unroll}; ++u) {{"]
+        body += entry(pad, f"32 * ({unroll} * w + u) + lane_id()")
+        body += [f"{pad}row_[u] = row;", f"{pad}sel_[u] = sel;"] + [f"{pad}x{i}_[u] = v{i};" for i in kept]
         body += ["        }"]
-        body = [b for b in body if b]
+        body += [f"        long long x{i}_[{unroll}];" for i in values]
+        if values:
+            body += ["#pragma unroll", f"        for (int u = 0; u < {unroll}; ++u) {{  // every selected entry's values at once",
+                     f"{pad}const long long f = row_[u] >> 10;",
+                     f"{pad}const unsigned s = (unsigned)(row_[u] & (FRAME_ROWS - 1));"]
+            body += [f"{pad}x{i}_[u] = sel_[u] ? value_at(frame_of(w{i}, m{i}, 0, f), s, f{i}) : 0;" for i in values]
+            body += ["        }"]
+        body += ["#pragma unroll", f"        for (int u = 0; u < {unroll}; ++u) {{", f"{pad}if (!sel_[u]) continue;"]
+        body += [f"{pad}const long long v{i} = x{i}_[u];" for i in kept + values]
+        body += [f"{pad}reads += {len(values)};" if values else "", f"{pad}rows_selected += 1;"]
+        body += [f"{pad}{_accumulate(a, j)}" for j, a in enumerate(spec.accumulators)]
+        body += ["        }"]
     else:
+        body += entry(" " * 8, "32 * w + lane_id()")
         body += ["        const unsigned selected = __ballot_sync(FULL_MASK, sel);",
                  "        if (selected) {  // the warp's selected entries added to their groups together"]
         body += [f"            const long long v{i} = sel ? value_at(frame_of(w{i}, m{i}, 0, f), s, f{i}) : 0;" for i in values]
         body += [f"            reads += sel ? {len(values)} : 0;" if values else ""]
         body += _grouped_add(spec)
         body += ["        }"]
-        body = [b for b in body if b]
+    body = [b for b in body if b]
     body += ["    }"]
     # the list loop reads no frame whole: frames_read stays 0 (counted, so the compiler sees it used)
     return "\n".join(lines + body + _epilogue(spec, "count_in_place(in_place, reads, frames_read);")) + "\n"

@@ -388,7 +388,7 @@ class FusedRunner:
                      memory.mapped_pointer(starts[at:]), ix.bucket_end - ix.bucket_first, ix.first_value, ix.bucket,
                      ix.entries, table_words + 8 * COUNTER_WORDS, 1, table_words]
             list_bytes += ids.nbytes + (ix.entries * low.itemsize if low is not None else 0)
-            warps = -(-ix.entries // 32)
+            warps = -(-ix.entries // (32 * codegen.list_unroll(spec)))  # a warp's entries a step
             begin = tl.event(stream)
             self.function(spec, kernel).prepared_async_call(
                 (max(1, min(-(-warps // (BLOCK_THREADS // 32)), self.wave(spec, kernel))), 1, 1), (BLOCK_THREADS, 1, 1),
