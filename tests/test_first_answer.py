@@ -72,6 +72,10 @@ def test_a_kept_table_reads_the_lists_in_the_background_and_later_calls_scan_by_
     plans = {}
     first, _ = gpu_plan(query, opened, 132, warmup=False, plans=plans)
     assert first.tables[0].index is None and [(c.name, e) for c, e in first.worth_reading()] == [(KEY, "indexed")]
+    time.sleep(0.2)
+    assert key.cold_bytes("indexed")  # the lists wait for what the call itself reads, as its run reads it:
+    for c, e in first.reads():
+        c.get(e)
     deadline = time.monotonic() + 30
     while key.cold_bytes("indexed") and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -229,17 +229,25 @@ class FusedPlan:
 
     def _reads_disk(self, plan: "FusedPlan", by_index: list[bool]) -> bool:
         """Whether a choice (a plan's tables, each by index or by frames) still reads something from disk."""
+        return any(c.cold_bytes(e) for c, e in self._encodings_read(plan, by_index))
+
+    def _encodings_read(self, plan: "FusedPlan", by_index: list[bool]) -> list[tuple]:
+        """(column, encoding) a choice reads: a table by index its lists and the other columns' packed words, by
+        frames each column's packed words, or a sliced column's top bytes."""
+        out = []
         for tp, ix in zip(plan.tables, by_index):
             columns = tp.table.columns
             if ix:
                 opt = tp.index_option
-                if columns[opt.column].cold_bytes("indexed") or any(
-                        columns[c].cold_bytes("packed") for c in _index_columns(self.spec, opt)):
-                    return True
-            elif any(columns[c].cold_bytes("sliced" if tp.sliced is not None and c == tp.sliced.column else "packed")
-                     for c in _frame_columns(self.spec, tp)):
-                return True
-        return False
+                out += [(columns[opt.column], "indexed")] + [(columns[c], "packed") for c in _index_columns(self.spec, opt)]
+            else:
+                out += [(columns[c], "sliced" if tp.sliced is not None and c == tp.sliced.column else "packed")
+                        for c in _frame_columns(self.spec, tp)]
+        return out
+
+    def reads(self) -> list[tuple]:
+        """(column, encoding) this chosen plan's run reads."""
+        return self._encodings_read(self, [tp.index is not None for tp in self.tables])
 
     def _decide(self, runs: int | None, scan: str) -> tuple["FusedPlan", list[bool]]:
         """The frames packed or by top byte, then for each table whether by index: weighed, nothing read."""
