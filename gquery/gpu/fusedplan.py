@@ -68,10 +68,11 @@ IN_PLACE_FRAME_WEIGHT, IN_PLACE_META_BYTES = 1.2, 64
 # about 5 GB/s against 55 GB/s copied (H100 host, scripts/first_answer_profile.py). Weighed only for runs
 # without warm-up, where reading it is part of the answer's time.
 COLD_READ_WEIGHT = 10
-# A column's value at a listed row is one read in place, its word: its frames' metadata (16 B a frame) are
-# copied to device memory once a table. Measured on H200 at SF 10, l_suppkey < 1000 as generated: with the
-# metadata read in place too (two reads a value) the index scan took 2.09 ms.
-IN_PLACE_READS = 1
+# A column's value at a listed row is one read in place, its word (its frames' metadata, 16 B a frame, are
+# copied to device memory once a table), costing about 1.25 x ZERO_COPY_READ_BYTES of the link. Measured on
+# H200 at SF 10 as generated: l_suppkey < 1,000, 1.2 M values read in 1.68 ms (77 B a read at 55 GB/s);
+# l_suppkey < 3,000, 3.6 M in 5.7 ms (87 B), where the frames by the key's top byte took 4.3 ms.
+IN_PLACE_READS = 1.25
 INDEX_MODES = MAPPED_MODES  # where a kernel can read a listed row's columns in place
 SCANS = ("auto", "frames", "sliced", "index")
 SECTOR = 32  # the smallest read a GPU load makes of host memory (a row's low bits read in place)
