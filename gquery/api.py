@@ -117,9 +117,11 @@ class TableHandle:
         self._closed = False
         self._lock = threading.Lock()
         # what a repeated text reuses, for as long as the table is open (its data cannot change meanwhile):
-        # the parsed query by text, and the fused plans by query and mode (a windowed table's parts are
-        # opened afresh each query, so its plans are not kept)
+        # the parsed query by text, the parsed shape of texts that differ only in their literals, and the
+        # fused plans by query and mode (a windowed table's parts are opened afresh each query, so its plans
+        # are not kept)
         self._parsed: dict[str, object] = {}
+        self._shapes: dict[str, object] = {}
         self._plans: dict | None = {} if isinstance(data, Table) or data.tables is not None else None
 
     @property
@@ -180,7 +182,7 @@ class TableHandle:
             return answer.duckdb_answer(text, self.source, self.name, repeat)
         query = self._parsed.get(text) if isinstance(text, str) else None
         if query is None:
-            query = sql.parse(text, answer.schema_of(data), self.name)
+            query = sql.parse_shaped(text, answer.schema_of(data), self.name, self._shapes)
             if len(self._parsed) < PARSED_KEPT:
                 self._parsed[text] = query
         parsed = time.perf_counter()
@@ -254,6 +256,7 @@ class TableHandle:
                 return
             self._closed = True
         self._parsed.clear()
+        self._shapes.clear()
         self._plans = None
         close(self.data)
 

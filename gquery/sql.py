@@ -162,6 +162,61 @@ def parse_template(t: Template, text: str, spans: list[tuple[int, int]], schema:
     return _Binder(text, schema, table).query(bound)
 
 
+# --- a new text of a shape parsed before ---------------------------------------------------------------------
+# A text's literals, as sqlglot reads them: a typed literal or an interval whole, a string, a number; names,
+# quoted names and comments are passed over (a number inside a name is the name's)
+_TOKENS = re.compile(r"""(?ix)
+    (?P<literal> \b(?:date|timestamp)\s*'(?:[^']|'')*'
+      | \binterval\s+(?:'(?:[^']|'')*'|\d+)(?:\s+(?:year|month|day|hour|minute|second|week)s?\b)?
+      | '(?:[^']|'')*'
+      | (?<![\w.$])(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?(?![\w.]) )
+  | "(?:[^"]|"")*" | --[^\n]* | /\*.*?\*/ | [a-z_][\w$]*""", re.S)
+SHAPES_KEPT = 4096  # shapes a table keeps: texts of generated shapes must not grow it without bound
+
+
+def shape_of(text: str) -> tuple[str, list[tuple[int, int]]] | None:
+    """The text's shape (each literal written `?`) and where each literal lies in it: (start, length); None
+    where the text has a `?` or `$` of its own (a prepared statement's, a dollar-quoted string)."""
+    if not isinstance(text, str) or "?" in text or "$" in text:
+        return None
+    parts, spans, at = [], [], 0
+    for m in _TOKENS.finditer(text):
+        if m.group("literal") is not None:
+            parts += [text[at:m.start()], "?"]
+            spans.append((m.start(), m.end() - m.start()))
+            at = m.end()
+    return "".join(parts) + text[at:], spans
+
+
+def parse_shaped(text: str, schema: Schema, table: str, shapes: dict) -> Query:
+    """parse(text)'s Query, from the Template of its shape where a text of that shape was parsed before
+    (`shapes`: a table's, shape → Template, or None where the shape cannot serve): a new text of a known
+    shape binds its literals into the tree parsed once, as a prepared statement's run does (a third of a
+    parse). A shape is kept only where its first text's Query from the template equals parse's; a text the
+    template cannot bind is parsed, so its answer and its errors are parse's."""
+    found = shape_of(text)
+    if found is None:
+        return parse(text, schema, table)
+    shape, spans = found
+    kept = shapes.get(shape, ...)
+    if kept is ...:  # the first text of this shape: parsed, and its template tried against it
+        query = parse(text, schema, table)
+        t = template(shape)
+        try:
+            same = t is not None and parse_template(t, text, spans, schema, table) == query
+        except Exception:  # noqa: BLE001 (a template that cannot bind this text serves no text of its shape)
+            same = False
+        if len(shapes) < SHAPES_KEPT:
+            shapes[shape] = t if same else None
+        return query
+    if kept is not None:
+        try:
+            return parse_template(kept, text, spans, schema, table)
+        except Exception:  # noqa: BLE001 (parse says what is wrong with this text, in its own words)
+            pass
+    return parse(text, schema, table)
+
+
 def _moved_meta(node: exp.Expression, moved) -> None:
     meta = node.meta
     for key in ("start", "end"):

@@ -1,6 +1,7 @@
 """SQL text → Query: trees of the class, DuckDB's types, values and names, and one-line refusals."""
 
 import datetime
+import random
 import re
 
 import duckdb
@@ -376,3 +377,59 @@ def test_a_prepared_template_binds_to_the_query_its_bound_text_parses_to(schema,
     got = sql.parse_template(template, bound, spans, schema)
     assert got == want and [o.expr.type for o in got.outputs] == [o.expr.type for o in want.outputs], bound
     assert sql.template("SELECT COUNT(*) FROM lineitem WHERE l_suppkey < $1 AND l_suppkey > ?") is None
+
+
+# --- a new text of a known shape -------------------------------------------------------------------------
+def test_a_texts_shape_has_its_literals_written_as_question_marks():
+    from gquery.sql import shape_of
+
+    text = ("SELECT c1, 'it''s', \"col 2\" FROM t WHERE a < 1.5e3 AND b IN (1, 2, .5) -- 7\n"
+            "AND d = DATE '1995-01-01' - INTERVAL 2 MONTH ORDER BY 1 LIMIT 3")
+    shape, spans = shape_of(text)
+    assert shape == ("SELECT c1, ?, \"col 2\" FROM t WHERE a < ? AND b IN (?, ?, ?) -- 7\n"
+                     "AND d = ? - ? ORDER BY ? LIMIT ?")
+    assert [text[a:a + n] for a, n in spans] == ["'it''s'", "1.5e3", "1", "2", ".5", "DATE '1995-01-01'",
+                                                 "INTERVAL 2 MONTH", "1", "3"]
+    assert shape_of("SELECT ? FROM t") is None and shape_of("SELECT $1 FROM t") is None
+
+
+def _sibling(text: str, rng: random.Random) -> str:
+    """The text with each literal changed for another of its kind: a shape's next text."""
+    from gquery.sql import shape_of
+
+    shape, spans = shape_of(text)
+    out, at = [], 0
+    for start, length in spans:
+        lit = text[start:start + length]
+        if lit.startswith("'"):
+            new = rng.choice(["'A'", "'N'", "''", "'R'", "'1995-03-15'", "'x''y'", "'O'"])
+        elif lit[:1].lower() in "dti":  # DATE '…', TIMESTAMP '…', INTERVAL …: another of the same words
+            new = re.sub(r"\d", lambda m: str(rng.randrange(1, 9)), lit)
+        else:
+            new = re.sub(r"\d", lambda m: str(rng.randrange(10)), lit)
+        out += [text[at:start], new]
+        at = start + length
+    return "".join(out) + text[at:]
+
+
+def test_a_new_text_of_a_known_shape_is_the_query_its_parse_is(schema):
+    """parse_shaped against parse on random texts of the class and on siblings of each (its literals
+    changed): the same Query, or the same error; the template serves most shapes."""
+    from gquery.bench import querygen
+    from gquery.sql import parse_shaped, shape_of
+
+    shapes: dict = {}
+    served = 0
+    for k in range(250):
+        rng = random.Random(f"shape {k}")
+        text = querygen.query(rng)
+        for t in (text, _sibling(text, rng), _sibling(text, rng)):
+            try:
+                want = parse(t, schema)
+            except GqueryError as e:
+                with pytest.raises(type(e), match=re.escape(str(e))):
+                    parse_shaped(t, schema, "lineitem", shapes)
+                continue
+            assert parse_shaped(t, schema, "lineitem", shapes) == want, t
+        served += shapes.get(shape_of(text)[0]) is not None
+    assert served > 200, served
