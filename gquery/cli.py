@@ -23,7 +23,8 @@ from gquery.errors import GqueryError, Stopped, UsageError
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="A columnar GPU query engine for selection+aggregate SQL over parquet or .tbl tables (TPC-H's "
                        "Q6 and Q1, the mission's SUM(l_quantity*l_extendedprice) WHERE l_suppkey < Z, your own): one "
-                       "planner scans each table by its frames or a column's bucket lists into a generated kernel, "
+                       "planner scans each table by its frames (a column by its top byte where that reads less) or a "
+                       "column's bucket lists into a generated kernel, "
                        "and each answer is checked against DuckDB.")
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)  # pipes get whole tables
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -84,7 +85,7 @@ def encode(data: Path = typer.Option(..., "--data", help="A parquet/.tbl file or
            force: bool = typer.Option(False, "--force", help="Rebuild even when a whole, fresh store is there."),
            sort_by: Optional[str] = typer.Option(None, "--sort-by", help="Cluster the rows by this column (each part by itself): zone maps then skip the frames a range on it rules out."),
            columns: Optional[str] = typer.Option(None, "--columns", help="Store only these columns (comma-separated) [default: every column the engines can hold]."),
-           index: Optional[str] = typer.Option(None, "--index", help="The column that also keeps bucket lists, an index the planner scans a narrow range of it by, or none [default: l_suppkey where the data has it].")):
+           index: Optional[str] = typer.Option(None, "--index", help="The column that also keeps its top bytes and bucket lists: the planner may read it by its top byte in the frames, or scan a narrow range of it by its lists; or none [default: l_suppkey where the data has it].")):
     """Build the encoded store (every column packed per frame with zone maps; one column's bucket lists) from parquet or .tbl, verified before it appears."""
     from gquery import store
     from gquery.tpch import find_lineitem
