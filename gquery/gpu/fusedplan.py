@@ -537,10 +537,15 @@ def _sliced_scans(spec: KernelSpec, classified: list, lowered: list, mode: str) 
         for (t, classes, *_), low in zip(classified, lowered):
             lo, hi = t.columns[c].range()
             bucket, _, dtype = slice_geometry(hi - lo)
-            # each bucket's values, clipped to the column's range (no bucket past it holds a row)
-            firsts = [min(lo + bucket * t, hi) for t in range(1 << TOP_BITS)]
-            lasts = [min(lo + bucket * (t + 1) - 1, hi) for t in range(1 << TOP_BITS)]
-            undecided = (~decided_buckets(low, c, np.array(firsts, np.int64), np.array(lasts, np.int64))
+            # each bucket's values, clipped to the column's range (no bucket past it holds a row): in int64 where
+            # every bucket's end fits it, else in Python's integers (a key spanning most of int64)
+            if bucket << TOP_BITS < 2**63 and lo + (bucket << TOP_BITS) < 2**63:
+                t = np.arange(1 << TOP_BITS, dtype=np.int64)
+                firsts, lasts = np.minimum(lo + bucket * t, hi), np.minimum(lo + bucket * (t + 1) - 1, hi)
+            else:
+                firsts = np.array([min(lo + bucket * t, hi) for t in range(1 << TOP_BITS)], np.int64)
+                lasts = np.array([min(lo + bucket * (t + 1) - 1, hi) for t in range(1 << TOP_BITS)], np.int64)
+            undecided = (~decided_buckets(low, c, firsts, lasts)
                          if dtype is not None else np.zeros(1 << TOP_BITS, bool))  # a bucket of one value decides itself
             share = min(1.0, int(undecided.sum()) * bucket / (hi - lo + 1))  # of the values, spread evenly
             mask = sum(1 << int(t) for t in np.flatnonzero(undecided))
