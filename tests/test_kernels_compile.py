@@ -114,6 +114,25 @@ def test_a_build_two_threads_ask_for_at_once_is_compiled_once(tmp_path, monkeypa
     assert not kernels._compiling
 
 
+@pytest.mark.skipif(NVCC is None and nvrtc.library() is None, reason="neither nvcc nor NVRTC is on this host")
+def test_kernels_a_kept_plan_may_switch_to_are_compiled_ahead_on_a_thread_of_their_own(tmp_path, monkeypatch):
+    """answer._compile_in_background: the builds land in the in-memory cache without the caller waiting; a
+    build that cannot compile is left for the run that needs it (no thread dies loudly)."""
+    import time
+
+    from gquery import answer
+
+    monkeypatch.setenv("GQUERY_KERNEL_CACHE", str(tmp_path / "kernels"))
+    kernels._cubins.clear()
+    broken = kernels.build("broken", code="this is not CUDA\n")
+    answer._compile_in_background([broken, TINY], "sm_90")
+    deadline = time.monotonic() + 120
+    while not any(k[0] == TINY for k in kernels._cubins) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert any(k[0] == TINY for k in kernels._cubins) and not any(k[0] == broken for k in kernels._cubins)
+    assert not kernels._compiling  # the failed compile let go of its claim: a later asker compiles it and is told why
+
+
 def test_the_compiler_is_nvrtc_where_installed_unless_asked_otherwise(monkeypatch):
     monkeypatch.delenv("GQUERY_COMPILER", raising=False)
     assert kernels.compiler() == ("nvcc" if nvrtc.library() is None else "nvrtc")
