@@ -4,16 +4,17 @@
     packed   frame of reference + bit-packing per frame of FRAME_ROWS rows, the width chosen per
              frame (0 for a constant frame, up to 64), after dividing out a factor every value
              shares (TPC-H quantities are whole units: hundredths / 100)
-    sliced   a key's offset from the column's minimum cut in two: its top slice, one byte a row
-             naming which of 256 equal buckets spanning the keys it falls in, and its remainder
-             within that bucket apart: `key < Z` is decided by the top byte for every row whose byte
-             differs from Z's, and only the rest read their low part (BitWeaving / ByteSlice).
-             Equal buckets over the keys' own span leave ~1/256 of uniform keys undecided whatever
-             their width (bit-aligned slices of a 24-bit span use as few as 129 top values)
-    indexed  the sliced key's buckets as lists: bucket b's rows (row ids, ascending) with their low
-             parts beside them, bucket after bucket, so the rows of the buckets below Z's and of Z's
-             own bucket are one prefix of the lists. A sparse `key < Z` reads that prefix (~1/256 of
-             the rows a bucket) and the selected rows' factors, instead of a top byte every row
+    sliced   a column's offset from its minimum cut in two: its top slice, one byte a row naming
+             which of 256 equal buckets spanning its values it falls in, and its remainder within
+             that bucket apart (BitWeaving / ByteSlice). The frame loop may read a predicate column
+             by its top byte: a bucket over which the predicate's atoms on the column have one
+             truth (prune.decided_buckets) decides its rows by the byte, and only the other rows
+             (for `key < Z`, Z's own bucket: ~1/256 of uniform keys whatever their width) read
+             their low part (gpu/fusedplan.py)
+    indexed  the sliced column's buckets as lists: bucket b's rows (row ids, ascending) with their
+             low parts beside them, bucket after bucket, so the rows of a range of buckets are one
+             stretch of the lists. A narrow range reads that stretch (~1/256 of the rows a bucket)
+             and the selected rows' other columns, instead of a top byte every row
 
 Exactness by construction: offsets from a reference are taken in uint64 modular arithmetic, so a
 frame spanning the whole int64 range still decodes (reference + offset, wrapping) to its values.

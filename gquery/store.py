@@ -7,12 +7,13 @@
     lineitem.gq/<column>.<buffer>.bin packed per frame of 1024 rows (frame of reference + bit-packing):
                                       `meta` (reference and word offset | width), `words`, `zmax`
                                       (each frame's largest value: with the reference, the zone map)
-    lineitem.gq/<key>.<top|low|ids|ids_low>.bin   the mission key's slices and bucket lists
+    lineitem.gq/<key>.<top|low|ids|ids_low>.bin   the index column's slices and bucket lists
 
 Every column the data has and the engines can hold exactly is stored (gquery.schema); `--sort-by`
 orders the rows by one column first (a clustered store, whose zone maps let a range predicate skip
-most frames). The key column (l_suppkey, unless it is the sort column) also keeps its top byte a
-row and its bucket lists: the mission scan's sliced and indexed encodings.
+most frames). The index column (`--index`: l_suppkey by default where the data has it, unless it is
+the sort column) also keeps its top byte a row and its bucket lists, the sliced and indexed encodings
+the planner may scan it by (gpu/fusedplan.py).
 
 A parted store (the store of a multi-file source, and of every SF above 10) is a folder of such
 stores, one a part, with a manifest of its own listing them; each part is written atomically as it
