@@ -69,13 +69,13 @@ class Column:
                 self.encodings[encoding] = self.load(encoding)
             if encoding == "plain" and self.name == KEY and encoding in self.encodings \
                     and self.encodings[encoding].values.dtype != np.int32:  # a table of engine values holds int64
-                self.encodings[encoding] = Plain(_mission_key(self.encodings[encoding].values))
+                self.encodings[encoding] = Plain(_ladder_key(self.encodings[encoding].values))
             if encoding == "indexed" and encoding not in self.encodings:  # the sliced key's buckets, listed
                 self.encodings[encoding] = index_key(self.get("sliced"))
             if encoding not in self.encodings:
                 values = self.values()
                 if encoding == "plain" and self.name == KEY:
-                    values = _mission_key(values)
+                    values = _ladder_key(values)
                 self.encodings[encoding] = encode_column(values, encoding, self.packing_factor())
             return self.encodings[encoding]
 
@@ -187,14 +187,14 @@ def read_ahead(tables: list, names) -> threading.Thread:
     return thread
 
 
-def _mission_key(values: np.ndarray) -> np.ndarray:
-    """The mission scan reads its key as int32 (the contract: keys within int32)."""
+def _ladder_key(values: np.ndarray) -> np.ndarray:
+    """The ladder's kernels (the course's, 2012) read the key as int32 (the contract: keys within int32)."""
     if values.dtype == np.int32:
         return values
     if values.size and (int(values.min()) < -(2**31) or int(values.max()) >= 2**31):
         from gquery.errors import GqueryError
 
-        raise GqueryError(f"column {KEY} has values outside int32, which the mission scan needs")
+        raise GqueryError(f"column {KEY} has values outside int32, which the ladder's kernels need")
     return values.astype(np.int32)
 
 

@@ -1,7 +1,7 @@
 """Runs a fused plan (gquery.gpu.fusedplan) on one GPU: its chunks' copies on one copy stream, the
 generated kernel on compute streams under them, columns read in place where the plan placed them,
-and CUDA events around every stage, on the same pipeline the mission scan uses (its streams, events,
-rings and memory layer: gpu/executor.Engine).
+and CUDA events around every stage, on the engine's streams, events, rings and memory layer
+(gpu/executor.Engine).
 
     chunk k:  copy stream    H2D of each streamed column's frames (words and metadata) into ring slot k % s
               compute k % c  wait for the copy; the fused kernel over the chunk's frames
