@@ -233,18 +233,18 @@ class FusedPlan:
         return any(c.cold_bytes(e) for c, e in self._encodings_read(plan, by_index))
 
     def _encodings_read(self, plan: "FusedPlan", by_index: list[bool]) -> list[tuple]:
-        """(column, encoding) a choice reads: a table by index its lists and the other columns' packed words, by
-        frames each column's packed words, or a sliced column's top bytes."""
-        out = []
-        for tp, ix in zip(plan.tables, by_index):
-            columns = tp.table.columns
-            if ix:
-                opt = tp.index_option
-                out += [(columns[opt.column], "indexed")] + [(columns[c], "packed") for c in _index_columns(self.spec, opt)]
-            else:
-                out += [(columns[c], "sliced" if tp.sliced is not None and c == tp.sliced.column else "packed")
-                        for c in _frame_columns(self.spec, tp)]
-        return out
+        """(column, encoding) a choice reads, its tables' (_table_reads) together."""
+        return [r for tp, ix in zip(plan.tables, by_index) for r in self._table_reads(tp, ix)]
+
+    def _table_reads(self, tp: "TablePlan", by_index: bool) -> list[tuple]:
+        """(column, encoding) a table reads: by index its lists and the other columns' packed words, by frames
+        each column's packed words, or a sliced column's top bytes."""
+        columns = tp.table.columns
+        if by_index:
+            opt = tp.index_option
+            return [(columns[opt.column], "indexed")] + [(columns[c], "packed") for c in _index_columns(self.spec, opt)]
+        return [(columns[c], "sliced" if tp.sliced is not None and c == tp.sliced.column else "packed")
+                for c in _frame_columns(self.spec, tp)]
 
     def reads(self) -> list[tuple]:
         """(column, encoding) this chosen plan's run reads."""
@@ -301,20 +301,14 @@ class FusedPlan:
         bytes_ = tp.stream_bytes + tp.zero_copy_bytes
         if runs is None:
             return bytes_
-        columns = tp.table.columns
-        cold = sum(columns[c].cold_bytes("sliced" if tp.sliced is not None and c == tp.sliced.column else "packed")
-                   for c in _frame_columns(self.spec, tp))
-        return bytes_ * runs + COLD_READ_WEIGHT * cold
+        return bytes_ * runs + COLD_READ_WEIGHT * sum(c.cold_bytes(e) for c, e in self._table_reads(tp, False))
 
     def _costs(self, tp: "TablePlan", runs: int | None) -> tuple[float, float]:
         """(bytes by frames, bytes by index) of a table with an index option: a warm run's (`runs` None),
         or over `runs` runs, a byte still on disk weighed COLD_READ_WEIGHT."""
-        opt = tp.index_option
-        frames, index = self._frames_cost(tp, runs), opt.link_bytes
+        frames, index = self._frames_cost(tp, runs), tp.index_option.link_bytes
         if runs is not None:
-            columns = tp.table.columns
-            index = index * runs + COLD_READ_WEIGHT * (columns[opt.column].cold_bytes("indexed") +
-                                                       sum(columns[c].cold_bytes("packed") for c in _index_columns(self.spec, opt)))
+            index = index * runs + COLD_READ_WEIGHT * sum(c.cold_bytes(e) for c, e in self._table_reads(tp, True))
         return frames, index
 
     def worth_reading(self) -> list[tuple]:
@@ -322,16 +316,11 @@ class FusedPlan:
         alone (nothing read): a column's top bytes (`sliced`) or its lists (`indexed`). A table kept open
         reads them in the background (answer.gpu_plan), so later calls scan by them without any call
         waiting for the disk."""
-        tables = self.tables
-        if self.by_top is not None and (sum(self._frames_cost(tp, None) for tp in self.by_top)
-                                        < sum(self._frames_cost(tp, None) for tp in self.tables)):
-            tables = self.by_top  # a warm run reads the frames' predicate column by its top byte
-        by_index = [tp.index is not None or (tp.index_option is not None and
-                                             tp.index_option.link_bytes < self._frames_cost(tp, None)) for tp in tables]
-        out = [(tp.table.columns[tp.index_option.column], "indexed") for tp, ix in zip(tables, by_index)
-               if ix and tp.index is None]
-        return out + [(tp.table.columns[tp.sliced.column], "sliced") for tp, ix in zip(tables, by_index)
-                      if tables is self.by_top and not ix]  # the frames a warm run scans, by their top bytes
+        warm, by_index = self._decide(None, "auto")
+        return [(tp.table.columns[tp.index_option.column], "indexed") for tp, ix in zip(warm.tables, by_index)
+                if ix and tp.index is None] + \
+            [(tp.table.columns[tp.sliced.column], "sliced") for tp, ix in zip(warm.tables, by_index)
+             if warm is not self and not ix]  # the frames a warm run scans by their top bytes, where this plan does not
 
     @property
     def sliced_kernel(self) -> SlicedKernel | None:
