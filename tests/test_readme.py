@@ -219,3 +219,28 @@ def test_the_readmes_python_runs_without_a_gpu(sf001, tmp_path, monkeypatch, cap
             assert normalized(printed) == normalized(shown)
         ran += 1
     assert ran >= 16
+
+
+def test_the_readmes_explain_listing_is_what_the_planner_prints(data_dir):
+    """"Three scans": the plan of the mission at Z = 30 over SF 1 as generated, the key's lists and top bytes
+    read, printed as the README shows it; and at Z = 1,000 the phrases its next paragraph quotes."""
+    from gquery import answer, sql, store, tpch
+    from gquery.gpu.fusedplan import plan_fused
+
+    table = store.open_store(store.ensure_store(tpch.generate(1, data_dir, echo=lambda m: None), echo=lambda m: None))
+    key = table.columns["l_suppkey"]
+    key.get("indexed"), key.get("sliced")
+
+    def described(z: int) -> str:
+        query = sql.parse(sql.named_sql("mission", z), answer.schema_of(table))
+        return plan_fused(query, [table], "pinned", 132).choose().describe()
+
+    want = python_block("`--explain` names the choice")
+    got = described(30).splitlines()
+    assert got == want, "\n".join(difflib.unified_diff(want, got, lineterm="", n=1))
+    lines = README.read_text().splitlines()
+    k = next(i for i, ln in enumerate(lines) if ln.startswith("At Z = 1,000 the same plan"))
+    paragraph = " ".join(lines[k:lines.index("", k)])
+    quoted = re.findall(r"`([^`]+)`", paragraph)
+    shown = " ".join(described(1000).split())
+    assert len(quoted) == 3 and all(" ".join(q.split()) in shown for q in quoted), (quoted, shown)
