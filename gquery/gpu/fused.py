@@ -194,8 +194,7 @@ class FusedRunner:
         memory, cuda = eng.memory, eng._cuda
         spec = plan.spec
         if any(tp.index is None and tp.chunks for tp in plan.tables):  # the frame loop (compiled where the plan was made)
-            fn = self.function(spec, sliced=plan.sliced_kernel)
-            wave = self.wave(spec, sliced=plan.sliced_kernel)  # once a run: each chunk's launch is queued with no more host work than it needs
+            fn, wave = self._compiled(spec, None, plan.sliced_kernel)  # once a run: each chunk's launch is queued with no more host work than it needs
         t_setup = time.perf_counter()
         tables = [tp.table for tp in plan.tables]
         for t in tables:
@@ -372,7 +371,7 @@ class FusedRunner:
         list_bytes = 0
         for n, ((i, ix), at) in enumerate(zip(scans, start_at)):  # index scans: a launch a table, after the chunks
             tp, stream = plan.tables[i], compute[n % len(compute)]
-            kernel = index_kernel(ix)
+            function, wave = self._compiled(spec, index_kernel(ix))
             args = []
             for c in spec.columns:
                 if c == ix.column:
@@ -390,9 +389,8 @@ class FusedRunner:
             list_bytes += ids.nbytes + (ix.entries * low.itemsize if low is not None else 0)
             warps = -(-ix.entries // (32 * codegen.list_unroll(spec)))  # a warp's entries a step
             begin = tl.event(stream)
-            self.function(spec, kernel).prepared_async_call(
-                (max(1, min(-(-warps // (BLOCK_THREADS // 32)), self.wave(spec, kernel))), 1, 1), (BLOCK_THREADS, 1, 1),
-                stream, *args)
+            function.prepared_async_call((max(1, min(-(-warps // (BLOCK_THREADS // 32)), wave)), 1, 1),
+                                         (BLOCK_THREADS, 1, 1), stream, *args)
             end = tl.event(stream)
             tl.gpu("kernel", f"stream {n % len(compute)}", len(chunks) + n, begin, end)
             last_kernel[n % len(compute)] = end
