@@ -1,8 +1,8 @@
 """Every fused-kernel shape of the GPU tests (predicates, aggregates, groups, 64- and 128-bit arithmetic,
 split sums), in every mode, on small odd-sized tables (one of them clustered, so chunks of frames that
 pass whole and chunks that test), and the index scan over l_suppkey's bucket lists and the frames reading
-it by its top byte in the modes that read in place, each answer checked against the CPU reference: run under compute-sanitizer (memcheck,
-racecheck) on a GPU host."""
+it by its top byte in the modes that read in place, then the grouped shapes with their groups hashed, each
+answer checked against the CPU reference: run under compute-sanitizer (memcheck, racecheck) on a GPU host."""
 
 import sys
 from pathlib import Path
@@ -35,6 +35,24 @@ for table in tables:
             if got != want:
                 failures += 1
                 print("MISMATCH", table.rows, mode, text, got, want)
+    engine.memory.release_table(table)
+# the grouped shapes again, their groups in a hash table (the dense array's bound set to nothing)
+from gquery.gpu import codegen  # noqa: E402
+
+codegen.GLOBAL_ACC_BYTES = 0
+for table in tables[1:]:
+    table.columns["l_suppkey"].get("indexed")
+    texts = [(t, "auto") for t in QUERIES if "GROUP BY" in t] + \
+        [(t.format(z=z), scan) for t in INDEXED if "GROUP BY" in t for z in (3, 700) for scan in ("index", "sliced")]
+    for text, scan in texts:
+        query = sql.parse(text, SCHEMA)
+        want = answer.cpu_answer(query, table).rows
+        for mode in MODES if scan == "auto" else ("pinned",):
+            got = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False, chunk_frames=8, scan=scan)
+            checked += 1
+            if got.rows != want or not got.plan.spec.hashed:
+                failures += 1
+                print("MISMATCH (hashed)", table.rows, mode, text, got.rows, want)
     engine.memory.release_table(table)
 engine.close()
 print(f"sanitize_fused: {checked} answers checked, failures {failures}")

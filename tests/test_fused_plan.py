@@ -170,14 +170,25 @@ def test_one_kernel_serves_every_part_and_constants_are_arguments():
     assert fused_build(other.spec) == fused_build(plan.spec)  # a new constant never recompiles
 
 
-def test_group_accumulators_in_shared_memory_else_in_device_memory_else_refused():
+def test_group_accumulators_in_shared_memory_else_in_device_memory_else_hashed_else_refused(monkeypatch):
     groups = plan_fused(query(None, total(PRODUCT), Aggregate("count", None, BIGINT), group_by=(col("s"),)), [table()], "pinned", 132)
     assert groups.spec.groups == 4 and groups.spec.words == 3 and groups.spec.in_shared  # 3 codes, rounded up to a power of two
     many = plan_fused(query(None, Aggregate("count", None, BIGINT), group_by=(col("k"),)), [table()], "pinned", 132)
     assert many.spec.groups == 16384 and not many.spec.in_shared  # 9,999 keys: the table's words in device memory
     assert "in device memory" in many.describe() and "FUSED_BEGIN_IN_DEVICE_MEMORY(acc)" in codegen.source(many.spec, 128)
-    pairs = query(None, total(PRODUCT), group_by=(col("k"), col("p")))  # 16,384 x 2^25 groups
-    with pytest.raises(codegen.NotOnGpu, match="MB of device memory"):
+    pairs = query(None, total(PRODUCT), group_by=(col("k"), col("p")))  # 16,384 x 2^25 groups: too many for a dense array
+    hashed = plan_fused(pairs, [table()], "pinned", 132)
+    assert hashed.spec.hashed and not hashed.spec.in_shared and hashed.spec.groups == 2**39
+    assert hashed.hash_slots == 131_072  # twice the 50,000 rows a run can select, a power of two
+    assert "a hash table of 131,072 slots" in hashed.describe()
+    assert "hash_slot(keys, hash_mask, group)" in codegen.source(hashed.spec, 128)
+    narrowed = plan_fused(query(Compare("<", col("t"), Literal(8010, DATE)), total(PRODUCT), group_by=(col("k"), col("p"))),
+                          [table(50_000, sort_by="t")], "pinned", 132)
+    assert narrowed.spec.hashed and narrowed.hash_slots <= 2 * 2048  # only the frames the predicate can select from count
+    with pytest.raises(codegen.NotOnGpu, match="62 bits"):  # a key spanning 2^63 values: its index does not fit
+        plan_fused(query(None, Aggregate("count", None, BIGINT), group_by=(col("p"),)), [table(p_hi=2**62)], "pinned", 132)
+    monkeypatch.setattr(codegen, "HASH_ACC_BYTES", 1 << 20)
+    with pytest.raises(codegen.NotOnGpu, match="1 MB of device memory"):
         plan_fused(pairs, [table()], "pinned", 132)
 
 
@@ -202,6 +213,8 @@ SHAPES = [
                       col("q"), decimal(19, 4)), decimal(38, 4)), Aggregate("count", None, BIGINT), group_by=(col("s"), col("d"))),
     query(Compare("<", col("q"), Literal(2400, D2)), total(PRODUCT), Aggregate("min", col("t"), DATE),
           group_by=(col("k"), col("q"))),  # 16,384 x 32 groups: in device memory
+    query(Compare("<", col("k"), Literal(300, INTEGER)), total(PRODUCT), Aggregate("max", col("t"), DATE),
+          group_by=(col("p"), col("s"))),  # 2^25 x 4 groups: too many for a dense array, hashed
     # IN lists past the kernel's parameter space (5,000 values: 40 KB of them): sorted sets in memory
     query(And((InList(col("k"), tuple(Literal(v, INTEGER) for v in range(1, 10_000, 2))),
                InList(Arith("*", col("k"), Literal(3, INTEGER), BIGINT), tuple(Literal(v, INTEGER) for v in range(0, 30_000, 7)),

@@ -143,6 +143,52 @@ INDEXED = [  # queries whose predicate has a range on l_suppkey (the column give
 ]
 
 
+HASHED = [  # l_extendedprice of a random table spans 2 x 10^7 values: 2^25 groups, too many for a dense array
+    "SELECT l_extendedprice, COUNT(*), SUM(l_quantity), MIN(l_shipdate), MAX(l_discount), AVG(l_tax) FROM lineitem "
+    "GROUP BY l_extendedprice ORDER BY l_extendedprice",
+    "SELECT l_extendedprice, l_returnflag, SUM(l_quantity * l_extendedprice) AS v FROM lineitem WHERE l_suppkey < 700 "
+    "GROUP BY l_extendedprice, l_returnflag ORDER BY v DESC, l_extendedprice, l_returnflag LIMIT 50",
+    "SELECT l_suppkey, l_extendedprice, COUNT(*) FROM lineitem WHERE l_discount > 3 GROUP BY l_suppkey, l_extendedprice "
+    "ORDER BY l_suppkey, l_extendedprice",
+]
+
+
+@pytest.mark.parametrize("rows,modes", [(1025, MODES), (70_001, MODES)])
+def test_groups_too_many_for_a_dense_array_are_hashed_and_exact(engine, rows, modes):
+    """Groups found by their index in a hash table (codegen.hash_slots): every mode, the frames and the index
+    scan, a key met by many warps at once (clustered) and by one row each (random)."""
+    for table in (random_table(rows, 11), random_table(rows, 12, sort_by="l_extendedprice")):
+        table.columns["l_suppkey"].get("indexed")
+        for text in HASHED:
+            for mode in modes:
+                got = check(engine, table, text, mode, chunk_frames=8)
+                assert got.plan.spec.hashed and got.plan.hash_slots >= 2 * len(got.rows), text
+            for scan in ("index", "sliced"):
+                got = check(engine, table, text, "pinned", scan=scan)
+                assert got.plan.spec.hashed
+        engine.memory.release_table(table)
+
+
+@pytest.mark.parametrize("rows", [1025, 40_001])
+def test_every_grouped_query_hashed_equals_the_cpu_reference(engine, rows, monkeypatch):
+    """Every grouped shape of the tests with its groups hashed (the dense array's bound set to nothing)."""
+    from gquery.gpu import codegen
+
+    monkeypatch.setattr(codegen, "GLOBAL_ACC_BYTES", 0)
+    table = random_table(rows, 13, sort_by="l_suppkey" if rows > 10_000 else None)
+    table.columns["l_suppkey"].get("indexed")
+    grouped = [q for q in QUERIES if "GROUP BY" in q]
+    for text in grouped:
+        for mode in MODES:
+            got = check(engine, table, text, mode, chunk_frames=8)
+            assert got.plan.spec.hashed
+    for text in [t.format(z=z) for t in INDEXED if "GROUP BY" in t for z in (3, 700)]:
+        for scan in ("index", "frames", "sliced"):
+            got = check(engine, table, text, "pinned", scan=scan)
+            assert got.plan.spec.hashed
+    engine.memory.release_table(table)
+
+
 @pytest.mark.parametrize("mode", ("pinned", "registered"))
 @pytest.mark.parametrize("keys", [(1, 200), (1, 100_000), (-(2**31), 2**31 - 1)])
 def test_the_index_scan_equals_the_cpu_reference_at_every_bucket_edge(engine, mode, keys):

@@ -15,7 +15,7 @@ value that could pass 2^127 is refused here (the CPU answers). A sum whose rows 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -32,6 +32,11 @@ SHARED_ACC_BYTES = 40 << 10  # what the groups' accumulators may take of a block
 # lane's atomics, as in shared memory), up to this many bytes of accumulator words over all its tables
 # (they are copied in, initial, and back with the answer): past it the CPU answers
 GLOBAL_ACC_BYTES = 256 << 20
+# Past that, a group's words are found by its key in a hash table in device memory (hashed): a key is the dense
+# index, so it must stay below this; and the table (twice the slots of the groups a run can select) may take
+# up to HASH_ACC_BYTES over all its tables, else the CPU answers
+HASH_KEY_LIMIT = 2**62
+HASH_ACC_BYTES = 8 << 30
 IN_INLINE = 16  # an IN list this long or shorter is tested value by value; longer, searched in a sorted set
 
 
@@ -67,6 +72,7 @@ class KernelSpec:
     group_slots: tuple[int, ...]  # group columns' slots (0 to 2)
     group_cards: tuple[int, ...]  # values a group column may take in a part: the groups are their product
     group_steps: tuple[int, ...] = ()  # what every value of a group column is a multiple of (its common factor)
+    hashed: bool = False  # groups too many for a dense array: a group's words are found by its index in a hash table
     comment: str = ""
 
     @property
@@ -84,7 +90,7 @@ class KernelSpec:
     @property
     def in_shared(self) -> bool:
         """A block's groups fit its shared memory (else they accumulate in device memory)."""
-        return self.groups <= MAX_GROUPS and self.groups * self.words * 8 <= SHARED_ACC_BYTES
+        return not self.hashed and self.groups <= MAX_GROUPS and self.groups * self.words * 8 <= SHARED_ACC_BYTES
 
 
 class _Emitter:
@@ -210,10 +216,23 @@ def kernel_spec(query: Query, lowered: Expr | None, ranges: dict[str, tuple[int,
                       tuple(slots[c] for c in query.value_columns()), predicate, len(em.values), tuple(em.set_slots),
                       tuple(accumulators),
                       group_slots, tuple(group_cards), tuple(group_steps) or (1,) * len(group_slots), comment=_shape(query))
-    if spec.groups * spec.words * 8 * tables > GLOBAL_ACC_BYTES:
-        raise NotOnGpu(f"{spec.groups:,} groups of {spec.words} accumulator words in {tables} table(s) take more than "
-                       f"{GLOBAL_ACC_BYTES >> 20} MB of device memory")
+    if group_slots and spec.groups * spec.words * 8 * tables > GLOBAL_ACC_BYTES:  # too large a dense array: hashed
+        if spec.groups >= HASH_KEY_LIMIT:
+            raise NotOnGpu(f"{spec.groups:,} possible groups: a group's index takes more than 62 bits")
+        spec = replace(spec, hashed=True)
     return spec, em.values
+
+
+def hash_slots(spec: KernelSpec, rows: int, tables: int) -> int:
+    """The slots of a hashed spec's table: a power of two at least twice the groups a run can select (no more
+    than the rows it can select, nor than the groups the key's range holds), so that every key finds a slot.
+    Raises NotOnGpu where the tables would take more than HASH_ACC_BYTES of device memory."""
+    bound = max(1, min(spec.groups, rows))
+    slots = 1 << (2 * bound - 1).bit_length()
+    if slots * (spec.words + 1) * 8 * tables > HASH_ACC_BYTES:
+        raise NotOnGpu(f"up to {bound:,} groups of {spec.words} accumulator words in {tables} table(s): a hash table of "
+                       f"{slots:,} slots takes more than {HASH_ACC_BYTES >> 20:,} MB of device memory")
+    return slots
 
 
 def _shape(query: Query) -> str:
@@ -299,7 +318,7 @@ def source(spec: KernelSpec, block_threads: int, sliced: SlicedKernel | None = N
     if sliced is not None and sliced.slot in spec.value_slots:
         raise ValueError("a sliced column stands in for a predicate column only (its values are not read exactly)")
     params = _column_params(spec, sliced) + ["const signed char* __restrict__ classes", "long long frames", "long long rows",
-                                     "u64* __restrict__ acc", "long long in_place", "u64* __restrict__ counters"]
+                                     "u64* __restrict__ acc", "long long in_place", "u64* __restrict__ counters"] + _hash_params(spec)
     lines = _header(spec, "fused", params, block_threads,
                     f" (predicate column {spec.columns[sliced.slot]} by its top byte)" if sliced else "")
     body = _prologue(spec)
@@ -334,7 +353,8 @@ def source(spec: KernelSpec, block_threads: int, sliced: SlicedKernel | None = N
     else:  # the warp a slot at a time: the lanes of one group add up together, one atomic a group
         body += _grouped_slot(spec)
         body += ["    }"]
-    return "\n".join(lines + body + _epilogue(spec, "count_in_place(in_place, rows_selected, frames_read);")) + "\n"
+    return "\n".join(lines + body + _epilogue(spec, "count_in_place(in_place, rows_selected, frames_read);")
+                     + _hash_kernels(spec)) + "\n"
 
 
 @dataclass(frozen=True)
@@ -355,7 +375,7 @@ def list_source(spec: KernelSpec, index: IndexKernel, block_threads: int) -> str
     params = _column_params(spec) + [
         "const unsigned* __restrict__ ids", f"const {LOW_TYPES.get(index.low_bytes, 'unsigned char')}* __restrict__ lows",
         "const long long* __restrict__ starts", "int buckets", "long long first_value", "long long bucket",
-        "long long entries", "u64* __restrict__ acc", "long long in_place", "u64* __restrict__ counters"]
+        "long long entries", "u64* __restrict__ acc", "long long in_place", "u64* __restrict__ counters"] + _hash_params(spec)
     lines = _header(spec, "fused_list", params, block_threads, f" (index scan on {spec.columns[k]})")
     body = ["    __shared__ long long bucket_start[MAX_BUCKETS + 1];  // entries from the first, a bucket each",
             "    for (int b = threadIdx.x; b <= buckets; b += blockDim.x) bucket_start[b] = starts[b];"]
@@ -415,7 +435,8 @@ def list_source(spec: KernelSpec, index: IndexKernel, block_threads: int) -> str
     body = [b for b in body if b]
     body += ["    }"]
     # the list loop reads no frame whole: frames_read stays 0 (counted, so the compiler sees it used)
-    return "\n".join(lines + body + _epilogue(spec, "count_in_place(in_place, reads, frames_read);")) + "\n"
+    return "\n".join(lines + body + _epilogue(spec, "count_in_place(in_place, reads, frames_read);")
+                     + _hash_kernels(spec)) + "\n"
 
 
 def _epilogue(spec: KernelSpec, count: str) -> list[str]:
@@ -505,9 +526,15 @@ def _grouped_add(spec: KernelSpec) -> list[str]:
         else:
             identity = "I64_MAX" if a.kind == "min" else "I64_MIN"
             out.append(f"                const long long t{k} = warp_{a.kind}(mine ? x{k} : {identity});")
-    out += ["                if (lane_id() == 0) {  // warp_sum leaves the total in lane 0",
-            "                    u64* const to = group_acc + group * WORDS;",
-            "                    atomicAdd(to, (u64)__popc(same));"]
+    if spec.hashed:  # the group's slot found by its index; a key without one (never, by the table's size) is counted
+        out += ["                const long long slot = lane_id() == 0 ? hash_slot(keys, hash_mask, group) : 0;",
+                "                if (slot < 0) atomicAdd(counters + 2, (u64)__popc(same));  // the host refuses the run",
+                "                if (lane_id() == 0 && slot >= 0) {  // warp_sum leaves the total in lane 0",
+                "                    u64* const to = group_acc + slot * WORDS;"]
+    else:
+        out += ["                if (lane_id() == 0) {  // warp_sum leaves the total in lane 0",
+                "                    u64* const to = group_acc + group * WORDS;"]
+    out += ["                    atomicAdd(to, (u64)__popc(same));"]
     offset = 1
     for k, a in enumerate(spec.accumulators):
         if a.kind == "sum":
@@ -519,6 +546,36 @@ def _grouped_add(spec: KernelSpec) -> list[str]:
         offset += a.words
     out += ["                }", "            }"]
     return out
+
+
+def _hash_params(spec: KernelSpec) -> list[str]:
+    """A hashed spec's table of keys, a slot each (EMPTY_KEY where none), and its slots less one."""
+    return ["long long* __restrict__ keys", "long long hash_mask"] if spec.hashed else []
+
+
+def _hash_kernels(spec: KernelSpec) -> list[str]:
+    """A hashed spec's two kernels beside the scan: one sets every slot's words to a group's INITIAL words and
+    its key to EMPTY_KEY before a run; one gathers the slots the run filled (keys and words, in no order)."""
+    if not spec.hashed:
+        return []
+    stride = "for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < slots; i += (long long)gridDim.x * blockDim.x)"
+    return ["", 'extern "C" __global__ void fused_hash_init(u64* __restrict__ acc, long long* __restrict__ keys, long long slots) {',
+            f"    {stride} {{",
+            "        keys[i] = EMPTY_KEY;",
+            "        for (int w = 0; w < WORDS; ++w) acc[i * WORDS + w] = INITIAL[w];",
+            "    }", "}", "",
+            'extern "C" __global__ void fused_hash_gather(const long long* __restrict__ keys, const u64* __restrict__ acc, '
+            "long long slots,",
+            "                                             long long* __restrict__ out_keys, u64* __restrict__ out_words, "
+            "u64* __restrict__ filled, long long room) {",
+            f"    {stride} {{",
+            "        const long long key = keys[i];",
+            "        if (key == EMPTY_KEY) continue;",
+            "        const u64 at = atomicAdd(filled, (u64)1);",
+            "        if (at >= (u64)room) continue;  // counted, not written: the host refuses the run",
+            "        out_keys[at] = key;",
+            "        for (int w = 0; w < WORDS; ++w) out_words[at * WORDS + w] = acc[i * WORDS + w];",
+            "    }", "}"]
 
 
 def _flush_register(a: Accumulator, k: int, offset: int) -> str:
@@ -570,12 +627,22 @@ def read_groups(spec: KernelSpec, words) -> tuple[np.ndarray, np.ndarray, list[n
     table = np.asarray(words[:n], dtype=np.uint64).reshape(spec.groups, spec.words)
     selected = table[:, 0] != 0
     index = np.flatnonzero(selected)
-    every = len(index) == spec.groups
+    return (index, *_read_table(spec, table, None if len(index) == spec.groups else selected))
 
+
+def read_hashed(spec: KernelSpec, keys: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+    """read_groups of a hashed run: the slots it filled (each group's index and words, gathered in no order),
+    ordered by index as a dense run's groups are."""
+    order = np.argsort(keys)  # distinct keys: any sort is stable (NumPy's default one is vectorized: 15M keys in ~0.2 s)
+    return (keys[order], *_read_table(spec, np.asarray(words, dtype=np.uint64).reshape(-1, spec.words)[order], None))
+
+
+def _read_table(spec: KernelSpec, table: np.ndarray, selected: np.ndarray | None) -> tuple[np.ndarray, list]:
+    """(row counts, each accumulator's values) of a table of groups' words, of its `selected` rows (None: all)."""
     def word(j: int) -> np.ndarray:
         """Word j of each chosen group, a column of its own: copied either way (the words are a scratch
         buffer the GPU's next run writes), by a mask a column (a third of a row gather's time)."""
-        return table[:, j].copy() if every else table[:, j][selected]
+        return table[:, j].copy() if selected is None else table[:, j][selected]
 
     rows = word(0).view(np.int64)  # a count of rows is below 2^63
     values, k = [], 1
@@ -592,7 +659,7 @@ def read_groups(spec: KernelSpec, words) -> tuple[np.ndarray, np.ndarray, list[n
                 high = _signed_128s(word(k + 2), word(k + 3))
                 values[-1] = [lo + (hi << 64) for lo, hi in zip(python_values(values[-1]), python_values(high))]
         k += a.words
-    return index, rows, values
+    return rows, values
 
 
 def _signed_128s(lo: np.ndarray, hi: np.ndarray) -> np.ndarray | list[int]:

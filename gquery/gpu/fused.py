@@ -28,7 +28,7 @@ from gquery.table import read_all
 
 BLOCK_THREADS = 128  # 4 warps: a warp a frame
 MIN_BLOCKS_PER_SM = 4  # the generated kernels fit 128 registers without spills
-COUNTER_WORDS = 2  # a table's: values read in place, frames whose metadata was read in place
+COUNTER_WORDS = 3  # a table's: values read in place, frames whose metadata was read in place, rows a hashed run found no slot for
 IMAGES_KEPT = 64  # shapes whose accumulators' initial words a runner keeps (100,000 groups: 2.4 MB each)
 META_KEPT_BYTES = 1 << 30  # columns' frame metadata a runner keeps in device memory for reads in place (SF 1000: 94 MB a column)
 
@@ -130,9 +130,24 @@ class FusedRunner:
             f = kernels.function(fused_build(spec, index, sliced), "fused" if index is None else "fused_list")
             constants = "".join("Pq" if j in spec.set_slots else "q" for j in range(spec.constants))
             columns = "".join("PPqqqqqq" if sliced is not None and i == sliced.slot else "PPqq" for i in range(len(spec.columns)))
-            f.prepare(columns + constants + "q" * len(spec.group_slots) + ("PqqPqP" if index is None else "PPPiqqqPqP"))
+            f.prepare(columns + constants + "q" * len(spec.group_slots) + ("PqqPqP" if index is None else "PPPiqqqPqP")
+                      + ("Pq" if spec.hashed else ""))
             found = self._functions[(spec, index, sliced)] = (
                 f, self.engine.device.sm_count * max(1, kernels.blocks_per_sm(f, BLOCK_THREADS)))
+        return found
+
+    def _hash_kernels(self, spec: codegen.KernelSpec):
+        """A hashed spec's kernels that set its table before a run and gather the slots it filled after
+        (codegen._hash_kernels), from the frame loop's build."""
+        key = ("hash", spec)
+        found = self._functions.get(key)
+        if found is None:
+            build = fused_build(spec)
+            init, gather = kernels.function(build, "fused_hash_init"), kernels.function(build, "fused_hash_gather")
+            init.prepare("PPq")
+            gather.prepare("PPqPPPq")
+            found = self._functions[key] = (init, gather, self.engine.device.sm_count * max(
+                1, min(kernels.blocks_per_sm(f, BLOCK_THREADS) for f in (init, gather))))
         return found
 
     def _initial(self, spec: codegen.KernelSpec, tables: int) -> np.ndarray:
@@ -289,15 +304,25 @@ class FusedRunner:
             at += len(ix.starts)
 
         predicate_columns = {spec.columns[k] for k in spec.predicate_slots}
-        words_per_table = COUNTER_WORDS + spec.groups * spec.words
+        groups = plan.hash_slots if spec.hashed else spec.groups  # a table's groups of words (a hashed table's slots)
+        words_per_table = COUNTER_WORDS + groups * spec.words
         accumulating = plan.word_tables
         acc_d = memory.scratch_device("fused:acc", 8 * words_per_table * accumulating)
-        acc_h = memory.scratch_host("fused:acc", words_per_table * accumulating, np.uint64, pinned=True)
-        init = memory.scratch_host("fused:init", words_per_table * accumulating, np.uint64, pinned=True)
-        init[:] = self._initial(spec, accumulating)
-
         tl = Timeline(cuda, copy, pool=eng._events)
-        memory.htod_async(int(acc_d), init, copy)
+        if spec.hashed:  # the tables set on the GPU (they may take gigabytes): counters 0, every slot empty
+            keys_d = memory.scratch_device("fused:keys", 8 * groups * accumulating)
+            hash_init, hash_gather, hash_wave = self._hash_kernels(spec)
+            for k in range(accumulating):
+                words_at = int(acc_d) + 8 * k * words_per_table
+                memory.zero_async(words_at, 8 * COUNTER_WORDS, copy)
+                hash_init.prepared_async_call((_blocks(groups, hash_wave), 1, 1), (BLOCK_THREADS, 1, 1), copy,
+                                              words_at + 8 * COUNTER_WORDS, int(keys_d) + 8 * k * groups, groups)
+        else:
+            acc_h = memory.scratch_host("fused:acc", words_per_table * accumulating, np.uint64, pinned=True)
+            init = memory.scratch_host("fused:init", words_per_table * accumulating, np.uint64, pinned=True)
+            init[:] = self._initial(spec, accumulating)
+            memory.htod_async(int(acc_d), init, copy)
+        hash_args = (lambda i: [int(keys_d) + 8 * (i % accumulating) * groups, groups - 1]) if spec.hashed else (lambda i: [])
         ring_free, stage_free, last_kernel = [None] * slots, [None] * len(stage_bufs), {}
         h2d_bytes = 0
         t_queue = time.perf_counter()
@@ -362,7 +387,7 @@ class FusedRunner:
             table_words = int(acc_d) + 8 * (i % accumulating) * words_per_table
             values_in_place = sum(1 for c in ch.zero_copy if c not in predicate_columns)  # read a selected row each
             args += [0 if ch.always else classes_d + class_at[i] + ch.first, ch.frames, rows,
-                     table_words + 8 * COUNTER_WORDS, values_in_place, table_words]
+                     table_words + 8 * COUNTER_WORDS, values_in_place, table_words, *hash_args(i)]
             begin = tl.event(stream)
             fn.prepared_async_call((_blocks(ch.frames, wave), 1, 1), (BLOCK_THREADS, 1, 1), stream, *args)
             end = tl.event(stream)
@@ -385,7 +410,7 @@ class FusedRunner:
             args += constant_args(tp) + list(tp.group_bases)
             args += [memory.mapped_pointer(ids), memory.mapped_pointer(low[ix.first:ix.end]) if low is not None else 0,
                      memory.mapped_pointer(starts[at:]), ix.bucket_end - ix.bucket_first, ix.first_value, ix.bucket,
-                     ix.entries, table_words + 8 * COUNTER_WORDS, 1, table_words]
+                     ix.entries, table_words + 8 * COUNTER_WORDS, 1, table_words, *hash_args(i)]
             list_bytes += ids.nbytes + (ix.entries * low.itemsize if low is not None else 0)
             warps = -(-ix.entries // (32 * codegen.list_unroll(spec)))  # a warp's entries a step
             begin = tl.event(stream)
@@ -398,15 +423,22 @@ class FusedRunner:
         for end in last_kernel.values():
             copy.wait_for_event(end)
         d2h_begin = tl.event(copy)
-        memory.dtoh_async(acc_h, int(acc_d), copy)
-        done = tl.event(copy)
+        if spec.hashed:
+            done, read = self._gather(spec, acc_d, keys_d, words_per_table, groups, accumulating, hash_gather, hash_wave,
+                                        copy, tl)
+        else:
+            memory.dtoh_async(acc_h, int(acc_d), copy)
+            done = tl.event(copy)
+            done.synchronize()
+            read = [(acc_h[i * words_per_table:i * words_per_table + COUNTER_WORDS],
+                       codegen.read_groups(spec, acc_h[i * words_per_table + COUNTER_WORDS:(i + 1) * words_per_table]))
+                      for i in range(accumulating)]
         tl.gpu("d2h", "copy", 0, d2h_begin, done)
-        done.synchronize()
         runs = []
-        for i, tp in enumerate(plan.tables[:accumulating]):  # shared: the first table's plan reads them all
-            words = acc_h[i * words_per_table:(i + 1) * words_per_table]
-            index, counts, values = codegen.read_groups(spec, words[COUNTER_WORDS:])
-            runs.append(TableRun(tp, index, counts, values, int(words[0]), int(words[1])))
+        for tp, (counters, (index, counts, values)) in zip(plan.tables[:accumulating], read):  # shared: the first
+            if counters[2]:  # table's plan reads them all
+                raise GqueryError(f"{int(counters[2]):,} rows found no slot in the hash table of {groups:,}; please report it")
+            runs.append(TableRun(tp, index, counts, values, int(counters[0]), int(counters[1])))
         total_ms = done.time_since(tl.start)
         selected = sum(int(run.counts.sum()) for run in runs)
         zero_bytes = (SECTOR * sum(r.values_in_place + r.frames_in_place for r in runs) + list_bytes
@@ -422,6 +454,51 @@ class FusedRunner:
                           host_path=_host_path(plan))
         eng._events.extend(tl.recorded)
         return FusedRun(runs, profile, plan)
+
+
+    def _gather(self, spec, acc_d, keys_d, words_per_table: int, slots: int, tables: int, gather, wave: int, copy,
+                tl) -> tuple:
+        """A hashed run's tables read back: on the copy stream, each table's filled slots gathered on the GPU
+        (at most half its slots: no more groups than that can be selected), their count and the counters
+        copied back, then only the filled slots' keys and words. (the last event, [(counters, read_hashed's
+        groups) a table])."""
+        memory = self.engine.memory
+        room = slots // 2 + 1
+        out_keys = memory.scratch_device("fused:hash-keys", 8 * room * tables)
+        out_words = memory.scratch_device("fused:hash-words", 8 * room * spec.words * tables)
+        small = COUNTER_WORDS + 1  # a table's counters, then how many slots its run filled
+        counts_d = memory.scratch_device("fused:hash-counts", 8 * small * tables)
+        counts_h = memory.scratch_host("fused:hash-counts", small * tables, np.uint64, pinned=True)
+        for t in range(tables):
+            memory.zero_async(int(counts_d) + 8 * (t * small + COUNTER_WORDS), 8, copy)
+            gather.prepared_async_call((_blocks(slots, wave), 1, 1), (BLOCK_THREADS, 1, 1), copy,
+                                       int(keys_d) + 8 * t * slots, int(acc_d) + 8 * (t * words_per_table + COUNTER_WORDS),
+                                       slots, int(out_keys) + 8 * t * room, int(out_words) + 8 * t * room * spec.words,
+                                       int(counts_d) + 8 * (t * small + COUNTER_WORDS), room)
+            self.engine._cuda.memcpy_dtod_async(int(counts_d) + 8 * t * small, int(acc_d) + 8 * t * words_per_table,
+                                                8 * COUNTER_WORDS, copy)
+        memory.dtoh_async(counts_h, int(counts_d), copy)
+        copy.synchronize()
+        filled = [int(counts_h[t * small + COUNTER_WORDS]) for t in range(tables)]
+        if max(filled) > room:
+            raise GqueryError(f"a hashed run filled {max(filled):,} slots of {slots:,}, past the {room:,} it can select; "
+                              f"please report it")
+        keys_h = memory.scratch_host("fused:hash-keys", max(1, sum(filled)), np.int64, pinned=True)
+        words_h = memory.scratch_host("fused:hash-words", max(1, sum(filled) * spec.words), np.uint64, pinned=True)
+        at = 0
+        for t, n in enumerate(filled):
+            if n:
+                memory.dtoh_async(keys_h[at:at + n], int(out_keys) + 8 * t * room, copy)
+                memory.dtoh_async(words_h[at * spec.words:(at + n) * spec.words], int(out_words) + 8 * t * room * spec.words, copy)
+            at += n
+        done = tl.event(copy)
+        done.synchronize()
+        out, at = [], 0
+        for t, n in enumerate(filled):
+            out.append((counts_h[t * small:t * small + COUNTER_WORDS].copy(),
+                        codegen.read_hashed(spec, keys_h[at:at + n].copy(), words_h[at * spec.words:(at + n) * spec.words])))
+            at += n
+        return done, out
 
 
 def empty_run(plan: FusedPlan) -> FusedRun:

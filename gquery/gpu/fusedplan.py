@@ -37,7 +37,7 @@ import numpy as np
 
 from gquery.encodings import FRAME_ROWS, TOP_BITS, frame_words, packed_bytes, slice_geometry
 from gquery.errors import UsageError
-from gquery.gpu.codegen import KernelSpec, NotOnGpu, SlicedKernel, kernel_spec
+from gquery.gpu.codegen import GLOBAL_ACC_BYTES, KernelSpec, NotOnGpu, SlicedKernel, hash_slots, kernel_spec
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
 from gquery.prune import ALWAYS, CHECK, NEVER, classify, decided_buckets, frame_zones, lower, narrowed
 from gquery.query import Query
@@ -199,6 +199,7 @@ class FusedPlan:
     scan_note: str = ""  # why the tables are scanned as they are (FusedPlan.choose): a line a choice
     shared_groups: bool = False  # every table's groups counted from one base: they add into one table of words
     by_top: list | None = None  # each table's plan with a predicate column read by its top byte (SlicedScan), or None
+    hash_slots: int = 0  # a hashed spec's slots a table of words (codegen.hash_slots); 0 where the groups are dense
     # scan → choose()'s plan where it reads nothing from disk (a plan of its own: dataclasses.replace makes a new one)
     _warm: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -392,6 +393,8 @@ class FusedPlan:
 
     def _combine(self) -> str:
         agg = "registers" if self.spec.groups == 1 else \
+            f"a hash table of {self.hash_slots:,} slots x {self.spec.words} words in device memory, a group's slot found " \
+            f"by its index (of {self.spec.groups:,})" if self.spec.hashed else \
             f"{self.spec.groups:,} group(s) x {self.spec.words} words in {'shared' if self.spec.in_shared else 'device'} memory"
         return f"exact 128-bit sums, counts, min and max in {agg}; atomically added per table; one copy back"
 
@@ -405,7 +408,7 @@ class FusedPlan:
 
     def to_dict(self) -> dict:
         return {"kernel": "fused", "mode": self.mode, "rows": self.rows, "columns": list(self.spec.columns),
-                "predicate": self.spec.predicate, "groups": self.spec.groups,
+                "predicate": self.spec.predicate, "groups": self.spec.groups, "hash_slots": self.hash_slots,
                 "accumulators": [a.kind for a in self.spec.accumulators],
                 "frames": {k: sum(t.counts()[k] for t in self.tables) for k in ("never", "check", "always")},
                 "chunks": sum(len(t.chunks) for t in self.tables), "selected_estimate": sum(t.selected for t in self.tables),
@@ -488,6 +491,14 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
         bases = shared or tuple(r[c.name][0] // step for c, step in zip(query.group_by, steps))
         classified.append((t, classes, fraction * zones.rows, tuple(constants), bases))
     touched = sum(int(np.count_nonzero(c != NEVER)) for _, c, *_ in classified)
+    slots = 0
+    if spec.hashed:  # the groups a run can select: no more than the rows of the frames it can select from
+        selectable_rows = [min(t.rows, FRAME_ROWS * int(np.count_nonzero(c != NEVER))) for t, c, *_ in classified]
+        slots = hash_slots(spec, sum(selectable_rows) if shared is not None else max(selectable_rows),
+                           1 if shared is not None else len(tables))
+        reasons.append(f"{spec.groups:,} possible groups take more than {GLOBAL_ACC_BYTES >> 20} MB as a dense array: "
+                       f"each group's words are found by its index in a hash table of {slots:,} slots, twice the groups "
+                       f"a run can select")
     target = chunk_frames or min(MAX_CHUNK_FRAMES, max(MIN_CHUNK_FRAMES, math.ceil(touched / CHUNKS_PER_QUERY)))
     table_plans = [_chunks(t, query, spec, mode, classes, selected, constants, bases, target)
                    for t, classes, selected, constants, bases in classified]
@@ -508,7 +519,8 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     if any(t.sorted_by for t in tables):
         reasons.append(f"the rows are clustered by {tables[0].sorted_by}: its zone maps are narrow, so a range on it "
                        f"rules out most frames")
-    return FusedPlan(query, mode, spec, table_plans, reasons, shared_groups=shared is not None, by_top=by_top)
+    return FusedPlan(query, mode, spec, table_plans, reasons, shared_groups=shared is not None, by_top=by_top,
+                     hash_slots=slots)
 
 
 def _sliced_scans(spec: KernelSpec, classified: list, lowered: list, mode: str) -> list | None:
