@@ -181,14 +181,16 @@ def test_group_accumulators_in_shared_memory_else_in_device_memory_else_hashed_e
     assert hashed.spec.hashed and not hashed.spec.in_shared and hashed.spec.groups == 2**39
     assert hashed.hash_slots == 131_072  # twice the 50,000 rows a run can select, a power of two
     assert "a hash table of 131,072 slots" in hashed.describe()
-    assert "hash_slot(keys, hash_mask, group)" in codegen.source(hashed.spec, 128)
+    assert "hash_slot(keys, hash_mask, group, 4096LL)" in codegen.source(hashed.spec, 128)
     narrowed = plan_fused(query(Compare("<", col("t"), Literal(8010, DATE)), total(PRODUCT), group_by=(col("k"), col("p"))),
                           [table(50_000, sort_by="t")], "pinned", 132)
     assert narrowed.spec.hashed and narrowed.hash_slots <= 2 * 2048  # only the frames the predicate can select from count
     with pytest.raises(codegen.NotOnGpu, match="62 bits"):  # a key spanning 2^63 values: its index does not fit
         plan_fused(query(None, Aggregate("count", None, BIGINT), group_by=(col("p"),)), [table(p_hi=2**62)], "pinned", 132)
-    monkeypatch.setattr(codegen, "HASH_ACC_BYTES", 1 << 20)
-    with pytest.raises(codegen.NotOnGpu, match="1 MB of device memory"):
+    monkeypatch.setattr(codegen, "HASH_ACC_BYTES", 1 << 20)  # fewer slots than twice the rows: a run may overflow them
+    assert plan_fused(pairs, [table()], "pinned", 132).hash_slots == 16_384  # (refused then: tests/test_gpu_sql.py)
+    monkeypatch.setattr(codegen, "HASH_ACC_BYTES", 1 << 15)
+    with pytest.raises(codegen.NotOnGpu, match="1,024 slots takes more than 0.03125 MB of device memory"):
         plan_fused(pairs, [table()], "pinned", 132)
 
 

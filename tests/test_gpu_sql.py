@@ -169,6 +169,21 @@ def test_groups_too_many_for_a_dense_array_are_hashed_and_exact(engine, rows, mo
         engine.memory.release_table(table)
 
 
+def test_groups_that_overflow_the_hash_table_memory_allows_are_refused(engine, monkeypatch):
+    """A table capped below the run's groups (HASH_ACC_BYTES): the rows of keys past HASH_PROBES slots are counted,
+    and the run is refused in one line (the CPU answers), never answered without them."""
+    from gquery.gpu import codegen
+
+    monkeypatch.setattr(codegen, "HASH_ACC_BYTES", 1 << 20)
+    table = random_table(70_001, 14)
+    query = sql.parse(HASHED[0], SCHEMA)
+    with pytest.raises(NotOnGpu, match="the groups overflow a hash table of [0-9,]+ slots"):
+        answer.gpu_answer(query, table, engine, "pinned", repeat=1, warmup=False)
+    monkeypatch.setattr(codegen, "HASH_ACC_BYTES", 16 << 30)
+    check(engine, table, HASHED[0], "pinned")  # the same query, its table twice its groups: answered
+    engine.memory.release_table(table)
+
+
 @pytest.mark.parametrize("rows", [1025, 40_001])
 def test_every_grouped_query_hashed_equals_the_cpu_reference(engine, rows, monkeypatch):
     """Every grouped shape of the tests with its groups hashed (the dense array's bound set to nothing)."""

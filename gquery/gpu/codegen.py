@@ -36,7 +36,8 @@ GLOBAL_ACC_BYTES = 256 << 20
 # index, so it must stay below this; and the table (twice the slots of the groups a run can select) may take
 # up to HASH_ACC_BYTES over all its tables, else the CPU answers
 HASH_KEY_LIMIT = 2**62
-HASH_ACC_BYTES = 8 << 30
+HASH_ACC_BYTES = 16 << 30
+HASH_PROBES = 4096  # slots a key probes at most: past them its rows are counted, and the run refused
 IN_INLINE = 16  # an IN list this long or shorter is tested value by value; longer, searched in a sorted set
 
 
@@ -224,14 +225,19 @@ def kernel_spec(query: Query, lowered: Expr | None, ranges: dict[str, tuple[int,
 
 
 def hash_slots(spec: KernelSpec, rows: int, tables: int) -> int:
-    """The slots of a hashed spec's table: a power of two at least twice the groups a run can select (no more
-    than the rows it can select, nor than the groups the key's range holds), so that every key finds a slot.
-    Raises NotOnGpu where the tables would take more than HASH_ACC_BYTES of device memory."""
+    """The slots of a hashed spec's table: a power of two twice the groups a run can select (no more than the rows
+    it can select, nor than the groups the key's range holds), so that every key finds a slot; fewer where the
+    tables (and one more for the read-back) would take more than HASH_ACC_BYTES of device memory: then a run
+    whose groups overflow its table is refused (gpu.fused), and the CPU answers. NotOnGpu below 1,024 slots."""
     bound = max(1, min(spec.groups, rows))
     slots = 1 << (2 * bound - 1).bit_length()
-    if slots * (spec.words + 1) * 8 * tables > HASH_ACC_BYTES:
+    while slots * (spec.words + 1) * 8 * (tables + 1) > HASH_ACC_BYTES and slots > 1024:
+        slots >>= 1
+    if slots * (spec.words + 1) * 8 * (tables + 1) > HASH_ACC_BYTES:
         raise NotOnGpu(f"up to {bound:,} groups of {spec.words} accumulator words in {tables} table(s): a hash table of "
-                       f"{slots:,} slots takes more than {HASH_ACC_BYTES >> 20:,} MB of device memory")
+                       f"{slots:,} slots takes more than "
+                       f"{f'{HASH_ACC_BYTES / 2**30:g} GB' if HASH_ACC_BYTES >= 2**30 else f'{HASH_ACC_BYTES / 2**20:g} MB'} "
+                       f"of device memory")
     return slots
 
 
@@ -526,8 +532,8 @@ def _grouped_add(spec: KernelSpec) -> list[str]:
         else:
             identity = "I64_MAX" if a.kind == "min" else "I64_MIN"
             out.append(f"                const long long t{k} = warp_{a.kind}(mine ? x{k} : {identity});")
-    if spec.hashed:  # the group's slot found by its index; a key without one (never, by the table's size) is counted
-        out += ["                const long long slot = lane_id() == 0 ? hash_slot(keys, hash_mask, group) : 0;",
+    if spec.hashed:  # the group's slot found by its index; the rows of a key without one (the table too small) counted
+        out += [f"                const long long slot = lane_id() == 0 ? hash_slot(keys, hash_mask, group, {HASH_PROBES}LL) : 0;",
                 "                if (slot < 0) atomicAdd(counters + 2, (u64)__popc(same));  // the host refuses the run",
                 "                if (lane_id() == 0 && slot >= 0) {  // warp_sum leaves the total in lane 0",
                 "                    u64* const to = group_acc + slot * WORDS;"]
@@ -631,10 +637,9 @@ def read_groups(spec: KernelSpec, words) -> tuple[np.ndarray, np.ndarray, list[n
 
 
 def read_hashed(spec: KernelSpec, keys: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
-    """read_groups of a hashed run: the slots it filled (each group's index and words, gathered in no order),
-    ordered by index as a dense run's groups are."""
-    order = np.argsort(keys)  # distinct keys: any sort is stable (NumPy's default one is vectorized: 15M keys in ~0.2 s)
-    return (keys[order], *_read_table(spec, np.asarray(words, dtype=np.uint64).reshape(-1, spec.words)[order], None))
+    """read_groups of a hashed run: the slots it filled (each group's index and words, gathered in no order), in
+    that order (finalize orders the groups, and a parted table's are added by key, result.ColumnarPartial)."""
+    return (keys, *_read_table(spec, np.asarray(words, dtype=np.uint64).reshape(-1, spec.words), None))
 
 
 def _read_table(spec: KernelSpec, table: np.ndarray, selected: np.ndarray | None) -> tuple[np.ndarray, list]:

@@ -437,7 +437,8 @@ class FusedRunner:
         runs = []
         for tp, (counters, (index, counts, values)) in zip(plan.tables[:accumulating], read):  # shared: the first
             if counters[2]:  # table's plan reads them all
-                raise GqueryError(f"{int(counters[2]):,} rows found no slot in the hash table of {groups:,}; please report it")
+                raise codegen.NotOnGpu(f"the groups overflow a hash table of {groups:,} slots (the most device memory "
+                                       f"allows): {int(counters[2]):,} rows found no slot")
             runs.append(TableRun(tp, index, counts, values, int(counters[0]), int(counters[1])))
         total_ms = done.time_since(tl.start)
         selected = sum(int(run.counts.sum()) for run in runs)
@@ -458,46 +459,33 @@ class FusedRunner:
 
     def _gather(self, spec, acc_d, keys_d, words_per_table: int, slots: int, tables: int, gather, wave: int, copy,
                 tl) -> tuple:
-        """A hashed run's tables read back: on the copy stream, each table's filled slots gathered on the GPU
-        (at most half its slots: no more groups than that can be selected), their count and the counters
-        copied back, then only the filled slots' keys and words. (the last event, [(counters, read_hashed's
-        groups) a table])."""
+        """A hashed run's tables read back, one after another on the copy stream: each table's filled slots gathered
+        on the GPU into one buffer, their count and its counters copied back, then only those slots' keys and
+        words. (the last event, [(counters, read_hashed's groups) a table])."""
         memory = self.engine.memory
-        room = slots // 2 + 1
-        out_keys = memory.scratch_device("fused:hash-keys", 8 * room * tables)
-        out_words = memory.scratch_device("fused:hash-words", 8 * room * spec.words * tables)
+        out_keys = memory.scratch_device("fused:hash-keys", 8 * slots)
+        out_words = memory.scratch_device("fused:hash-words", 8 * slots * spec.words)
         small = COUNTER_WORDS + 1  # a table's counters, then how many slots its run filled
-        counts_d = memory.scratch_device("fused:hash-counts", 8 * small * tables)
-        counts_h = memory.scratch_host("fused:hash-counts", small * tables, np.uint64, pinned=True)
+        counts_d = memory.scratch_device("fused:hash-counts", 8 * small)
+        counts_h = memory.scratch_host("fused:hash-counts", small, np.uint64, pinned=True)
+        out, done = [], None
         for t in range(tables):
-            memory.zero_async(int(counts_d) + 8 * (t * small + COUNTER_WORDS), 8, copy)
+            memory.zero_async(int(counts_d) + 8 * COUNTER_WORDS, 8, copy)
             gather.prepared_async_call((_blocks(slots, wave), 1, 1), (BLOCK_THREADS, 1, 1), copy,
                                        int(keys_d) + 8 * t * slots, int(acc_d) + 8 * (t * words_per_table + COUNTER_WORDS),
-                                       slots, int(out_keys) + 8 * t * room, int(out_words) + 8 * t * room * spec.words,
-                                       int(counts_d) + 8 * (t * small + COUNTER_WORDS), room)
-            self.engine._cuda.memcpy_dtod_async(int(counts_d) + 8 * t * small, int(acc_d) + 8 * t * words_per_table,
-                                                8 * COUNTER_WORDS, copy)
-        memory.dtoh_async(counts_h, int(counts_d), copy)
-        copy.synchronize()
-        filled = [int(counts_h[t * small + COUNTER_WORDS]) for t in range(tables)]
-        if max(filled) > room:
-            raise GqueryError(f"a hashed run filled {max(filled):,} slots of {slots:,}, past the {room:,} it can select; "
-                              f"please report it")
-        keys_h = memory.scratch_host("fused:hash-keys", max(1, sum(filled)), np.int64, pinned=True)
-        words_h = memory.scratch_host("fused:hash-words", max(1, sum(filled) * spec.words), np.uint64, pinned=True)
-        at = 0
-        for t, n in enumerate(filled):
-            if n:
-                memory.dtoh_async(keys_h[at:at + n], int(out_keys) + 8 * t * room, copy)
-                memory.dtoh_async(words_h[at * spec.words:(at + n) * spec.words], int(out_words) + 8 * t * room * spec.words, copy)
-            at += n
-        done = tl.event(copy)
-        done.synchronize()
-        out, at = [], 0
-        for t, n in enumerate(filled):
-            out.append((counts_h[t * small:t * small + COUNTER_WORDS].copy(),
-                        codegen.read_hashed(spec, keys_h[at:at + n].copy(), words_h[at * spec.words:(at + n) * spec.words])))
-            at += n
+                                       slots, int(out_keys), int(out_words), int(counts_d) + 8 * COUNTER_WORDS, slots)
+            self.engine._cuda.memcpy_dtod_async(int(counts_d), int(acc_d) + 8 * t * words_per_table, 8 * COUNTER_WORDS, copy)
+            memory.dtoh_async(counts_h, int(counts_d), copy)
+            copy.synchronize()
+            counters, filled = counts_h[:COUNTER_WORDS].copy(), int(counts_h[COUNTER_WORDS])
+            keys_h = memory.scratch_host("fused:hash-keys", max(1, filled), np.int64, pinned=True)
+            words_h = memory.scratch_host("fused:hash-words", max(1, filled * spec.words), np.uint64, pinned=True)
+            if filled:
+                memory.dtoh_async(keys_h, int(out_keys), copy)
+                memory.dtoh_async(words_h, int(out_words), copy)
+            done = tl.event(copy)
+            done.synchronize()
+            out.append((counters, codegen.read_hashed(spec, keys_h[:filled].copy(), words_h[:filled * spec.words])))
         return done, out
 
 

@@ -92,13 +92,13 @@ __device__ __forceinline__ bool in_set(T x, const long long* set, long long n) {
 
 // A group's slot in a hash table of mask + 1 slots (each key EMPTY_KEY before the run): linear probing from the
 // index's hash, a slot claimed by compare-and-swap. The table has twice the slots of the groups a run can
-// select (codegen.hash_slots), so every index finds one; -1 after every slot is probed (never, by that size).
+// select where memory allows (codegen.hash_slots); -1 after `probes` slots (the run is then refused).
 #define EMPTY_KEY (-1LL)
-__device__ __forceinline__ long long hash_slot(long long* keys, long long mask, long long key) {
+__device__ __forceinline__ long long hash_slot(long long* keys, long long mask, long long key, long long probes) {
     u64 h = (u64)key * 0x9E3779B97F4A7C15ull;
     h ^= h >> 29;
     long long at = (long long)(h & (u64)mask);
-    for (long long probe = 0; probe <= mask; ++probe, at = (at + 1) & mask) {
+    for (long long probe = 0; probe <= mask && probe < probes; ++probe, at = (at + 1) & mask) {
         const long long seen = *(volatile long long*)(keys + at);
         if (seen == key) return at;
         if (seen == EMPTY_KEY) {
