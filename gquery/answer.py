@@ -26,7 +26,7 @@ PLANS_KEPT = 1024  # fused plans a table keeps (a plan holds its chunks): querie
 HOST_PHASES = {  # Answer.host_ms: where the public call's wall clock goes, host clock each, in order
     "parse": "the text to a bound Query (a repeated text: looked up)",
     "plan": "the zone maps' pruning and the scan's choice (a repeated query: its plan looked up, its scan weighed again)",
-    "queue": "the GPU's turn (a hand-off to its thread and back where another job runs), and holding and locating the columns before the first copy",
+    "queue": "the hand-off to the GPU's thread and back, and there holding and locating the columns before the first copy",
     "gpu": "from the first copy queued to the accumulators on the host (gpu_ms: the same span by CUDA events)",
     "finalize": "the accumulators read into groups, ordered, cut at LIMIT and made rows, on the asking thread",
 }

@@ -10,10 +10,10 @@
 `open` prefers the encoded store (lineitem.gq beside the data); it reads only its manifest, and a
 query reads the columns it needs, page-locked in place when a GPU is usable.
 
-Any thread may query, several at once. Each GPU runs one job at a time with its context current
-(gpu.device.device_thread): a query's GPU work runs on the asking thread when the GPU is idle, else on
-the GPU's own thread, waited for, so the right context is current wherever GPU work runs, and every
-engine, stream, allocation and page-locked buffer is made and freed with it. Queries on one GPU take turns; their CPU work (the reference an answer is
+Any thread may query, several at once. Each GPU is driven by one thread of its own
+(gpu.device.device_thread): a query's GPU work is handed to it and waited for, so the right context
+is current wherever GPU work runs, and every engine, stream, allocation and page-locked buffer is
+made and freed there. Queries on one GPU take turns; their CPU work (the reference an answer is
 checked against) runs on the asking thread. A closed table refuses further queries in one line,
 from any thread.
 
@@ -295,8 +295,7 @@ class Prepared:
 
 
 def _on_gpu(job):
-    """A GPU job of GPU 0, waited for: from any thread, with its context current (DeviceThread.call: here
-    when the GPU is idle, else on its thread)."""
+    """A GPU job on GPU 0's thread, waited for: from any thread, with its context current there."""
     from gquery.gpu.device import device_thread
 
     return device_thread(0).call(job)

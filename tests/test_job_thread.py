@@ -36,31 +36,3 @@ def test_it_takes_jobs_inside_an_atexit_handler():
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "closed on exit"
     assert out.stderr == ""
-
-
-@pytest.mark.gpu
-def test_a_call_runs_on_the_asking_thread_when_the_gpu_is_idle_and_takes_its_turn_when_not():
-    import time
-
-    import pycuda.driver as cuda
-
-    from gquery.gpu.device import device_thread
-
-    gpu = device_thread(0)
-    here = threading.current_thread().name
-    before = cuda.Context.get_current()
-    # idle: run here with the device's context current, a job it asks for run in place, the context popped after
-    assert gpu.call(lambda: (threading.current_thread().name, cuda.Context.get_current() is not None,
-                             gpu.call(lambda: threading.current_thread().name))) == (here, True, here)
-    assert cuda.Context.get_current() == before
-    # busy: a job holds the device; a call from another thread waits its turn and runs on the device's thread
-    gate, seen = threading.Event(), []
-    first = gpu.submit(gate.wait, 10)
-    caller = threading.Thread(target=lambda: seen.append(gpu.call(lambda: threading.current_thread().name)))
-    caller.start()
-    time.sleep(0.1)
-    assert seen == []  # not run beside the running job
-    gate.set()
-    caller.join(10)
-    assert first.result(10) is True
-    assert seen == ["gquery-gpu0"]

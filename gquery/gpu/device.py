@@ -196,16 +196,6 @@ def require() -> DeviceInfo:
     return info
 
 
-_job = threading.local()  # .owner: the ident of the device thread whose job runs on this thread now
-
-
-def job_thread_ident() -> int:
-    """The thread a GPU job on this thread runs for: its device's thread, whether it runs there or on an
-    asking thread in its place (DeviceThread.call); else this thread. What a job loads (modules) is kept
-    under it, so the device's next job finds it and its engine's close drops it, on either thread."""
-    return getattr(_job, "owner", None) or threading.get_ident()
-
-
 class JobThread:
     """A daemon thread that runs jobs in order and answers with futures. Not a ThreadPoolExecutor:
     those stop taking jobs before atexit handlers run, and an engine must be closed at exit on the
@@ -213,9 +203,6 @@ class JobThread:
 
     def __init__(self, name: str):
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._running = threading.Lock()  # held while a job runs: here, or on an asking thread (DeviceThread.call)
-        self._count = threading.Lock()
-        self._pending = 0  # jobs submitted and not yet run
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -223,20 +210,15 @@ class JobThread:
         while (job := self._jobs.get()) is not None:
             future, fn, args = job
             del job  # held no longer than its run: what it holds is the caller's, to free there
-            with self._running:
-                if future.set_running_or_notify_cancel():
-                    try:
-                        future.set_result(fn(*args))
-                    except BaseException as e:  # handed to the caller, as a pool's future would
-                        future.set_exception(e)
-                with self._count:
-                    self._pending -= 1
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as e:  # handed to the caller, as a pool's future would
+                    future.set_exception(e)
             del future, fn, args
 
     def submit(self, fn, *args) -> Future:
         future: Future = Future()
-        with self._count:
-            self._pending += 1
         self._jobs.put((future, fn, args))
         return future
 
@@ -246,18 +228,17 @@ class JobThread:
 
 
 class DeviceThread(JobThread):
-    """The thread that drives GPU `ordinal`: every job runs with the device's primary context pushed
-    for it (and popped after, so none is left current at exit), there, or on the asking thread where
-    nothing else runs or waits (call), so every PyCUDA object of the device (engines, modules, streams,
-    events, allocations, registrations) is made, used and freed with the context current. Jobs run one
-    at a time, in order: queries from several threads take turns on the GPU."""
+    """The one thread that drives GPU `ordinal`: every job runs there with the device's primary
+    context pushed for it (and popped after, so none is left current at exit), so whichever thread
+    asks, every PyCUDA object of the device (engines, modules, streams, events, allocations,
+    registrations) is made, used and freed on this one thread. Jobs run one at a time, in order:
+    queries from several threads take turns on the GPU."""
 
     def __init__(self, ordinal: int):
         super().__init__(f"gquery-gpu{ordinal}")
         self.ordinal = ordinal
         self._context = None
         self._unusable: str | None = None
-        self._inline = threading.local()  # .on: this thread runs a job of this device now (call)
         super().submit(self._retain)  # the first job: not waited for (making a context takes a while)
 
     def _retain(self) -> None:
@@ -276,13 +257,10 @@ class DeviceThread(JobThread):
     def _in_context(self, fn, *args):
         if self._context is None:
             raise GpuUnavailable(f"no usable GPU: {self._unusable or 'its context could not be made'}")
-        outer = getattr(_job, "owner", None)
         self._context.push()
-        _job.owner = self._thread.ident
         try:
             return fn(*args)
         finally:
-            _job.owner = outer
             self._context.pop()
 
     def submit(self, fn, *args) -> Future:
@@ -298,29 +276,12 @@ class DeviceThread(JobThread):
         return super().submit(self._in_context, fn, *args)
 
     def on_thread(self) -> bool:
-        """Whether this thread runs this device's jobs now: the device's thread, or an asking thread
-        running one in its place (call)."""
-        return threading.current_thread() is self._thread or getattr(self._inline, "on", False)
+        return threading.current_thread() is self._thread
 
     def call(self, fn, *args):
-        """fn(*args) with this device's context, waited for: inline when already on its thread; on the
-        asking thread itself, the context pushed there, when no job runs or waits (a hand-off to the
-        device's thread and back costs a query 0.05-0.1 ms); else queued behind them, in order. Either
-        way one job at a time: every PyCUDA object a job makes is kept by the engine and freed by a job."""
+        """fn(*args) on this device's thread, waited for; inline when already on it."""
         if self.on_thread():
             return fn(*args)
-        if self._context is not None and self._running.acquire(blocking=False):
-            try:
-                with self._count:
-                    idle = self._pending == 0  # nothing queued: running now overtakes no job
-                if idle:
-                    self._inline.on = True
-                    try:
-                        return self._in_context(fn, *args)
-                    finally:
-                        self._inline.on = False
-            finally:
-                self._running.release()
         return self.submit(fn, *args).result()
 
 

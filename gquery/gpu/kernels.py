@@ -58,15 +58,12 @@ _modules: dict = {}
 
 
 def _context_key() -> tuple[int, int]:
-    """The current context, and the thread that made it current: PyCUDA ties what a context loads to
+    """The current context, and the thread it is current on: PyCUDA ties what a context loads to
     the thread that made the context current (a primary context retained on two threads is two),
-    and frees it only with that context current. A device's job run on an asking thread (gpu.device)
-    has its device thread's context pushed: keyed as that thread's."""
+    and frees it only there."""
     import pycuda.driver as cuda
 
-    from gquery.gpu.device import job_thread_ident
-
-    return cuda.Context.get_current().handle, job_thread_ident()
+    return cuda.Context.get_current().handle, threading.get_ident()
 
 
 def module(b: Build):
