@@ -545,7 +545,7 @@ def bench(sf: list[float] = typer.Option([10.0, 100.0], "--sf", help="Scale fact
           design: Optional[list[str]] = typer.Option(None, "--design", help="Designs to run (repeat): as-generated, clustered:l_suppkey, clustered:l_shipdate [default: all]."),
           add: bool = typer.Option(False, "--add", help="Add the runs to the report already in --out (same commit and GPU): a large SF's designs run in calls of their own, one report."),
           data_dir: Optional[Path] = DATA_DIR):
-    """Benchmark and write a report: SQL of the class (the mission's Z sweep, Q6, Q1 and two GROUP BYs) in
+    """Benchmark and write a report: SQL of the class (the mission's Z sweep, Q6, Q1 and four GROUP BYs) in
     two designs against DuckDB, timed as table.sql() on the host's clock, cold compiles, 8 threads through
     one table and the first answer, into queries-<gpu>.json/.md; --scale, the class at scale."""
     from gquery import tpch
