@@ -606,3 +606,40 @@ def test_the_top_bytes_on_disk_are_read_once_they_pay_for_themselves():
     assert plan.choose(runs=1).tables[0].sliced is None
     assert [(c.name, e) for c, e in plan.choose(runs=1).worth_reading()] == [("k", "sliced")]
     assert plan.choose(runs=10_000).tables[0].sliced is not None
+
+
+def test_a_hashed_runs_slots_in_any_order_read_back_into_the_cpu_references_rows():
+    """A hashed run's read-back (codegen.read_hashed, then fused_partial and finalize) on the CPU: each group's
+    words as the kernel leaves them in its slot (row count, 128-bit sums as two words, min and max as one),
+    gathered in a hash table's order, not the index's, give the CPU reference's rows, ORDER BY and LIMIT too."""
+    from gquery import answer
+    from gquery.gpu.fused import FusedRun, TableRun
+    from gquery.result import finalize
+
+    t = table(20_000, 5)
+    for order_by, limit in (((), None), (((2, True), (0, False)), 7)):
+        q = query(Compare("<", col("k"), Literal(7000, INTEGER)), total(PRODUCT), Aggregate("count", None, BIGINT),
+                  Aggregate("min", col("t"), DATE), Aggregate("max", col("q"), D2), group_by=(col("p"), col("s")))
+        q = Query(q.sql, q.outputs, q.where, q.group_by, order_by, limit)
+        plan = plan_fused(q, [t], "pinned", 132).choose(None)
+        spec, tp = plan.spec, plan.tables[0]
+        assert spec.hashed
+        want = answer.cpu_answer(q, t)
+        slots = codegen.accumulator_index(q, spec)
+        keys, words = [], []
+        for (p, s), states in want.partial.groups.items():  # each group's index and words, as the kernel makes them
+            code = t.columns["s"].dictionary.index(s)
+            keys.append((p // spec.group_steps[0] - tp.group_bases[0]) * spec.group_cards[1] + code - tp.group_bases[1])
+            accumulator = [None] * len(spec.accumulators)
+            for a, k, state in zip(q.aggregates, slots, states):
+                if k is not None:
+                    accumulator[k] = state[0]
+            row = [states[1][0]]
+            for a, value in zip(spec.accumulators, accumulator):
+                row += [value % 2**64, (value >> 64) % 2**64] if a.kind == "sum" else [value % 2**64]
+            words.append(row)
+        order = np.random.default_rng(1).permutation(len(keys))  # a hash table's order
+        index, counts, values = codegen.read_hashed(spec, np.array(keys, np.int64)[order],
+                                                    np.array(words, np.uint64)[order].reshape(-1))
+        run = FusedRun([TableRun(tp, index, counts, values, 0, 0)], None, plan)
+        assert finalize(q, answer.fused_partial(q, run)).rows == want.rows
