@@ -98,6 +98,30 @@ def test_the_queries_floors_read_the_wall_clock_and_the_host_time_beyond_the_gpu
     assert "MISSED by 0.700" in md and "| q1-shape | 700 | 10.00 | 12.0 | yes |" in md
 
 
+def test_a_probe_that_fails_after_its_answer_is_kept_and_its_floor_missed_with_what_it_said():
+    """A fresh process that prints its answer and then fails on its way out (gquery's probes did: PyCUDA's
+    abort at exit) keeps the answer, and the report's floor says the process failed; one that prints no
+    answer is one error line."""
+    import pytest
+
+    from gquery.bench.queries import floors, fresh_process
+    from gquery.errors import GqueryError
+
+    said = fresh_process("import json, os, sys\nprint(json.dumps({'first_query_ms': 5.0}), flush=True)\n"
+                         "print('PyCUDA ERROR: The context stack was not empty upon module cleanup.', file=sys.stderr, "
+                         "flush=True)\nos.abort()\n")
+    assert said["first_query_ms"] == 5.0
+    assert said["exit_error"].startswith("exit -6 after its answer: PyCUDA ERROR: The context stack was not empty")
+    assert "exit_error" not in fresh_process("import json\nprint(json.dumps({'a': 1}))\n")
+    with pytest.raises(GqueryError, match=r"a fresh-process probe failed \(exit 1\): ZeroDivisionError"):
+        fresh_process("1 / 0\n")
+    first = {"sf": 10, "gquery_total_s": 0.3, "duckdb_total_s": 0.4, "gquery_open_s": 0.1, "gquery_first_query_ms": 200,
+             "duckdb_load_s": 0.3, "duckdb_first_query_ms": 100, "exit_errors": [said["exit_error"]]}
+    (floor,) = floors([], [first])
+    assert not floor["met"] and floor["why"].startswith("a probe's process failed at exit: exit -6")
+    assert floors([], [{**first, "exit_errors": []}])[0]["met"]
+
+
 def test_a_report_added_to_is_one_report_of_one_commit_and_gpu(tmp_path):
     """gquery bench --add: a large SF's designs, each run in a call of its own, land in one report, its floors
     read again over every run; a report of another commit is refused in one line."""

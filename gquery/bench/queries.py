@@ -185,9 +185,22 @@ def fresh_process(code: str, *args: str, profile: str | None = None, env: dict |
         command = [sys.executable, *(["-m", "cProfile", "-o", profile] if profile else []), str(script)]
         r = subprocess.run([*command, *args], capture_output=True, text=True,
                            env={**(env or os.environ), "PYTHONUNBUFFERED": "1"}, timeout=600)
-    if r.returncode:
-        raise GqueryError(f"a first-answer probe failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    try:
+        found = json.loads((r.stdout.strip().splitlines() or [""])[-1])
+    except ValueError:
+        found = None
+    said = [line.strip() for line in r.stderr.splitlines() if line.strip().strip("-")]
+    if not isinstance(found, dict):  # no answer printed: the probe failed
+        raise GqueryError(f"a fresh-process probe failed (exit {r.returncode}): {said[-1] if said else '?'}")
+    if r.returncode:  # its answer printed, then the process failed on its way out: kept, and said in the report
+        found["exit_error"] = f"exit {r.returncode} after its answer: " + \
+            next((line for line in said if "ERROR" in line or "free" in line), said[-1] if said else "?")
+    return found
+
+
+def exit_errors(*probes: dict) -> list[str]:
+    """What the probes' processes said when they failed after printing their answer (fresh_process)."""
+    return [p["exit_error"] for p in probes if p.get("exit_error")]
 
 
 def first_answer(store_path: Path, sql: str, env: dict | None = None) -> dict:
@@ -354,7 +367,8 @@ def cold_compile(store_path: Path) -> list[dict]:
             two = fresh_process(COLD_PROBE, str(store_path), sql, cache, env=env)
         out.append({"shape": name, "sql": sql, "first_wall_ms": one["first_wall_ms"], "warm_wall_ms": one["warm_wall_ms"],
                     "second_process_wall_ms": two["first_wall_ms"],
-                    "same_answer": one["same"] and two["same"] and one["rows"] == two["rows"]})
+                    "same_answer": one["same"] and two["same"] and one["rows"] == two["rows"],
+                    "exit_errors": exit_errors(one, two)})
     return out
 
 
@@ -377,7 +391,7 @@ def _first(sf: float, source, path: Path, largest_key: int) -> dict:
             "duckdb_import_s": d["import_s"], "duckdb_load_s": d["load_s"], "duckdb_first_query_ms": d["first_query_ms"],
             "duckdb_over_parquet_ms": files_ms, "gquery_total_s": gquery_s, "duckdb_total_s": duckdb_s,
             "gquery_with_import_s": g["import_s"] + gquery_s, "duckdb_with_import_s": d["import_s"] + duckdb_s,
-            "same_answer": g["rows"] == d["rows"] == [[str(v) for v in r] for r in rows]}
+            "same_answer": g["rows"] == d["rows"] == [[str(v) for v in r] for r in rows], "exit_errors": exit_errors(g, d)}
 
 
 def floors(runs: list[dict], first: list[dict], cold: list[dict] | None = None, threads: dict | None = None) -> list[dict]:
@@ -397,12 +411,13 @@ def floors(runs: list[dict], first: list[dict], cold: list[dict] | None = None, 
                             "floor": limit, "at_most": True, "met": met, "why": None if met else _host_why(r)})
     for c in cold or []:
         value = c["first_wall_ms"] - c["warm_wall_ms"]
-        met = value <= COLD_FLOOR_MS and c["second_process_wall_ms"] - c["warm_wall_ms"] <= COLD_FLOOR_MS
+        crashed = c.get("exit_errors")
+        met = value <= COLD_FLOOR_MS and c["second_process_wall_ms"] - c["warm_wall_ms"] <= COLD_FLOOR_MS and not crashed
         out.append({"what": f"cold compile of {c['shape']}: first wall ms above warm (second process: "
                             f"{c['second_process_wall_ms'] - c['warm_wall_ms']:.0f})", "sf": None, "value": value,
                     "floor": COLD_FLOOR_MS, "at_most": True, "met": met,
-                    "why": None if met else f"first call {c['first_wall_ms']:.0f} ms, warm {c['warm_wall_ms']:.1f} ms: "
-                                            "nvcc in a subprocess compiles the shape"})
+                    "why": None if met else f"a probe's process failed at exit: {'; '.join(crashed)}" if crashed else
+                    f"first call {c['first_wall_ms']:.0f} ms, warm {c['warm_wall_ms']:.1f} ms: the shape's compile"})
     if threads:
         value = threads["wall_s"] / threads["one_thread_wall_s"]
         met = value <= THREADS_FLOOR and threads["exact"]
@@ -412,11 +427,13 @@ def floors(runs: list[dict], first: list[dict], cold: list[dict] | None = None, 
                     "why": None if met else f"{threads['wall_s']:.2f} s against {threads['one_thread_wall_s']:.2f} s"
                                             f"{'' if threads['exact'] else '; an answer differed'}"})
     for f in first:
-        met = f["gquery_total_s"] <= f["duckdb_total_s"]
+        crashed = f.get("exit_errors")
+        met = f["gquery_total_s"] <= f["duckdb_total_s"] and not crashed
         out.append({"what": "first answer: gquery open + first query against DuckDB load + first query", "sf": f["sf"],
                     "value": f["duckdb_total_s"] / f["gquery_total_s"], "floor": 1.0, "met": met,
-                    "why": None if met else f"gquery {f['gquery_open_s']:.2f} s open + {f['gquery_first_query_ms']:.0f} ms, "
-                                            f"DuckDB {f['duckdb_load_s']:.2f} s load + {f['duckdb_first_query_ms']:.0f} ms"})
+                    "why": None if met else f"a probe's process failed at exit: {'; '.join(crashed)}" if crashed else
+                    f"gquery {f['gquery_open_s']:.2f} s open + {f['gquery_first_query_ms']:.0f} ms, "
+                    f"DuckDB {f['duckdb_load_s']:.2f} s load + {f['duckdb_first_query_ms']:.0f} ms"})
     return out
 
 
