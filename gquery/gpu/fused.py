@@ -431,12 +431,13 @@ class FusedRunner:
             done = tl.event(copy)
             done.synchronize()
             read = [(acc_h[i * words_per_table:i * words_per_table + COUNTER_WORDS],
-                       codegen.read_groups(spec, acc_h[i * words_per_table + COUNTER_WORDS:(i + 1) * words_per_table]))
-                      for i in range(accumulating)]
+                     codegen.read_groups(spec, acc_h[i * words_per_table + COUNTER_WORDS:(i + 1) * words_per_table]))
+                    for i in range(accumulating)]
         tl.gpu("d2h", "copy", 0, d2h_begin, done)
         runs = []
-        for tp, (counters, (index, counts, values)) in zip(plan.tables[:accumulating], read):  # shared: the first
-            if counters[2]:  # table's plan reads them all
+        # a table of words each (shared: the first table's plan reads them all), counters first
+        for tp, (counters, (index, counts, values)) in zip(plan.tables[:accumulating], read):
+            if counters[2]:  # rows whose key found no slot of a hashed table: the run is not an answer
                 raise codegen.NotOnGpu(f"the groups overflow a hash table of {groups:,} slots (the most device memory "
                                        f"allows): {int(counters[2]):,} rows found no slot")
             runs.append(TableRun(tp, index, counts, values, int(counters[0]), int(counters[1])))
@@ -455,7 +456,6 @@ class FusedRunner:
                           host_path=_host_path(plan))
         eng._events.extend(tl.recorded)
         return FusedRun(runs, profile, plan)
-
 
     def _gather(self, spec, acc_d, keys_d, words_per_table: int, slots: int, tables: int, gather, wave: int, copy,
                 tl) -> tuple:
