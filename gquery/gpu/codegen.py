@@ -229,11 +229,14 @@ def hash_slots(spec: KernelSpec, rows: int, tables: int) -> int:
     it can select, nor than the groups the key's range holds), so that every key finds a slot; fewer where the
     tables (and one more for the read-back) would take more than HASH_ACC_BYTES of device memory: then a run
     whose groups overflow its table is refused (gpu.fused), and the CPU answers. NotOnGpu below 1,024 slots."""
+    def fits(slots: int) -> bool:
+        return slots * (spec.words + 1) * 8 * (tables + 1) <= HASH_ACC_BYTES
+
     bound = max(1, min(spec.groups, rows))
     slots = 1 << (2 * bound - 1).bit_length()
-    while slots * (spec.words + 1) * 8 * (tables + 1) > HASH_ACC_BYTES and slots > 1024:
+    while not fits(slots) and slots > 1024:
         slots >>= 1
-    if slots * (spec.words + 1) * 8 * (tables + 1) > HASH_ACC_BYTES:
+    if not fits(slots):
         raise NotOnGpu(f"up to {bound:,} groups of {spec.words} accumulator words in {tables} table(s): a hash table of "
                        f"{slots:,} slots takes more than "
                        f"{f'{HASH_ACC_BYTES / 2**30:g} GB' if HASH_ACC_BYTES >= 2**30 else f'{HASH_ACC_BYTES / 2**20:g} MB'} "

@@ -132,9 +132,12 @@ class FusedRunner:
             columns = "".join("PPqqqqqq" if sliced is not None and i == sliced.slot else "PPqq" for i in range(len(spec.columns)))
             f.prepare(columns + constants + "q" * len(spec.group_slots) + ("PqqPqP" if index is None else "PPPiqqqPqP")
                       + ("Pq" if spec.hashed else ""))
-            found = self._functions[(spec, index, sliced)] = (
-                f, self.engine.device.sm_count * max(1, kernels.blocks_per_sm(f, BLOCK_THREADS)))
+            found = self._functions[(spec, index, sliced)] = (f, self._wave(f))
         return found
+
+    def _wave(self, *functions) -> int:
+        """Blocks of one wave of these kernels: what the GPU holds of the most demanding at once."""
+        return self.engine.device.sm_count * max(1, min(kernels.blocks_per_sm(f, BLOCK_THREADS) for f in functions))
 
     def _hash_kernels(self, spec: codegen.KernelSpec):
         """A hashed spec's kernels that set its table before a run and gather the slots it filled after
@@ -146,8 +149,7 @@ class FusedRunner:
             init, gather = kernels.function(build, "fused_hash_init"), kernels.function(build, "fused_hash_gather")
             init.prepare("PPq")
             gather.prepare("PPqPPPq")
-            found = self._functions[key] = (init, gather, self.engine.device.sm_count * max(
-                1, min(kernels.blocks_per_sm(f, BLOCK_THREADS) for f in (init, gather))))
+            found = self._functions[key] = (init, gather, self._wave(init, gather))
         return found
 
     def _initial(self, spec: codegen.KernelSpec, tables: int) -> np.ndarray:
@@ -164,10 +166,6 @@ class FusedRunner:
     def function(self, spec: codegen.KernelSpec, index: codegen.IndexKernel | None = None,
                  sliced: codegen.SlicedKernel | None = None):
         return self._compiled(spec, index, sliced)[0]
-
-    def wave(self, spec, index: codegen.IndexKernel | None = None, sliced: codegen.SlicedKernel | None = None) -> int:
-        """Blocks of one wave: what the GPU holds of this kernel at once."""
-        return self._compiled(spec, index, sliced)[1]
 
     def close(self) -> None:
         self._functions.clear()
