@@ -311,13 +311,15 @@ def _compile_in_background(builds: list, arch: str) -> None:
 
     def run() -> None:
         for b in builds:
+            if exiting():  # the process is exiting: no more compiles
+                return
             try:
                 kernels.cubin(b, arch)
             except Exception:  # noqa: BLE001 (the run that launches it compiles it again and says why)
                 pass
 
-    if builds:
-        threading.Thread(target=run, name="gquery-compile-ahead", daemon=True).start()
+    if builds:  # not a daemon: exit waits for a compile under way (see _read_in_background)
+        threading.Thread(target=run, name="gquery-compile-ahead").start()
 
 
 _reading: set = set()  # (column, encoding) a thread is reading now
@@ -340,18 +342,28 @@ def _read_in_background(wanted: list, after: list = ()) -> None:
 
     def read() -> None:
         deadline = time.monotonic() + AFTER_WAIT_S
-        while any(c.cold_bytes(e) for c, e in after) and time.monotonic() < deadline:
+        while any(c.cold_bytes(e) for c, e in after) and time.monotonic() < deadline and not exiting():
             time.sleep(0.005)
         for c, e in wanted:
             try:
-                c.prefetch(e)
+                if not exiting():
+                    c.prefetch(e)
             except Exception:  # noqa: BLE001 (the scan that needs them reads them again and says why)
                 pass
             finally:
                 with _reading_lock:
                     _reading.discard((id(c), e))
 
-    threading.Thread(target=read, name="gquery-read-ahead", daemon=True).start()
+    # not a daemon: a daemon thread that wakes after the interpreter began to finalize is ended where it stands
+    # (pthread_exit), and one page-locking a column there has the GPU's context pushed: PyCUDA then aborts
+    # the process ("context stack was not empty upon module cleanup"), or frees memory twice. Exit waits for
+    # the read under way instead, and the thread reads no more once the main thread is done.
+    threading.Thread(target=read, name="gquery-read-ahead").start()
+
+
+def exiting() -> bool:
+    """The main thread has finished: the process is exiting (threads read and compile no more)."""
+    return not threading.main_thread().is_alive()
 
 
 def gpu_runs(query: Query, data, engine, mode: str = "pinned", repeat: int = 1, warmup: bool = True,

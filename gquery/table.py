@@ -182,7 +182,7 @@ def read_ahead(tables: list, names) -> threading.Thread:
         except Exception:  # noqa: BLE001 (the query reads the column again and raises its one-line error)
             pass
 
-    thread = threading.Thread(target=run, name="gquery-read-ahead", daemon=True)
+    thread = threading.Thread(target=run, name="gquery-read-ahead")  # not a daemon: answer._read_in_background says why
     thread.start()
     return thread
 
