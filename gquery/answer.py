@@ -47,7 +47,9 @@ class Answer:
     check_note: str | None = None  # equal, but said: doubles one unit in the last place apart (result.compare)
     expected: Result | list | None = None  # the reference's rows
     notes: list[str] = field(default_factory=list)
-    partial: Partial | None = field(default=None, repr=False)  # what it was finalized from: parts and GPUs add these
+    # what it was finalized from, parts and GPUs add these: every group, but where a hashed run kept only those that
+    # ORDER BY ... LIMIT can keep (gpu.codegen.TopCut; a table opened as a part keeps every one)
+    partial: Partial | None = field(default=None, repr=False)
     wall_ms: float | None = None  # the public call's host clock, from the text to the rows (api.TableHandle.sql)
     # each timed run as a call would take it, by the host's clock: its plan looked up, the run and its read-out
     # into the answer (a GPU answer's; a CPU answer's times_ms are its host clock already)
@@ -254,7 +256,7 @@ def table_partial(query: Query, spec, t) -> ColumnarPartial:
         keys.append([d[v] for v in values.tolist()] if d is not None else values)
     counts = t.counts
     states = [[counts] if k is None else [t.values[k], counts] for k in accumulator_index(query, spec)]
-    return ColumnarPartial(tuple(a.func for a in query.aggregates), keys, states, len(counts), int(counts.sum()))
+    return ColumnarPartial(tuple(a.func for a in query.aggregates), keys, states, len(counts), t.rows_selected)
 
 
 @dataclass
@@ -271,7 +273,7 @@ class GpuRuns:
 
 def gpu_plan(query: Query, data, sm_count: int, mode: str = "pinned", repeat: int = 1, warmup: bool = True,
              chunk_frames: int | None = None, one_shot: bool = False, plans: dict | None = None,
-             scan: str = "auto", arch: str | None = None) -> tuple:
+             scan: str = "auto", arch: str | None = None, whole: bool = True) -> tuple:
     """The query's fused plan for one GPU of `sm_count` SMs, made on the calling thread (host work alone),
     with the host's milliseconds making it. Without warm-up, what a scan must still read from disk is
     part of the answer's time: the planner weighs it (FusedPlan.choose) against the runs it would serve,
@@ -279,7 +281,8 @@ def gpu_plan(query: Query, data, sm_count: int, mode: str = "pinned", repeat: in
     same query. `plans`: a held table's fused plans, and the runs each has answered, by query and mode:
     a repeated text is not planned again. `scan`: auto (the planner's choice), or frames / index where a
     table can be scanned so. `arch` given: a plan made anew has its kernels compiled here too, off the
-    GPU's thread (gpu.fused.compile_plan)."""
+    GPU's thread (gpu.fused.compile_plan). `whole`: False where the answer's partial is added to other parts'
+    (a Dask task's): every group read back (fusedplan.plan_fused)."""
     from gquery.gpu.fused import compile_plan, plan_builds, possible_builds
     from gquery.gpu.fusedplan import plan_fused
 
@@ -288,7 +291,7 @@ def gpu_plan(query: Query, data, sm_count: int, mode: str = "pinned", repeat: in
     kept = plans.get(key) if plans is not None else None  # [the plan, the runs it has answered]
     new = kept is None
     if new:
-        kept = [plan_fused(query, parts_of(data), mode, sm_count, chunk_frames), 0]
+        kept = [plan_fused(query, parts_of(data), mode, sm_count, chunk_frames, whole), 0]
         if plans is not None and len(plans) < PLANS_KEPT:
             plans[key] = kept
     plan, earlier = kept[0], 0 if one_shot else kept[1]

@@ -108,12 +108,13 @@ class TableHandle:
     """An opened table: the data (a Table, or a PartedTable for a parted store), the queries asked
     of it, from any thread, and what it holds on the GPU until close()."""
 
-    def __init__(self, data, gpu: bool, source=None, one_shot: bool = False, name: str = "lineitem"):
+    def __init__(self, data, gpu: bool, source=None, one_shot: bool = False, name: str = "lineitem", part: bool = False):
         self.data = data
         self.name = name  # what SQL calls it: FROM <name>
         self.gpu = gpu
         self._source = source  # the files it came from (DuckDB reads those): a LineitemSource, the path, or None
         self.one_shot = one_shot  # opened for one query, then closed (a Dask task's part): see answer.gpu_answer
+        self.part = part  # a part of a larger table: its answers' partials hold every group (answer.gpu_plan's whole)
         self._closed = False
         self._lock = threading.Lock()
         # what a repeated text reuses, for as long as the table is open (its data cannot change meanwhile):
@@ -203,7 +204,7 @@ class TableHandle:
                     # waits for another's compile or read-out, nor the GPU for a compile
                     info = probe()[0]
                     planned = answer.gpu_plan(query, data, info.sm_count, mode, repeat, warmup, one_shot=self.one_shot,
-                                              plans=self._plans, arch=info.arch)
+                                              plans=self._plans, arch=info.arch, whole=not self.part)
                     handed = time.perf_counter()
                     if planned[0].empty:  # nothing to read: answered here, no GPU job (fused.empty_run)
                         done = answer.gpu_runs(query, data, None, mode, repeat, warmup, planned=planned)
@@ -332,13 +333,16 @@ class _EngineMemory:
         engine.memory.pin_in_place(table, arrays)
 
 
-def open(data, pinned: bool | None = None, one_shot: bool = False, name: str | None = None) -> TableHandle:  # noqa: A001
+def open(data, pinned: bool | None = None, one_shot: bool = False, name: str | None = None,  # noqa: A001
+         part: bool = False) -> TableHandle:
     """Open a table; with a usable GPU (or pinned=True) what a query reads of a store is page-locked in
     place. Opening a store reads its manifest only: the driver's start and the GPU's context are made
     meanwhile, on threads of their own (pinned=True waits for the driver's answer, raising without a GPU).
     one_shot: the table answers one query and is closed (its scans are chosen counting what is on disk).
     name: what SQL calls the table [default: as its files name it, trips.parquet `trips`, TPC-H's
-    `lineitem` (sources.table_name); an Arrow table or arrays `lineitem`]."""
+    `lineitem` (sources.table_name); an Arrow table or arrays `lineitem`]. part: the table is a part of a larger
+    one, its answers' partials added to the other parts' (a Dask task's): every group is read back, none cut
+    by ORDER BY ... LIMIT (gpu.fusedplan.plan_fused)."""
     from gquery.runner import open_table, table_name_of
 
     if name is not None and (not isinstance(name, str) or not name.strip()):
@@ -352,7 +356,7 @@ def open(data, pinned: bool | None = None, one_shot: bool = False, name: str | N
         memory = _EngineMemory(checked=True) if pinned else None
     path = data if isinstance(data, (str, os.PathLike, LineitemSource)) else None  # files found when DuckDB is asked
     return TableHandle(open_table(data, memory=memory, every_column=True), memory is not None, source=path,
-                       one_shot=one_shot, name=name if name is not None else table_name_of(data))
+                       one_shot=one_shot, name=name if name is not None else table_name_of(data), part=part)
 
 
 def _no_driver() -> bool:

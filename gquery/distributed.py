@@ -143,7 +143,7 @@ def _gpu_part(path: str, text: str, mode: str, hold: bool, name: str = "lineitem
     from gquery.gpu.device import require
 
     require()  # no GPU here: one line saying why
-    table = _opened("gpu", path, hold, lambda: api.open(path, pinned=True, one_shot=not hold, name=name))
+    table = _opened("gpu", path, hold, lambda: api.open(path, pinned=True, one_shot=not hold, name=name, part=True))
     try:
         return table.sql(text, backend="gpu", mode=mode, check=False, warmup=False).partial
     finally:
@@ -458,7 +458,7 @@ def _in_process_runs(store_path, text: str, backend: str, mode: str, repeat: int
         if backend == "gpu":
             from gquery import api
 
-            table = api.open(store_path, pinned=True)
+            table = api.open(store_path, pinned=True, part=True)  # every group: its partial is compared with Dask's
             run = lambda: table.sql(text, backend="gpu", mode=mode, check=False, warmup=False).partial  # noqa: E731
         else:
             from gquery import answer, sql, store

@@ -1,15 +1,15 @@
 """Every fused-kernel shape of the GPU tests (predicates, aggregates, groups, 64- and 128-bit arithmetic,
 split sums), in every mode, on small odd-sized tables (one of them clustered, so chunks of frames that
 pass whole and chunks that test), and the index scan over l_suppkey's bucket lists and the frames reading
-it by its top byte in the modes that read in place, then the grouped shapes with their groups hashed, each
-answer checked against the CPU reference: run under compute-sanitizer (memcheck, racecheck) on a GPU host."""
+it by its top byte in the modes that read in place, then the grouped shapes with their groups hashed, and
+hashed groups cut by ORDER BY ... LIMIT before the read-back, each answer checked against the CPU reference: run under compute-sanitizer (memcheck, racecheck) on a GPU host."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from test_gpu_sql import INDEXED, MODES, QUERIES, SCHEMA, random_table  # noqa: E402
+from test_gpu_sql import INDEXED, MODES, QUERIES, SCHEMA, TOP_CUT, random_table  # noqa: E402
 
 from gquery import answer, sql  # noqa: E402
 from gquery.gpu.codegen import NotOnGpu  # noqa: E402
@@ -53,6 +53,9 @@ codegen.GLOBAL_ACC_BYTES = 0
 check(tables[1:], [(t, "auto") for t in QUERIES if "GROUP BY" in t] +
       [(t.format(z=z), scan) for t in INDEXED if "GROUP BY" in t for z in (3, 700) for scan in ("index", "sliced")],
       ("pinned",), hashed=True)
+# hashed groups cut to those ORDER BY ... LIMIT keeps (the partitions' best keys, then a gather by threshold)
+check([tables[1], tables[3]], [(t, "auto") for t in TOP_CUT], (), hashed=True)
+check([tables[2]], [(t, "auto") for t in TOP_CUT if t.startswith("SELECT l_suppkey")], (), hashed=True)
 engine.close()
 print(f"sanitize_fused: {checked} answers checked, failures {failures}")
 sys.exit(1 if failures or not checked else 0)

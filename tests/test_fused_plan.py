@@ -194,6 +194,38 @@ def test_group_accumulators_in_shared_memory_else_in_device_memory_else_hashed_e
         plan_fused(pairs, [table()], "pinned", 132)
 
 
+def test_a_whole_tables_hashed_groups_are_cut_to_those_order_by_limit_can_keep():
+    """codegen.TopCut: where one table of hashed groups is the whole answer and ORDER BY's first key is one slot
+    word (COUNT's rows, a 128-bit SUM, MIN, MAX) or a group column's digit of the index, the run reads back only
+    the groups that can be among the first LIMIT rows; not for AVG, a sum kept as two, no LIMIT, a dense array,
+    a share of a larger table, or a LIMIT past 2^20 / 64 partitions' worth."""
+    def ordered(q, by, limit):
+        return Query(q.sql, q.outputs, q.where, q.group_by, by, limit)
+
+    pairs = query(None, total(PRODUCT), Aggregate("count", None, BIGINT), Aggregate("avg", col("q"), DOUBLE),
+                  Aggregate("min", col("t"), DATE), group_by=(col("k"), col("p")))  # outputs k, p, c0 .. c3
+    cut = plan_fused(ordered(pairs, ((2, True), (0, False)), 10), [table()], "pinned", 132, whole=True).top
+    assert (cut.limit, cut.word, cut.wide, cut.ascending, cut.bits) == (10, 1, True, False, 12)
+    assert plan_fused(ordered(pairs, ((3, False),), 5), [table()], "pinned", 132, whole=True).top.word == 0  # COUNT: rows
+    assert plan_fused(ordered(pairs, ((5, False),), 5), [table()], "pinned", 132, whole=True).top.word == 5  # MIN after two sums (AVG keeps one)
+    by_key = plan_fused(ordered(pairs, ((0, True),), 5), [table()], "pinned", 132, whole=True)
+    assert (by_key.top.word, by_key.top.shift, by_key.top.mask) == (-1, 25, 16383)  # k's digit: above p's 2^25
+    assert "only the groups that reach it are read back" in " ".join(by_key.why)
+    assert "can be among the first 5 by k copied back" in by_key.describe() and by_key.to_dict()["top_cut"]["limit"] == 5
+    second = plan_fused(ordered(pairs, ((1, False),), 5), [table()], "pinned", 132, whole=True).top
+    assert (second.shift, second.mask, second.ascending) == (0, 2**25 - 1, True)
+    assert plan_fused(ordered(pairs, ((4, True),), 5), [table()], "pinned", 132, whole=True).top is None  # AVG
+    assert plan_fused(ordered(pairs, ((2, True),), None), [table()], "pinned", 132, whole=True).top is None  # no LIMIT
+    assert plan_fused(ordered(pairs, ((2, True),), 10), [table()], "pinned", 132).top is None  # perhaps a share
+    assert plan_fused(ordered(pairs, ((2, True),), 20_000), [table()], "pinned", 132, whole=True).top is None  # 2^21 partitions
+    assert plan_fused(ordered(pairs, ((2, True),), 16_384), [table()], "pinned", 132, whole=True).top.bits == 20
+    dense = query(None, Aggregate("count", None, BIGINT), group_by=(col("k"),))
+    assert plan_fused(ordered(dense, ((1, True),), 3), [table()], "pinned", 132, whole=True).top is None
+    wide = query(None, total(Arith("*", col("p"), col("p"), decimal(30, 4))), group_by=(col("k"), col("t")))
+    kept_as_two = plan_fused(ordered(wide, ((2, True),), 3), [table(3000, p_hi=2**62)], "pinned", 132, whole=True)
+    assert kept_as_two.spec.hashed and kept_as_two.spec.accumulators[0].kind == "wide" and kept_as_two.top is None
+
+
 def test_a_group_columns_common_factor_divides_its_groups():
     """l_quantity's values are whole hundredths (100 .. 5,000): 50 groups in steps of 100, not 4,901 values, and
     the keys read back are the values themselves."""

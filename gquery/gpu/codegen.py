@@ -244,6 +244,70 @@ def hash_slots(spec: KernelSpec, rows: int, tables: int) -> int:
     return slots
 
 
+# ORDER BY ... LIMIT k over hashed groups: the slots' best ORDER BY keys are taken in 2^bits partitions (by the
+# group's index), at least TOP_PARTITIONS_PER_ROW a row kept and TOP_MIN_BITS bits; past TOP_MAX_BITS no cut
+TOP_PARTITIONS_PER_ROW = 64
+TOP_MIN_BITS, TOP_MAX_BITS = 12, 20
+
+
+@dataclass(frozen=True)
+class TopCut:
+    """ORDER BY's first key as the hash kernels read it from a filled slot, and the LIMIT: a run reads back only the
+    groups that can be among the first `limit` rows (gpu.fused). On the GPU each of 2^bits partitions of the groups
+    keeps its greatest key (`order_key` in fused.cuh: ASC flipped, a 128-bit sum saturated to 64 bits, so that a
+    greater value's key is never less); the limit-th greatest of those, T, has at least `limit` groups at or above
+    it, each ordered before any group whose key is below T. So every group the rows can keep has a key of at least
+    T, and only those cross the link; finalize orders them by every ORDER BY column, ties as ever."""
+
+    limit: int
+    word: int  # the slot's word holding the key: 0 the rows (COUNT), an accumulator's first word; -1 the index
+    wide: bool  # a signed 128-bit sum in words word and word + 1
+    shift: int  # a group column's digit of the index: (index >> shift) & mask
+    mask: int
+    ascending: bool
+    key: str  # the ORDER BY column, for --explain
+
+    @property
+    def bits(self) -> int:
+        return max(TOP_MIN_BITS, (TOP_PARTITIONS_PER_ROW * self.limit - 1).bit_length())
+
+    def args(self) -> list[int]:
+        """order_key's arguments after the slot: word, wide, shift, mask, ascending."""
+        return [self.word, int(self.wide), self.shift, self.mask, int(self.ascending)]
+
+
+NO_TOP_ARGS = [0, 0, 0, 0, 0]  # order_key's arguments where every filled slot is read back (threshold 0)
+
+
+def top_cut(query: Query, spec: KernelSpec) -> TopCut | None:
+    """The cut of a hashed spec's groups before read-back where the query keeps the first LIMIT rows ordered by an
+    aggregate that one slot word holds (COUNT, SUM, MIN, MAX; not AVG, nor a sum kept as two) or by a group
+    column of integers, decimals or dates (its digit of the index orders as its values); None otherwise."""
+    if not spec.hashed or not query.order_by or not query.limit:
+        return None
+    at, descending = query.order_by[0]
+    expr = query.outputs[at].expr
+    if expr in query.aggregates:
+        a = expr
+        k = accumulator_index(query, spec)[query.aggregates.index(a)]
+        if a.func == "avg":
+            return None
+        if k is None:
+            word, wide = 0, False
+        else:
+            if spec.accumulators[k].kind == "wide" or a.type.name in ("VARCHAR", "DOUBLE"):
+                return None
+            word, wide = 1 + sum(x.words for x in spec.accumulators[:k]), spec.accumulators[k].kind == "sum"
+        cut = TopCut(query.limit, word, wide, 0, 0, not descending, str(a))
+    elif expr in query.group_by and expr.type.name not in ("VARCHAR", "DOUBLE"):
+        j = query.group_by.index(expr)
+        shift = sum(card.bit_length() - 1 for card in spec.group_cards[j + 1:])  # the cards are powers of two
+        cut = TopCut(query.limit, -1, False, shift, spec.group_cards[j] - 1, not descending, expr.name)
+    else:
+        return None
+    return cut if cut.bits <= TOP_MAX_BITS else None
+
+
 def _shape(query: Query) -> str:
     """What the kernel computes, without the constants its source must not depend on."""
     aggs = ", ".join(f"{a.func.upper()}({'*' if a.arg is None else ','.join(a.arg.columns()) or 'constant'})"
@@ -563,28 +627,48 @@ def _hash_params(spec: KernelSpec) -> list[str]:
 
 
 def _hash_kernels(spec: KernelSpec) -> list[str]:
-    """A hashed spec's two kernels beside the scan: one sets every slot's words to a group's INITIAL words and
-    its key to EMPTY_KEY before a run; one gathers the slots the run filled (keys and words, in no order)."""
+    """A hashed spec's three kernels beside the scan: one sets every slot's words to a group's INITIAL words and
+    its key to EMPTY_KEY before a run; one keeps each partition's greatest ORDER BY key (TopCut); one gathers
+    the slots the run filled whose key reaches a threshold (0: every one), keys and words in no order, and adds
+    up every filled slot's rows."""
     if not spec.hashed:
         return []
     stride = "for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < slots; i += (long long)gridDim.x * blockDim.x)"
+    order = "int word, int wide, int shift, long long mask, int ascending"
+    key = "order_key(key, acc + i * WORDS, word, wide, shift, mask, ascending)"
     return ["", 'extern "C" __global__ void fused_hash_init(u64* __restrict__ acc, long long* __restrict__ keys, long long slots) {',
             f"    {stride} {{",
             "        keys[i] = EMPTY_KEY;",
             "        for (int w = 0; w < WORDS; ++w) acc[i * WORDS + w] = INITIAL[w];",
             "    }", "}", "",
-            'extern "C" __global__ void fused_hash_gather(const long long* __restrict__ keys, const u64* __restrict__ acc, '
+            'extern "C" __global__ void fused_hash_best(const long long* __restrict__ keys, const u64* __restrict__ acc, '
             "long long slots,",
-            "                                             long long* __restrict__ out_keys, u64* __restrict__ out_words, "
-            "u64* __restrict__ filled, long long room) {",
+            f"                                           u64* __restrict__ best, int bits, {order}) {{",
             f"    {stride} {{",
             "        const long long key = keys[i];",
             "        if (key == EMPTY_KEY) continue;",
+            "        u64* const mine = best + top_partition(key, bits);",
+            f"        const u64 k = {key};",
+            "        if (k > *(volatile u64*)mine) atomicMax((unsigned long long*)mine, (unsigned long long)k);",
+            "    }", "}", "",
+            'extern "C" __global__ void fused_hash_gather(const long long* __restrict__ keys, const u64* __restrict__ acc, '
+            "long long slots,",
+            "                                             long long* __restrict__ out_keys, u64* __restrict__ out_words, "
+            "u64* __restrict__ filled, long long room,",
+            f"                                             {order}, u64 threshold, u64* __restrict__ rows) {{",
+            "    u64 mine = 0;  // this thread's filled slots' rows",
+            f"    {stride} {{",
+            "        const long long key = keys[i];",
+            "        if (key == EMPTY_KEY) continue;",
+            "        mine += acc[i * WORDS];",
+            f"        if (threshold && {key} < threshold) continue;  // not among the rows LIMIT keeps",
             "        const u64 at = atomicAdd(filled, (u64)1);",
             "        if (at >= (u64)room) continue;  // counted, not written: the host refuses the run",
             "        out_keys[at] = key;",
             "        for (int w = 0; w < WORDS; ++w) out_words[at * WORDS + w] = acc[i * WORDS + w];",
-            "    }", "}"]
+            "    }",
+            "    if (mine) atomicAdd((unsigned long long*)rows, (unsigned long long)mine);",
+            "}"]
 
 
 def _flush_register(a: Accumulator, k: int, offset: int) -> str:

@@ -89,6 +89,11 @@ class TableRun:
     values: list  # per accumulator, per group: an int64 array, or Python integers (codegen.read_groups)
     values_in_place: int
     frames_in_place: int
+    selected: int | None = None  # rows selected, where its groups are not all read back (a TopCut's run)
+
+    @property
+    def rows_selected(self) -> int:
+        return int(self.counts.sum()) if self.selected is None else self.selected
 
     @property
     def groups(self) -> dict[int, tuple[int, list]]:
@@ -140,16 +145,18 @@ class FusedRunner:
         return self.engine.device.sm_count * max(1, min(kernels.blocks_per_sm(f, BLOCK_THREADS) for f in functions))
 
     def _hash_kernels(self, spec: codegen.KernelSpec):
-        """A hashed spec's kernels that set its table before a run and gather the slots it filled after
-        (codegen._hash_kernels), from the frame loop's build."""
+        """A hashed spec's kernels that set its table before a run, keep its partitions' best ORDER BY keys, and
+        gather the slots it filled after (codegen._hash_kernels), from the frame loop's build: (init, best,
+        gather, the blocks of a wave)."""
         key = ("hash", spec)
         found = self._functions.get(key)
         if found is None:
             build = fused_build(spec)
-            init, gather = kernels.function(build, "fused_hash_init"), kernels.function(build, "fused_hash_gather")
+            init, best, gather = (kernels.function(build, f"fused_hash_{name}") for name in ("init", "best", "gather"))
             init.prepare("PPq")
-            gather.prepare("PPqPPPq")
-            found = self._functions[key] = (init, gather, self._wave(init, gather))
+            best.prepare("PPqPiiiiqi")
+            gather.prepare("PPqPPPqiiiqiQP")
+            found = self._functions[key] = (init, best, gather, self._wave(init, best, gather))
         return found
 
     def _initial(self, spec: codegen.KernelSpec, tables: int) -> np.ndarray:
@@ -309,7 +316,7 @@ class FusedRunner:
         tl = Timeline(cuda, copy, pool=eng._events)
         if spec.hashed:  # the tables set on the GPU (they may take gigabytes): counters 0, every slot empty
             keys_d = memory.scratch_device("fused:keys", 8 * groups * accumulating)
-            hash_init, hash_gather, hash_wave = self._hash_kernels(spec)
+            hash_init, *hash_read, hash_wave = self._hash_kernels(spec)
             for k in range(accumulating):
                 words_at = int(acc_d) + 8 * k * words_per_table
                 memory.zero_async(words_at, 8 * COUNTER_WORDS, copy)
@@ -422,25 +429,26 @@ class FusedRunner:
             copy.wait_for_event(end)
         d2h_begin = tl.event(copy)
         if spec.hashed:
-            done, read = self._gather(spec, acc_d, keys_d, words_per_table, groups, accumulating, hash_gather, hash_wave,
-                                        copy, tl)
+            top = plan.top if accumulating == 1 else None  # a group's words are all in its one table
+            done, read = self._gather(spec, acc_d, keys_d, words_per_table, groups, accumulating, *hash_read, hash_wave,
+                                      copy, tl, top)
         else:
             memory.dtoh_async(acc_h, int(acc_d), copy)
             done = tl.event(copy)
             done.synchronize()
             read = [(acc_h[i * words_per_table:i * words_per_table + COUNTER_WORDS],
-                     codegen.read_groups(spec, acc_h[i * words_per_table + COUNTER_WORDS:(i + 1) * words_per_table]))
+                     codegen.read_groups(spec, acc_h[i * words_per_table + COUNTER_WORDS:(i + 1) * words_per_table]), None)
                     for i in range(accumulating)]
         tl.gpu("d2h", "copy", 0, d2h_begin, done)
         runs = []
         # a table of words each (shared: the first table's plan reads them all), counters first
-        for tp, (counters, (index, counts, values)) in zip(plan.tables[:accumulating], read):
+        for tp, (counters, (index, counts, values), selected) in zip(plan.tables[:accumulating], read):
             if counters[2]:  # rows whose key found no slot of a hashed table: the run is not an answer
                 raise codegen.NotOnGpu(f"the groups overflow a hash table of {groups:,} slots (the most device memory "
                                        f"allows): {int(counters[2]):,} rows found no slot")
-            runs.append(TableRun(tp, index, counts, values, int(counters[0]), int(counters[1])))
+            runs.append(TableRun(tp, index, counts, values, int(counters[0]), int(counters[1]), selected))
         total_ms = done.time_since(tl.start)
-        selected = sum(int(run.counts.sum()) for run in runs)
+        selected = sum(run.rows_selected for run in runs)
         zero_bytes = (SECTOR * sum(r.values_in_place + r.frames_in_place for r in runs) + list_bytes
                       + sum(ch.tested_in_place for _, ch in chunks)  # a tested frame's predicate words, read whole
                       + sum(int(SECTOR * tp.sliced.low_rows) for tp, top in zip(plan.tables, by_top) if top))  # estimated
@@ -455,27 +463,41 @@ class FusedRunner:
         eng._events.extend(tl.recorded)
         return FusedRun(runs, profile, plan)
 
-    def _gather(self, spec, acc_d, keys_d, words_per_table: int, slots: int, tables: int, gather, wave: int, copy,
-                tl) -> tuple:
+    def _gather(self, spec, acc_d, keys_d, words_per_table: int, slots: int, tables: int, best, gather, wave: int, copy,
+                tl, top: codegen.TopCut | None) -> tuple:
         """A hashed run's tables read back, one after another on the copy stream: each table's filled slots gathered
-        on the GPU into one buffer, their count and its counters copied back, then only those slots' keys and
-        words. (the last event, [(counters, read_hashed's groups) a table])."""
+        on the GPU into one buffer, their count, their rows and the table's counters copied back, then only those
+        slots' keys and words. With a `top` cut (one table), each partition's best ORDER BY key first, and only
+        the slots whose key reaches the limit-th best of those gathered (codegen.TopCut says why that is exact).
+        (the last event, [(counters, read_hashed's groups, rows selected) a table])."""
         memory = self.engine.memory
         out_keys = memory.scratch_device("fused:hash-keys", 8 * slots)
         out_words = memory.scratch_device("fused:hash-words", 8 * slots * spec.words)
-        small = COUNTER_WORDS + 1  # a table's counters, then how many slots its run filled
+        small = COUNTER_WORDS + 2  # a table's counters, then how many slots its run filled and their rows
         counts_d = memory.scratch_device("fused:hash-counts", 8 * small)
         counts_h = memory.scratch_host("fused:hash-counts", small, np.uint64, pinned=True)
         out, done = [], None
         for t in range(tables):
-            memory.zero_async(int(counts_d) + 8 * COUNTER_WORDS, 8, copy)
-            gather.prepared_async_call((_blocks(slots, wave), 1, 1), (BLOCK_THREADS, 1, 1), copy,
-                                       int(keys_d) + 8 * t * slots, int(acc_d) + 8 * (t * words_per_table + COUNTER_WORDS),
-                                       slots, int(out_keys), int(out_words), int(counts_d) + 8 * COUNTER_WORDS, slots)
+            table_keys, table_words = int(keys_d) + 8 * t * slots, int(acc_d) + 8 * (t * words_per_table + COUNTER_WORDS)
+            threshold, order = 0, codegen.NO_TOP_ARGS
+            if top is not None:
+                order, partitions = top.args(), 1 << top.bits
+                best_d = memory.scratch_device("fused:hash-best", 8 * partitions)
+                best_h = memory.scratch_host("fused:hash-best", partitions, np.uint64, pinned=True)
+                memory.zero_async(int(best_d), 8 * partitions, copy)
+                best.prepared_async_call((_blocks(slots, wave), 1, 1), (BLOCK_THREADS, 1, 1), copy, table_keys,
+                                         table_words, slots, int(best_d), top.bits, *order)
+                memory.dtoh_async(best_h, int(best_d), copy)
+                copy.synchronize()
+                threshold = int(np.partition(best_h, partitions - top.limit)[partitions - top.limit])
+            memory.zero_async(int(counts_d) + 8 * COUNTER_WORDS, 16, copy)
+            gather.prepared_async_call((_blocks(slots, wave), 1, 1), (BLOCK_THREADS, 1, 1), copy, table_keys, table_words,
+                                       slots, int(out_keys), int(out_words), int(counts_d) + 8 * COUNTER_WORDS, slots,
+                                       *order, threshold, int(counts_d) + 8 * (COUNTER_WORDS + 1))
             self.engine._cuda.memcpy_dtod_async(int(counts_d), int(acc_d) + 8 * t * words_per_table, 8 * COUNTER_WORDS, copy)
             memory.dtoh_async(counts_h, int(counts_d), copy)
             copy.synchronize()
-            counters, filled = counts_h[:COUNTER_WORDS].copy(), int(counts_h[COUNTER_WORDS])
+            counters, filled, rows = counts_h[:COUNTER_WORDS].copy(), int(counts_h[COUNTER_WORDS]), int(counts_h[-1])
             keys_h = memory.scratch_host("fused:hash-keys", max(1, filled), np.int64, pinned=True)
             words_h = memory.scratch_host("fused:hash-words", max(1, filled * spec.words), np.uint64, pinned=True)
             if filled:
@@ -483,7 +505,7 @@ class FusedRunner:
                 memory.dtoh_async(words_h, int(out_words), copy)
             done = tl.event(copy)
             done.synchronize()
-            out.append((counters, codegen.read_hashed(spec, keys_h[:filled].copy(), words_h[:filled * spec.words])))
+            out.append((counters, codegen.read_hashed(spec, keys_h[:filled].copy(), words_h[:filled * spec.words]), rows))
         return done, out
 
 

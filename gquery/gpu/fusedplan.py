@@ -37,7 +37,7 @@ import numpy as np
 
 from gquery.encodings import FRAME_ROWS, TOP_BITS, frame_words, packed_bytes, slice_geometry
 from gquery.errors import UsageError
-from gquery.gpu.codegen import GLOBAL_ACC_BYTES, KernelSpec, NotOnGpu, SlicedKernel, hash_slots, kernel_spec
+from gquery.gpu.codegen import GLOBAL_ACC_BYTES, KernelSpec, NotOnGpu, SlicedKernel, TopCut, hash_slots, kernel_spec, top_cut
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
 from gquery.prune import ALWAYS, CHECK, NEVER, classify, decided_buckets, frame_zones, lower, narrowed
 from gquery.query import Query
@@ -200,6 +200,7 @@ class FusedPlan:
     shared_groups: bool = False  # every table's groups counted from one base: they add into one table of words
     by_top: list | None = None  # each table's plan with a predicate column read by its top byte (SlicedScan), or None
     hash_slots: int = 0  # a hashed spec's slots a table of words (codegen.hash_slots); 0 where the groups are dense
+    top: TopCut | None = None  # the hashed groups cut to those LIMIT can keep before the read-back (codegen.TopCut)
     # scan → choose()'s plan where it reads nothing from disk (a plan of its own: dataclasses.replace makes a new one)
     _warm: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -396,7 +397,9 @@ class FusedPlan:
             f"a hash table of {self.hash_slots:,} slots x {self.spec.words} words in device memory, a group's slot found " \
             f"by its index (of {self.spec.groups:,})" if self.spec.hashed else \
             f"{self.spec.groups:,} group(s) x {self.spec.words} words in {'shared' if self.spec.in_shared else 'device'} memory"
-        return f"exact 128-bit sums, counts, min and max in {agg}; atomically added per table; one copy back"
+        back = (f"the groups that can be among the first {self.top.limit:,} by {self.top.key} copied back" if self.top
+                else "one copy back")
+        return f"exact 128-bit sums, counts, min and max in {agg}; atomically added per table; {back}"
 
     def describe(self) -> str:
         lines = [f"plan: {self.mode}, fused kernel, {len(self.tables)} table(s), {self.rows:,} rows",
@@ -409,6 +412,8 @@ class FusedPlan:
     def to_dict(self) -> dict:
         return {"kernel": "fused", "mode": self.mode, "rows": self.rows, "columns": list(self.spec.columns),
                 "predicate": self.spec.predicate, "groups": self.spec.groups, "hash_slots": self.hash_slots,
+                "top_cut": None if self.top is None else {"key": self.top.key, "limit": self.top.limit,
+                                                          "partitions": 1 << self.top.bits},
                 "accumulators": [a.kind for a in self.spec.accumulators],
                 "frames": {k: sum(t.counts()[k] for t in self.tables) for k in ("never", "check", "always")},
                 "chunks": sum(len(t.chunks) for t in self.tables), "selected_estimate": sum(t.selected for t in self.tables),
@@ -446,10 +451,13 @@ def _segments(classes: np.ndarray, a: int, b: int, split: int) -> list[tuple[int
     return out
 
 
-def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frames: int | None = None) -> FusedPlan:
+def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frames: int | None = None,
+               whole: bool = False) -> FusedPlan:
     """Plan `query` over `tables` (one Table, or a parted table's parts) in `mode`: each table's chunks, and
     its index option where it has one, weighed from the zone maps alone (no list is read to plan). The
-    scans are chosen by FusedPlan.choose, which reads the lists it chooses."""
+    scans are chosen by FusedPlan.choose, which reads the lists it chooses. `whole`: the tables are all the
+    query reads (not a share of several GPUs' or a Dask task's part, whose every group is added to others'),
+    so hashed groups in one table may be cut to those ORDER BY ... LIMIT can keep before they are read back."""
     if mode not in MODES:
         raise UsageError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if chunk_frames is not None and chunk_frames < 1:
@@ -499,6 +507,11 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
         reasons.append(f"{spec.groups:,} possible groups take more than {GLOBAL_ACC_BYTES >> 20} MB as a dense array: "
                        f"each group's words are found by its index in a hash table of {slots:,} slots, twice the groups "
                        f"a run can select")
+    top = top_cut(query, spec) if whole and (shared is not None or len(tables) == 1) else None
+    if top is not None:
+        reasons.append(f"ORDER BY {top.key}{'' if top.ascending else ' DESC'} LIMIT {top.limit:,}: the groups' best keys "
+                       f"in {1 << top.bits:,} partitions give a threshold that at least {top.limit:,} groups reach; only "
+                       f"the groups that reach it are read back")
     target = chunk_frames or min(MAX_CHUNK_FRAMES, max(MIN_CHUNK_FRAMES, math.ceil(touched / CHUNKS_PER_QUERY)))
     table_plans = [_chunks(t, query, spec, mode, classes, selected, constants, bases, target)
                    for t, classes, selected, constants, bases in classified]
@@ -520,7 +533,7 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
         reasons.append(f"the rows are clustered by {tables[0].sorted_by}: its zone maps are narrow, so a range on it "
                        f"rules out most frames")
     return FusedPlan(query, mode, spec, table_plans, reasons, shared_groups=shared is not None, by_top=by_top,
-                     hash_slots=slots)
+                     hash_slots=slots, top=top)
 
 
 def _sliced_scans(spec: KernelSpec, classified: list, lowered: list, mode: str) -> list | None:

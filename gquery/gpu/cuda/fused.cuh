@@ -110,6 +110,29 @@ __device__ __forceinline__ long long hash_slot(long long* keys, long long mask, 
     return -1;
 }
 
+// ORDER BY's first key of a filled slot (codegen.TopCut) as an unsigned word that orders as the key: the slot's
+// index's digit of a group column (word < 0), its word, or a signed 128-bit sum saturated to 64 bits (it orders
+// alike, or ties); flipped for ASC, so the greatest is always first; then offset by 2^63.
+__device__ __forceinline__ u64 order_key(long long key, const u64* words, int word, int wide, int shift, long long mask,
+                                         int ascending) {
+    long long v;
+    if (word < 0) {
+        v = (key >> shift) & mask;
+    } else if (wide) {
+        const u64 lo = words[word];
+        const long long hi = (long long)words[word + 1];
+        v = hi == ((long long)lo >> 63) ? (long long)lo : hi < 0 ? I64_MIN : I64_MAX;
+    } else {
+        v = (long long)words[word];
+    }
+    return (u64)(ascending ? ~v : v) ^ 0x8000000000000000ull;
+}
+
+// A group's partition of 2^bits, from its index (a multiplicative hash's top bits): the same in every run.
+__device__ __forceinline__ long long top_partition(long long key, int bits) {
+    return (long long)(((u64)key * 0xD6E8FEB86659FD93ull) >> (64 - bits));
+}
+
 __device__ __forceinline__ long long warp_min(long long v) {
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1) v = min(v, __shfl_down_sync(FULL_MASK, v, offset));
