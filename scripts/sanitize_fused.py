@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from test_gpu_sql import INDEXED, MODES, QUERIES, SCHEMA, TOP_CUT, random_table  # noqa: E402
+from test_gpu_sql import DENSE_CUT, INDEXED, MODES, QUERIES, SCHEMA, TOP_CUT, random_table  # noqa: E402
 
 from gquery import answer, sql  # noqa: E402
 from gquery.gpu.codegen import NotOnGpu  # noqa: E402
@@ -49,13 +49,15 @@ check(tables, [(t, "auto") for t in QUERIES] + [(t.format(z=z), scan) for t in I
 # the grouped shapes again, their groups in a hash table (the dense array's bound set to nothing)
 from gquery.gpu import codegen  # noqa: E402
 
-codegen.GLOBAL_ACC_BYTES = 0
+dense_bound, codegen.GLOBAL_ACC_BYTES = codegen.GLOBAL_ACC_BYTES, 0
 check(tables[1:], [(t, "auto") for t in QUERIES if "GROUP BY" in t] +
       [(t.format(z=z), scan) for t in INDEXED if "GROUP BY" in t for z in (3, 700) for scan in ("index", "sliced")],
       ("pinned",), hashed=True)
 # hashed groups cut to those ORDER BY ... LIMIT keeps (the partitions' best keys, then a gather by threshold)
 check([tables[1], tables[3]], [(t, "auto") for t in TOP_CUT], (), hashed=True)
 check([tables[2]], [(t, "auto") for t in TOP_CUT if t.startswith("SELECT l_suppkey")], (), hashed=True)
+codegen.GLOBAL_ACC_BYTES = dense_bound  # and a dense array's
+check(tables[1:], [(t, "auto") for t in DENSE_CUT], ())
 engine.close()
 print(f"sanitize_fused: {checked} answers checked, failures {failures}")
 sys.exit(1 if failures or not checked else 0)

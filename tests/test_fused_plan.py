@@ -195,10 +195,11 @@ def test_group_accumulators_in_shared_memory_else_in_device_memory_else_hashed_e
 
 
 def test_a_whole_tables_hashed_groups_are_cut_to_those_order_by_limit_can_keep():
-    """codegen.TopCut: where one table of hashed groups is the whole answer and ORDER BY's first key is one slot
-    word (COUNT's rows, a 128-bit SUM, MIN, MAX) or a group column's digit of the index, the run reads back only
-    the groups that can be among the first LIMIT rows; not for AVG, a sum kept as two, no LIMIT, a dense array,
-    a share of a larger table, or a LIMIT past 2^20 / 64 partitions' worth."""
+    """codegen.TopCut: where one table of hashed groups (or a dense array of 65,536 or more) is the whole answer
+    and ORDER BY's first key is one slot word (COUNT's rows, a 128-bit SUM, MIN, MAX) or a group column's digit
+    of the index, the run reads back only the groups that can be among the first LIMIT rows; not for AVG, a sum
+    kept as two, no LIMIT, fewer dense groups, a share of a larger table, or a LIMIT past 2^20 / 64 partitions'
+    worth."""
     def ordered(q, by, limit):
         return Query(q.sql, q.outputs, q.where, q.group_by, by, limit)
 
@@ -220,7 +221,10 @@ def test_a_whole_tables_hashed_groups_are_cut_to_those_order_by_limit_can_keep()
     assert plan_fused(ordered(pairs, ((2, True),), 20_000), [table()], "pinned", 132, whole=True).top is None  # 2^21 partitions
     assert plan_fused(ordered(pairs, ((2, True),), 16_384), [table()], "pinned", 132, whole=True).top.bits == 20
     dense = query(None, Aggregate("count", None, BIGINT), group_by=(col("k"),))
-    assert plan_fused(ordered(dense, ((1, True),), 3), [table()], "pinned", 132, whole=True).top is None
+    assert plan_fused(ordered(dense, ((1, True),), 3), [table()], "pinned", 132, whole=True).top is None  # 16,384: whole
+    many = plan_fused(ordered(query(None, Aggregate("count", None, BIGINT), group_by=(col("k"), col("q"))), ((2, True),), 3),
+                      [table()], "pinned", 132, whole=True)  # 16,384 x 64 groups in a dense array: cut there too
+    assert not many.spec.hashed and many.top.word == 0 and "fused_slots_gather" in codegen.source(many.spec, 128)
     wide = query(None, total(Arith("*", col("p"), col("p"), decimal(30, 4))), group_by=(col("k"), col("t")))
     kept_as_two = plan_fused(ordered(wide, ((2, True),), 3), [table(3000, p_hi=2**62)], "pinned", 132, whole=True)
     assert kept_as_two.spec.hashed and kept_as_two.spec.accumulators[0].kind == "wide" and kept_as_two.top is None

@@ -218,27 +218,36 @@ TOP_CUT = [  # ORDER BY's first key one slot word or a group column's digit, wit
 ]
 
 
-@pytest.mark.parametrize("big", [False, True])
-def test_hashed_groups_cut_to_those_order_by_limit_keeps_are_exact(engine, big, monkeypatch):
+DENSE_CUT = [  # 16M, 65,536 and 65,536 groups in a dense array: cut there too
+    "SELECT l_suppkey, l_shipdate, COUNT(*) AS n FROM lineitem GROUP BY 1, 2 ORDER BY n DESC, 1, 2 LIMIT 5",
+    "SELECT l_suppkey, l_tax, SUM(l_quantity) AS q FROM lineitem GROUP BY 1, 2 ORDER BY q DESC, 1, 2 LIMIT 8",
+    "SELECT l_suppkey, l_discount, MAX(l_extendedprice) FROM lineitem GROUP BY 1, 2 ORDER BY 1 DESC, 2 LIMIT 9",
+]
+
+
+@pytest.mark.parametrize("design", ["hashed", "big", "dense"])
+def test_groups_cut_to_those_order_by_limit_keeps_are_exact(engine, design, monkeypatch):
     """codegen.TopCut on the GPU: only the groups whose ORDER BY key reaches the threshold are read back, and the
     rows are the CPU reference's: ties at the top, ASC and DESC, negative and 128-bit sums (saturated in the key:
-    `big`), MIN, MAX, COUNT, a group column first or second; every mode; repeated runs read back the same groups;
-    the rows selected are all the run's, not only the groups read back."""
+    `big`), MIN, MAX, COUNT, a group column first or second, hashed groups and a dense array's; every mode;
+    repeated runs read back the same groups; the rows selected are all the run's, not only the groups read back."""
     from gquery.gpu import codegen
 
-    monkeypatch.setattr(codegen, "GLOBAL_ACC_BYTES", 0)  # l_suppkey's groups hashed too
-    table = random_table(70_001, 15, big=big)
-    for text in TOP_CUT:
-        if big and not text.startswith("SELECT l_suppkey"):
-            continue  # big: l_extendedprice spans 2^63 values, past a hashed key's 62 bits
+    if design != "dense":
+        monkeypatch.setattr(codegen, "GLOBAL_ACC_BYTES", 0)  # l_suppkey's groups hashed too
+    table = random_table(70_001, 15, big=design == "big")
+    # big: l_extendedprice spans 2^63 values, past a hashed key's 62 bits
+    texts = DENSE_CUT if design == "dense" else [t for t in TOP_CUT if design != "big" or t.startswith("SELECT l_suppkey")]
+    for text in texts:
         query = sql.parse(text, SCHEMA)
         want = answer.cpu_answer(query, table)
         for mode in MODES:
             got = check(engine, table, text, mode, chunk_frames=8)
-            assert got.plan.top is not None and got.partial.rows_selected == want.partial.rows_selected, (text, mode)
+            assert got.plan.top is not None and got.plan.spec.hashed == (design != "dense"), (text, mode)
+            assert got.partial.rows_selected == want.partial.rows_selected, (text, mode)
         runs = answer.gpu_answer(query, table, engine, "pinned", repeat=3, warmup=True)  # each run's partial compared
         assert runs.rows == want.rows and len(runs.partial.groups) <= len(want.partial.groups)
-    if not big:  # distinct sums: about the 10 kept cross the link, of 2,050 groups (big: most keys saturate, and tie)
+    if design == "hashed":  # distinct sums: about the 10 kept cross the link, of 2,050 groups (big: most keys saturate)
         spread = answer.gpu_answer(sql.parse(TOP_CUT[-2], SCHEMA), table, engine, "pinned", repeat=1, warmup=False)
         assert len(spread.partial.groups) < 100
     engine.memory.release_table(table)

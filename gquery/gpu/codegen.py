@@ -248,12 +248,14 @@ def hash_slots(spec: KernelSpec, rows: int, tables: int) -> int:
 # group's index), at least TOP_PARTITIONS_PER_ROW a row kept and TOP_MIN_BITS bits; past TOP_MAX_BITS no cut
 TOP_PARTITIONS_PER_ROW = 64
 TOP_MIN_BITS, TOP_MAX_BITS = 12, 20
+TOP_MIN_GROUPS = 1 << 16  # a dense array of fewer groups is copied back whole (a few MB at most)
 
 
 @dataclass(frozen=True)
 class TopCut:
-    """ORDER BY's first key as the hash kernels read it from a filled slot, and the LIMIT: a run reads back only the
-    groups that can be among the first `limit` rows (gpu.fused). On the GPU each of 2^bits partitions of the groups
+    """ORDER BY's first key as the slot kernels read it from a filled slot (of a hash table, or of a dense array of
+    at least TOP_MIN_GROUPS groups), and the LIMIT: a run reads back only the groups that can be among the first
+    `limit` rows (gpu.fused). On the GPU each of 2^bits partitions of the groups
     keeps its greatest key (`order_key` in fused.cuh: ASC flipped, a 128-bit sum saturated to 64 bits, so that a
     greater value's key is never less); the limit-th greatest of those, T, has at least `limit` groups at or above
     it, each ordered before any group whose key is below T. So every group the rows can keep has a key of at least
@@ -280,10 +282,11 @@ NO_TOP_ARGS = [0, 0, 0, 0, 0]  # order_key's arguments where every filled slot i
 
 
 def top_cut(query: Query, spec: KernelSpec) -> TopCut | None:
-    """The cut of a hashed spec's groups before read-back where the query keeps the first LIMIT rows ordered by an
-    aggregate that one slot word holds (COUNT, SUM, MIN, MAX; not AVG, nor a sum kept as two) or by a group
-    column of integers, decimals or dates (its digit of the index orders as its values); None otherwise."""
-    if not spec.hashed or not query.order_by or not query.limit:
+    """The cut of a spec's groups (hashed, or dense and many: slot_kernels) before read-back where the query keeps
+    the first LIMIT rows ordered by an aggregate that one slot word holds (COUNT, SUM, MIN, MAX; not AVG, nor a
+    sum kept as two) or by a group column of integers, decimals or dates (its digit of the index orders as its
+    values); None otherwise."""
+    if not slot_kernels(spec) or not query.order_by or not query.limit:
         return None
     at, descending = query.order_by[0]
     expr = query.outputs[at].expr
@@ -427,7 +430,7 @@ def source(spec: KernelSpec, block_threads: int, sliced: SlicedKernel | None = N
         body += _grouped_slot(spec)
         body += ["    }"]
     return "\n".join(lines + body + _epilogue(spec, "count_in_place(in_place, rows_selected, frames_read);")
-                     + _hash_kernels(spec)) + "\n"
+                     + _slot_kernels(spec)) + "\n"
 
 
 @dataclass(frozen=True)
@@ -509,7 +512,7 @@ def list_source(spec: KernelSpec, index: IndexKernel, block_threads: int) -> str
     body += ["    }"]
     # the list loop reads no frame whole: frames_read stays 0 (counted, so the compiler sees it used)
     return "\n".join(lines + body + _epilogue(spec, "count_in_place(in_place, reads, frames_read);")
-                     + _hash_kernels(spec)) + "\n"
+                     + _slot_kernels(spec)) + "\n"
 
 
 def _epilogue(spec: KernelSpec, count: str) -> list[str]:
@@ -626,39 +629,47 @@ def _hash_params(spec: KernelSpec) -> list[str]:
     return ["long long* __restrict__ keys", "long long hash_mask"] if spec.hashed else []
 
 
-def _hash_kernels(spec: KernelSpec) -> list[str]:
-    """A hashed spec's three kernels beside the scan: one sets every slot's words to a group's INITIAL words and
-    its key to EMPTY_KEY before a run; one keeps each partition's greatest ORDER BY key (TopCut); one gathers
-    the slots the run filled whose key reaches a threshold (0: every one), keys and words in no order, and adds
-    up every filled slot's rows."""
-    if not spec.hashed:
+def slot_kernels(spec: KernelSpec) -> bool:
+    """The source carries the slot kernels (_slot_kernels): a hash table's, or a dense array's of many groups."""
+    return spec.hashed or (bool(spec.group_slots) and spec.groups >= TOP_MIN_GROUPS)
+
+
+def _slot_kernels(spec: KernelSpec) -> list[str]:
+    """The kernels beside the scan over a table of groups' words (slot_kernels): a hashed spec's sets every slot's
+    words to a group's INITIAL words and its key to EMPTY_KEY before a run; then, for a hash table or a dense array
+    (a slot's key its index where the group selected a row), one keeps each partition's greatest ORDER BY key
+    (TopCut), and one gathers the filled slots whose key reaches a threshold (0: every one), keys and words in no
+    order, adding up every filled slot's rows."""
+    if not slot_kernels(spec):
         return []
     stride = "for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < slots; i += (long long)gridDim.x * blockDim.x)"
     order = "int word, int wide, int shift, long long mask, int ascending"
+    slot_key = "keys[i]" if spec.hashed else "acc[i * WORDS] ? i : EMPTY_KEY"  # dense: `keys` is not read
     key = "order_key(key, acc + i * WORDS, word, wide, shift, mask, ascending)"
-    return ["", 'extern "C" __global__ void fused_hash_init(u64* __restrict__ acc, long long* __restrict__ keys, long long slots) {',
+    init = ["", 'extern "C" __global__ void fused_hash_init(u64* __restrict__ acc, long long* __restrict__ keys, long long slots) {',
             f"    {stride} {{",
             "        keys[i] = EMPTY_KEY;",
             "        for (int w = 0; w < WORDS; ++w) acc[i * WORDS + w] = INITIAL[w];",
-            "    }", "}", "",
-            'extern "C" __global__ void fused_hash_best(const long long* __restrict__ keys, const u64* __restrict__ acc, '
+            "    }", "}"] if spec.hashed else []
+    return init + ["",
+            'extern "C" __global__ void fused_slots_best(const long long* __restrict__ keys, const u64* __restrict__ acc, '
             "long long slots,",
-            f"                                           u64* __restrict__ best, int bits, {order}) {{",
+            f"                                            u64* __restrict__ best, int bits, {order}) {{",
             f"    {stride} {{",
-            "        const long long key = keys[i];",
+            f"        const long long key = {slot_key};",
             "        if (key == EMPTY_KEY) continue;",
             "        u64* const mine = best + top_partition(key, bits);",
             f"        const u64 k = {key};",
             "        if (k > *(volatile u64*)mine) atomicMax((unsigned long long*)mine, (unsigned long long)k);",
             "    }", "}", "",
-            'extern "C" __global__ void fused_hash_gather(const long long* __restrict__ keys, const u64* __restrict__ acc, '
+            'extern "C" __global__ void fused_slots_gather(const long long* __restrict__ keys, const u64* __restrict__ acc, '
             "long long slots,",
-            "                                             long long* __restrict__ out_keys, u64* __restrict__ out_words, "
+            "                                              long long* __restrict__ out_keys, u64* __restrict__ out_words, "
             "u64* __restrict__ filled, long long room,",
-            f"                                             {order}, u64 threshold, u64* __restrict__ rows) {{",
+            f"                                              {order}, u64 threshold, u64* __restrict__ rows) {{",
             "    u64 mine = 0;  // this thread's filled slots' rows",
             f"    {stride} {{",
-            "        const long long key = keys[i];",
+            f"        const long long key = {slot_key};",
             "        if (key == EMPTY_KEY) continue;",
             "        mine += acc[i * WORDS];",
             f"        if (threshold && {key} < threshold) continue;  // not among the rows LIMIT keeps",

@@ -144,19 +144,21 @@ class FusedRunner:
         """Blocks of one wave of these kernels: what the GPU holds of the most demanding at once."""
         return self.engine.device.sm_count * max(1, min(kernels.blocks_per_sm(f, BLOCK_THREADS) for f in functions))
 
-    def _hash_kernels(self, spec: codegen.KernelSpec):
-        """A hashed spec's kernels that set its table before a run, keep its partitions' best ORDER BY keys, and
-        gather the slots it filled after (codegen._hash_kernels), from the frame loop's build: (init, best,
-        gather, the blocks of a wave)."""
-        key = ("hash", spec)
+    def _slot_kernels(self, spec: codegen.KernelSpec):
+        """The kernels over a table of groups' words (codegen._slot_kernels), from the frame loop's build: (a hashed
+        spec's that sets its table before a run, else None; the one keeping its partitions' best ORDER BY keys;
+        the one gathering the slots a run filled; the blocks of a wave)."""
+        key = ("slots", spec)
         found = self._functions.get(key)
         if found is None:
             build = fused_build(spec)
-            init, best, gather = (kernels.function(build, f"fused_hash_{name}") for name in ("init", "best", "gather"))
-            init.prepare("PPq")
+            best, gather = kernels.function(build, "fused_slots_best"), kernels.function(build, "fused_slots_gather")
             best.prepare("PPqPiiiiqi")
             gather.prepare("PPqPPPqiiiqiQP")
-            found = self._functions[key] = (init, best, gather, self._wave(init, best, gather))
+            init = kernels.function(build, "fused_hash_init") if spec.hashed else None
+            if init is not None:
+                init.prepare("PPq")
+            found = self._functions[key] = (init, best, gather, self._wave(*filter(None, (init, best, gather))))
         return found
 
     def _initial(self, spec: codegen.KernelSpec, tables: int) -> np.ndarray:
@@ -316,13 +318,16 @@ class FusedRunner:
         tl = Timeline(cuda, copy, pool=eng._events)
         if spec.hashed:  # the tables set on the GPU (they may take gigabytes): counters 0, every slot empty
             keys_d = memory.scratch_device("fused:keys", 8 * groups * accumulating)
-            hash_init, *hash_read, hash_wave = self._hash_kernels(spec)
+            hash_init, *slot_read, slot_wave = self._slot_kernels(spec)
             for k in range(accumulating):
                 words_at = int(acc_d) + 8 * k * words_per_table
                 memory.zero_async(words_at, 8 * COUNTER_WORDS, copy)
-                hash_init.prepared_async_call((_blocks(groups, hash_wave), 1, 1), (BLOCK_THREADS, 1, 1), copy,
+                hash_init.prepared_async_call((_blocks(groups, slot_wave), 1, 1), (BLOCK_THREADS, 1, 1), copy,
                                               words_at + 8 * COUNTER_WORDS, int(keys_d) + 8 * k * groups, groups)
         else:
+            keys_d = None
+            if plan.top is not None:
+                _, *slot_read, slot_wave = self._slot_kernels(spec)
             acc_h = memory.scratch_host("fused:acc", words_per_table * accumulating, np.uint64, pinned=True)
             init = memory.scratch_host("fused:init", words_per_table * accumulating, np.uint64, pinned=True)
             init[:] = self._initial(spec, accumulating)
@@ -428,9 +433,9 @@ class FusedRunner:
         for end in last_kernel.values():
             copy.wait_for_event(end)
         d2h_begin = tl.event(copy)
-        if spec.hashed:
-            top = plan.top if accumulating == 1 else None  # a group's words are all in its one table
-            done, read = self._gather(spec, acc_d, keys_d, words_per_table, groups, accumulating, *hash_read, hash_wave,
+        top = plan.top if accumulating == 1 else None  # a group's words are all in its one table
+        if spec.hashed or top is not None:  # the filled slots (that LIMIT can keep) gathered on the GPU
+            done, read = self._gather(spec, acc_d, keys_d, words_per_table, groups, accumulating, *slot_read, slot_wave,
                                       copy, tl, top)
         else:
             memory.dtoh_async(acc_h, int(acc_d), copy)
@@ -465,10 +470,11 @@ class FusedRunner:
 
     def _gather(self, spec, acc_d, keys_d, words_per_table: int, slots: int, tables: int, best, gather, wave: int, copy,
                 tl, top: codegen.TopCut | None) -> tuple:
-        """A hashed run's tables read back, one after another on the copy stream: each table's filled slots gathered
-        on the GPU into one buffer, their count, their rows and the table's counters copied back, then only those
-        slots' keys and words. With a `top` cut (one table), each partition's best ORDER BY key first, and only
-        the slots whose key reaches the limit-th best of those gathered (codegen.TopCut says why that is exact).
+        """A run's tables of slots read back (a hash table's, or a dense array's with a `top` cut), one after another
+        on the copy stream: each table's filled slots gathered on the GPU into one buffer, their count, their rows
+        and the table's counters copied back, then only those slots' keys (a dense slot's: its index) and words.
+        With a `top` cut (one table), each partition's best ORDER BY key first, and only the slots whose key
+        reaches the limit-th best of those gathered (codegen.TopCut says why that is exact).
         (the last event, [(counters, read_hashed's groups, rows selected) a table])."""
         memory = self.engine.memory
         out_keys = memory.scratch_device("fused:hash-keys", 8 * slots)
@@ -478,7 +484,8 @@ class FusedRunner:
         counts_h = memory.scratch_host("fused:hash-counts", small, np.uint64, pinned=True)
         out, done = [], None
         for t in range(tables):
-            table_keys, table_words = int(keys_d) + 8 * t * slots, int(acc_d) + 8 * (t * words_per_table + COUNTER_WORDS)
+            table_keys = 0 if keys_d is None else int(keys_d) + 8 * t * slots  # dense: a slot's key is its index
+            table_words = int(acc_d) + 8 * (t * words_per_table + COUNTER_WORDS)
             threshold, order = 0, codegen.NO_TOP_ARGS
             if top is not None:
                 order, partitions = top.args(), 1 << top.bits
