@@ -517,8 +517,9 @@ def test_a_plan_the_zone_maps_rule_out_whole_is_answered_without_the_gpu(group_b
 
 def test_parts_of_one_range_add_their_groups_into_one_table_of_words():
     """A parted table's groups are counted from one base where that takes no more groups than each part's
-    own (the kernel then adds every part into one table of accumulators, read back once); not where the
-    parts' ranges lie apart, nor where a VARCHAR group column's codes mean other strings in another part."""
+    own (the kernel then adds every part into one table of accumulators, read back once), or where they are
+    hashed; not where the parts' ranges of a dense array lie apart, nor where a VARCHAR group column's codes
+    mean other strings in another part."""
     parts = [table(9000, seed) for seed in (1, 2, 3)]
     count = Aggregate("count", None, BIGINT)
     by_key = plan_fused(query(None, count, group_by=(col("k"),)), parts, "pinned", 132)
@@ -529,6 +530,12 @@ def test_parts_of_one_range_add_their_groups_into_one_table_of_words():
                                 SCHEMA, {"s": ("A", "N", "R")})
     far = plan_fused(query(None, count, group_by=(col("k"),)), [parts[0], shifted], "pinned", 132)
     assert not far.shared_groups and far.tables[0].group_bases != far.tables[1].group_bases
+    # hashed groups need no dense range: parts far apart share one hash table, counted from the smallest key
+    pairs = Query("<test>", (Output("k", col("k")), Output("p", col("p")), Output("n", count)), None,
+                  (col("k"), col("p")), ((2, True),), 10)
+    hashed = plan_fused(pairs, [parts[0], shifted], "pinned", 132, whole=True)
+    assert hashed.spec.hashed and hashed.shared_groups and hashed.word_tables == 1 and hashed.top is not None
+    assert len({tp.group_bases for tp in hashed.tables}) == 1 and hashed.spec.group_cards[0] == 2**20  # 1 .. 1,008,999
     parts[1].columns["s"].dictionary = ("N", "R", "S")
     by_string = plan_fused(query(None, count, group_by=(col("s"),)), parts, "pinned", 132)
     assert not by_string.shared_groups

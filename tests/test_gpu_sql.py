@@ -51,14 +51,16 @@ QUERIES = [
 ]
 
 
-def random_table(rows: int, seed: int, sort_by: str | None = None, big: bool = False) -> Table:
-    """Engine values of the TPC-H lineitem columns' kinds, negative ones and wide ones where `big`."""
+def random_table(rows: int, seed: int, sort_by: str | None = None, big: bool = False, price_from: int = 0) -> Table:
+    """Engine values of the TPC-H lineitem columns' kinds, negative ones and wide ones where `big`; l_extendedprice
+    shifted by `price_from`."""
     rng = np.random.default_rng(seed)
     hi = 2**62 if big else 10**7
     values = {"l_suppkey": rng.integers(-50, 2000, rows), "l_quantity": rng.integers(-5, 51, rows) * 100,
               "l_extendedprice": rng.integers(-hi, hi, rows), "l_discount": rng.integers(0, 11, rows),
               "l_tax": rng.integers(0, 9, rows), "l_shipdate": rng.integers(8036, 10561, rows),
               "l_returnflag": rng.integers(0, 3, rows), "l_linestatus": rng.integers(0, 2, rows)}
+    values["l_extendedprice"] += price_from
     if sort_by:
         order = np.argsort(values[sort_by], kind="stable")
         values = {k: v[order] for k, v in values.items()}
@@ -251,6 +253,22 @@ def test_groups_cut_to_those_order_by_limit_keeps_are_exact(engine, design, monk
         spread = answer.gpu_answer(sql.parse(TOP_CUT[-2], SCHEMA), table, engine, "pinned", repeat=1, warmup=False)
         assert len(spread.partial.groups) < 100
     engine.memory.release_table(table)
+
+
+def test_parts_far_apart_add_into_one_hash_table_and_are_cut_there(engine):
+    """Two parts whose l_extendedprice keys lie 10^12 apart: their groups hashed add into one table counted from
+    the smallest key (a hash table needs no dense range), read back once and cut by ORDER BY ... LIMIT there;
+    equal to the CPU reference over the same parts in every mode."""
+    from gquery.table import PartedTable
+
+    tables = [random_table(40_001, 21), random_table(30_001, 22, price_from=10**12)]
+    parted = PartedTable(70_002, [], [40_001, 30_001], "two parts", {}, tables)
+    for text in (TOP_CUT[0], TOP_CUT[5], HASHED[0]):
+        for mode in MODES:
+            got = check(engine, parted, text, mode, chunk_frames=8)
+            assert got.plan.spec.hashed and got.plan.word_tables == 1 and (got.plan.top is not None) == ("LIMIT" in text)
+    for t in tables:
+        engine.memory.release_table(t)
 
 
 @pytest.mark.parametrize("mode", ("pinned", "registered"))

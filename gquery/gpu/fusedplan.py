@@ -37,7 +37,8 @@ import numpy as np
 
 from gquery.encodings import FRAME_ROWS, TOP_BITS, frame_words, packed_bytes, slice_geometry
 from gquery.errors import UsageError
-from gquery.gpu.codegen import GLOBAL_ACC_BYTES, KernelSpec, NotOnGpu, SlicedKernel, TopCut, hash_slots, kernel_spec, top_cut
+from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, NotOnGpu, SlicedKernel, TopCut, hash_slots,
+                                kernel_spec, top_cut)
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
 from gquery.prune import ALWAYS, CHECK, NEVER, classify, decided_buckets, frame_zones, lower, narrowed
 from gquery.query import Query
@@ -483,9 +484,15 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
         return specs[low]
 
     spec, _ = spec_of(lowered[0])
+    shared = _shared_bases(query, tables, selectable, steps, cards)
+    if shared is None and spec.hashed and len(tables) > 1:  # a hash table needs no dense range: one for every part
+        one = _one_base(query, tables, selectable, steps)
+        wide = one and tuple(1 << (span - 1).bit_length() for span in one[1])
+        if one is not None and math.prod(wide) < HASH_KEY_LIMIT:  # else a table a part, each its own index's range
+            cards, shared, specs = wide, one[0], {}
+            spec, _ = spec_of(lowered[0])
     reasons = [f"kernel columns {', '.join(spec.columns)}; predicate `{spec.predicate or 'none'}`; "
                f"{len(spec.accumulators)} accumulator(s), {spec.groups:,} group(s)"]
-    shared = _shared_bases(query, tables, selectable, steps, cards)
     if shared is not None:
         reasons.append(f"the {len(tables)} parts' groups counted from one base, in as many groups as each part's: "
                        f"they add into one table of accumulators, read back once")
@@ -575,17 +582,26 @@ def _shared_bases(query: Query, tables: list, selectable: list, steps: tuple, ca
     own base does and every group column's codes mean the same strings in every part: the parts then
     add into one table of accumulators (a parted store's 1,000,000 suppliers read back once, not ten
     times). None where not: one table of words a part."""
+    one = _one_base(query, tables, selectable, steps)
+    if one is None or any(span > card for span, card in zip(one[1], cards)):
+        return None
+    return one[0]
+
+
+def _one_base(query: Query, tables: list, selectable: list, steps: tuple) -> tuple | None:
+    """(each group column's smallest selectable value over every part, in steps; the values it spans from there),
+    where the parts are several, grouped, and each VARCHAR group column's codes mean the same strings in
+    every part; else None."""
     if len(tables) < 2 or not query.group_by:
         return None
-    bases = []
-    for c, step, card in zip(query.group_by, steps, cards):
-        low = min(r[c.name][0] // step for r in selectable)
-        high = max(r[c.name][1] // step for r in selectable)
-        if high - low + 1 > card or any(t.columns[c.name].dictionary != tables[0].columns[c.name].dictionary
-                                        for t in tables[1:]):
+    bases, spans = [], []
+    for c, step in zip(query.group_by, steps):
+        if any(t.columns[c.name].dictionary != tables[0].columns[c.name].dictionary for t in tables[1:]):
             return None
+        low = min(r[c.name][0] // step for r in selectable)
         bases.append(low)
-    return tuple(bases)
+        spans.append(max(r[c.name][1] // step for r in selectable) - low + 1)
+    return tuple(bases), tuple(spans)
 
 
 # --- the index scan ------------------------------------------------------------------------------------------------
