@@ -220,6 +220,7 @@ def test_zero_rows_is_null_not_an_error(tmp_path):
                  marks=no_gpu_only),
     pytest.param(["bench", "--sf", "0.01"], 1, "gquery bench needs a GPU", marks=no_gpu_only),
     (["bench", "--sf", "0.01", "--design", "sorted"], 2, "--design must be one of as-generated, clustered:l_suppkey"),
+    (["bench", "--sf", "0.01", "--query", "q7"], 2, "--query must be one of mission, q6, q1, top-suppliers, per-day"),
     pytest.param(["ladder", "--sf", "0.01"], 1, "gquery ladder needs a GPU", marks=no_gpu_only),
 ])
 def test_options_fail_before_any_work(tmp_path, args, code, message):

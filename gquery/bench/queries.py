@@ -70,15 +70,17 @@ QUERIES_OF = {"as-generated": ("mission", "q6", "q1", "top-suppliers", "per-day"
               "clustered:l_shipdate": ("q6", "q1")}
 NEEDED = ("l_suppkey", "l_quantity", "l_extendedprice", "l_discount", "l_tax", "l_returnflag", "l_linestatus",
           "l_shipdate", "l_orderkey", "l_partkey")
-MISSION_COLUMNS = ("l_suppkey", "l_quantity", "l_extendedprice")
-WIDE_KEYS = {"l_orderkey": "top-orders", "l_partkey": "top-parts"}  # group columns only these queries read
 
 
-def design_columns(design: str) -> tuple[str, ...]:
-    """The columns a design's queries read: what its store holds unless every column is asked for."""
-    queries = set(QUERIES_OF[design])
-    return tuple(c for c in NEEDED if WIDE_KEYS.get(c, "") in queries or c not in WIDE_KEYS and (
-        "mission" in queries and c in MISSION_COLUMNS or {"q6", "q1"} & queries and c != "l_suppkey"))
+def design_columns(design: str, names=None) -> tuple[str, ...]:
+    """The columns a design's queries (those of `names`, where given) read, in NEEDED's order: what its store
+    holds unless every column is asked for."""
+    from gquery.arrow import TBL_SCHEMA
+    from gquery.schema import read_schema
+
+    schema = read_schema(TBL_SCHEMA)
+    read = {c for q in QUERIES_OF[design] if names is None or q in names for c in parse(text_of(q, 1), schema).columns()}
+    return tuple(c for c in NEEDED if c in read)
 
 
 def sweep(largest_key: int) -> list[int]:
@@ -100,17 +102,18 @@ def bench_source(sf: float, data_dir, echo):
     return tpch.generate(sf, data_dir, keep_parquet=True, echo=echo)
 
 
-def design_store(source, sf: float, design: str, data_dir, columns, echo) -> Path:
-    """The store of a design: as generated, beside the parquet; clustered, in a folder of its own.
-    `columns` None: every column (the key's slices and lists only where the design runs the mission)."""
+def design_store(source, sf: float, design: str, data_dir, columns, echo, names=None) -> Path:
+    """The store of a design: as generated, beside the parquet; clustered, in a folder of its own; kept where it
+    holds what the design's queries (those of `names`, where given) read. `columns` None: every column (the
+    key's slices and lists only where the design runs the mission)."""
     column = DESIGNS[design]
     if column is None and columns is None:
         return store.ensure_store(source, echo=echo)
     path = tpch.dataset_dir(sf, data_dir) / (f"lineitem-by-{column}.gq" if column else "lineitem-needed.gq")
-    columns = None if columns is None else design_columns(design)  # the key's lists only with l_suppkey
+    columns = None if columns is None else design_columns(design, names)  # the key's lists only with l_suppkey
     if store.is_store(path):
-        m = store._manifest(path)
-        if m.get("sorted_by") == column and store.unchanged_sources(path):
+        m = store._manifest(store.part_path(path, 1) if store.is_parted(path) else path)
+        if m.get("sorted_by") == column and store.unchanged_sources(path) and set(columns or ()) <= set(m["columns"]):
             return path
     t0 = time.perf_counter()
     if len(source.files) > 1:
@@ -250,7 +253,10 @@ def measure(table, duck, text: str, repeat: int) -> dict:
             "plan": a.plan.to_dict(), "notes": a.notes}
 
 
-def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, designs=tuple(DESIGNS)) -> dict:
+def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, designs=tuple(DESIGNS), names=None) -> dict:
+    """Each design's queries (those of `names`, where given: then no threads, cold compiles nor first answers)
+    at each SF against DuckDB, and (every query asked) 8 threads through one table, cold compiles and the first
+    answer: the report's data."""
     import gquery
     from gquery import api
     from gquery.reference import DuckDBTable
@@ -261,27 +267,30 @@ def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, des
     for sf in sfs:
         source = bench_source(sf, data_dir, echo)
         for design in designs:
-            path = design_store(source, sf, design, data_dir, columns, echo)
+            asked = [q for q in QUERIES_OF[design] if names is None or q in names]
+            if not asked:
+                continue
+            path = design_store(source, sf, design, data_dir, columns, echo, names)
             table = gquery.open(path, pinned=True)
             schema = schema_of(table.data)
-            needed = sorted({c for name in QUERIES_OF[design] for c in parse(text_of(name, 1), schema).columns()})
+            needed = sorted({c for name in asked for c in parse(text_of(name, 1), schema).columns()})
             echo(f"SF {sf:g}, {design}: DuckDB loads its own table of {', '.join(needed)}"
                  f"{' ordered by ' + DESIGNS[design] if DESIGNS[design] else ''}")
             duck = DuckDBTable(source, needed, order_by=DESIGNS[design])
             largest = max(t.ranges(["l_suppkey"])["l_suppkey"][1] for t in parts_of(table.data)) \
                 if "l_suppkey" in schema.types else None  # a design whose queries do not read it has no sweep
-            for name in QUERIES_OF[design]:
+            for name in asked:
                 for z in (sweep(largest) if name == "mission" else (None,)):
                     echo(f"SF {sf:g}, {design}, {name}{'' if z is None else f' Z = {z}'}")
                     runs.append({"query": name, "sf": sf, "z": z, "design": design, "table_rows": table.rows,
                                  "parted": isinstance(table.data, PartedTable),
                                  **measure(table, duck, text_of(name, z), repeat)})
-            if design == "as-generated" and threads is None:  # the first SF's: 8 threads through one table
+            if design == "as-generated" and threads is None and names is None:  # the first SF's: 8 threads, one table
                 echo(f"SF {sf:g}, {design}: {THREADS} threads x {THREAD_QUERIES} random queries")
                 threads = {"sf": sf, **threads_run(table, thread_texts(table))}
             table.close()
             duck.close()
-            if design == "as-generated":  # after its queries: their kernels are in the compile cache on disk
+            if design == "as-generated" and names is None:  # after its queries: their kernels are in the compile cache
                 probes.append((sf, source, path, largest))
     device = api.engine().device
     api.shutdown()  # what follows runs in fresh processes, as a user's first process meets the GPU
