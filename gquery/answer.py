@@ -176,7 +176,7 @@ def cpu_partial(query: Query, tables: list[Table]) -> Partial:
     def one(t: Table) -> Partial:
         columns = {n: t.columns[n].values() for n in names}
         dictionaries = {n: t.columns[n].dictionary for n in names if t.columns[n].dictionary is not None}
-        return cpu.evaluate(query, columns, dictionaries)
+        return cpu.evaluate(query, columns, dictionaries, {n: t.columns[n].validity() for n in names})
 
     with ThreadPoolExecutor(max(1, min(len(tables), max(2, host_threads() // 4)))) as pool:
         partials = list(pool.map(one, tables))

@@ -89,7 +89,8 @@ class ColumnReader:
             raise GqueryError(f"{self.source}: column {name} differs in type between files: {_first_line(e)}") from None
 
     def values(self, name: str):
-        """(int64 engine values, dictionary or None); NotHeld (a ValueError) saying why it cannot be."""
+        """(int64 engine values, dictionary or None, validity or None: schema.engine_values); NotHeld (a ValueError)
+        saying why it cannot be."""
         return engine_values(self.column(name), self.schema.types[name])
 
 
@@ -109,13 +110,13 @@ def _table_of(schema: Schema, columns, values_of, source: str):
     """A Table of the named columns (default: every typed one), each read by values_of(name)."""
     from gquery.table import Table
 
-    values, dictionaries, left_out = {}, {}, dict(schema.left_out)
+    values, dictionaries, valid, left_out = {}, {}, {}, dict(schema.left_out)
     for name in columns or schema.types:
         if name not in schema.types:
             raise GqueryError(f"{source}: column {name}: {schema.left_out.get(name, 'no such column')}")
         try:
-            values[name], dictionaries[name] = values_of(name)
+            values[name], dictionaries[name], valid[name] = values_of(name)
         except NotHeld as e:
             left_out[name] = str(e)
     held = Schema({n: schema.types[n] for n in values}, left_out)
-    return Table.from_values(values, held, dictionaries, source)
+    return Table.from_values(values, held, dictionaries, source, valid=valid)

@@ -8,6 +8,12 @@ where no partial sum can overflow, else the high and low 32-bit halves reduced a
 
 VARCHAR predicates are decided on this part's dictionary (sorted, so a code's order is its
 string's); group keys leave as strings, since another part's codes mean other strings.
+
+NULLs (a column's validity: False where a row holds NULL) follow SQL: an expression is NULL where a
+column it reads is; a comparison or IN with NULL is unknown, NOT unknown is unknown, AND and OR by
+Kleene's rules, and WHERE keeps the rows where the whole is true (`_Rows.truth`); IS NULL is true or
+false. SUM, AVG, MIN, MAX and COUNT(x) take the rows where their argument is not NULL (each state's
+row count is those rows: none makes the aggregate NULL, COUNT 0); NULL is one group key of its own.
 """
 
 from __future__ import annotations
@@ -18,17 +24,19 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from gquery.exact import INT64_MAX, INT64_MIN, LOW32
-from gquery.query import (FLIPPED, Aggregate, And, Arith, Cast, Column, Compare, Expr, InList, Literal, Negate, Not,
-                          Or, Query, bounds, magnitude, scale_of)
+from gquery.query import (FLIPPED, Aggregate, And, Arith, Cast, Column, Compare, Expr, InList, IsNull, Literal, Negate,
+                          Not, Or, Query, bounds, magnitude, scale_of)
 from gquery.result import Partial, initial_state
 
 Values = np.ndarray | int  # int64 or object array of one value per row, or one constant for all rows
 
 
-def evaluate(query: Query, columns: Mapping[str, np.ndarray], dictionaries: Mapping[str, Sequence[str]]) -> Partial:
+def evaluate(query: Query, columns: Mapping[str, np.ndarray], dictionaries: Mapping[str, Sequence[str]],
+             valid: Mapping[str, np.ndarray] | None = None) -> Partial:
     """The partial aggregates of `query` over one part: `columns` holds each column the query reads
     (COUNT(*) alone reads none: any one column then gives the part's rows) as int64 engine values
-    of equal length, `dictionaries` each VARCHAR column's sorted strings."""
+    of equal length, `dictionaries` each VARCHAR column's sorted strings, `valid` each column's with
+    NULLs validity (a bool a row, False where NULL; a NULL's value is any of the column's)."""
     missing = [n for n in query.columns() if n not in columns]
     if missing:
         raise ValueError(f"columns missing for the query: {', '.join(missing)}")
@@ -40,17 +48,20 @@ def evaluate(query: Query, columns: Mapping[str, np.ndarray], dictionaries: Mapp
         raise ValueError(f"one part's columns must have one length, not {sorted(lengths)}")
     rows = lengths.pop()
     arrays = {n: np.asarray(columns[n], dtype=np.int64) for n in query.columns()}
+    masks = {n: np.asarray(v, dtype=bool) for n, v in (valid or {}).items() if v is not None and n in arrays}
+    if any(len(m) != rows for m in masks.values()):
+        raise ValueError(f"a column's validity is not one a row of its {rows} rows")
     ranges = {n: (int(a.min()), int(a.max())) for n, a in arrays.items()} if rows else {}
     selected = np.arange(rows) if query.where is None or rows == 0 else \
-        np.flatnonzero(_Rows(arrays, dictionaries, ranges, None, rows).predicate(query.where))
+        np.flatnonzero(_Rows(arrays, dictionaries, ranges, None, rows, masks).truth(query.where, True))
     partial = Partial.empty(query)
     partial.rows_selected = len(selected)
     if len(selected) == 0:
         if not query.group_by:
             partial.add((), [initial_state(f) for f in partial.funcs])
         return partial
-    selected, starts, keys = _groups(query, arrays, dictionaries, selected)
-    chosen = _Rows(arrays, dictionaries, ranges, selected, len(selected))
+    selected, starts, keys = _groups(query, arrays, dictionaries, selected, masks)
+    chosen = _Rows(arrays, dictionaries, ranges, selected, len(selected), masks)
     states = [_aggregate(chosen, a, starts, ranges) for a in query.aggregates]
     partial.groups = {key: [s[g] for s in states] for g, key in enumerate(keys)}  # keys are distinct within a part
     return partial
@@ -65,11 +76,19 @@ def _column_types(query: Query) -> dict:
     return types
 
 
-def _groups(query: Query, arrays, dictionaries, selected: np.ndarray):
-    """The selected rows ordered by group, each group's first position, and each group's key."""
+def _groups(query: Query, arrays, dictionaries, selected: np.ndarray, masks):
+    """The selected rows ordered by group, each group's first position, and each group's key (None where
+    NULL: a group of its own, whatever value its rows' places hold)."""
     if not query.group_by:
         return selected, np.zeros(1, dtype=np.int64), [()]
-    keys = [arrays[c.name][selected] for c in query.group_by]
+    keys = []  # each group column's values, NULLs as 0 and a column more telling them apart
+    for c in query.group_by:
+        values = arrays[c.name][selected]
+        if c.name in masks:
+            null = ~masks[c.name][selected]
+            keys += [np.where(null, 0, values), null]
+        else:
+            keys.append(values)
     order = np.lexsort(keys[::-1])  # lexsort sorts by its last key first
     selected = selected[order]
     keys = [k[order] for k in keys]
@@ -79,14 +98,31 @@ def _groups(query: Query, arrays, dictionaries, selected: np.ndarray):
         changes[1:] |= k[1:] != k[:-1]
     starts = np.flatnonzero(changes)
     columns = []
-    for c, k in zip(query.group_by, keys):
-        firsts = k[starts].tolist()
-        columns.append([dictionaries[c.name][code] for code in firsts] if c.type.name == "VARCHAR" else firsts)
+    for c in query.group_by:
+        firsts = arrays[c.name][selected[starts]].tolist()
+        if c.type.name == "VARCHAR":
+            firsts = [dictionaries[c.name][code] for code in firsts]
+        if c.name in masks:
+            firsts = [v if ok else None for v, ok in zip(firsts, masks[c.name][selected[starts]].tolist())]
+        columns.append(firsts)
     return selected, starts, list(zip(*columns))
 
 
 def _aggregate(rows: "_Rows", a: Aggregate, starts: np.ndarray, ranges) -> list[list]:
-    """One aggregate's state for each group (groups are the row runs beginning at `starts`)."""
+    """One aggregate's state for each group (groups are the row runs beginning at `starts`), over the rows
+    where its argument is not NULL."""
+    valid = None if a.arg is None else rows.valid(a.arg)
+    if valid is not None:  # the rows where the argument is NULL left out: the rest, in runs of their own
+        kept = np.flatnonzero(valid)
+        counts = np.add.reduceat(valid.astype(np.int64), starts) if len(starts) and rows.count else np.zeros(len(starts), np.int64)
+        fewer = _Rows(rows.arrays, rows.dictionaries, rows.ranges, rows.positions(kept), len(kept), {})
+        firsts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        present = np.flatnonzero(counts)  # groups with a row to aggregate
+        states = _aggregate(fewer, a, firsts[present], ranges) if len(kept) else []
+        out = [[0] if a.func == "count" else [None, 0] if a.func in ("min", "max") else [0, 0] for _ in starts]
+        for g, state in zip(present.tolist(), states):
+            out[g] = state
+        return out
     sizes = np.diff(np.append(starts, rows.count)).tolist()
     if a.func == "count":
         return [[n] for n in sizes]
@@ -128,11 +164,12 @@ def _int64(x: Values) -> Values:
 
 class _Rows:
     """Expressions over some rows of a part (`take`: their positions, or None for all), each value
-    exact: int64 where the node's range allows, Python integers where it does not."""
+    exact: int64 where the node's range allows, Python integers where it does not; `masks`: each column's
+    with NULLs validity over the part's rows."""
 
-    def __init__(self, arrays, dictionaries, ranges, take: np.ndarray | None, count: int):
+    def __init__(self, arrays, dictionaries, ranges, take: np.ndarray | None, count: int, masks=None):
         self.arrays, self.dictionaries, self.ranges = arrays, dictionaries, ranges
-        self.take, self.count = take, count
+        self.take, self.count, self.masks = take, count, masks or {}
         self.gathered: dict[str, np.ndarray] = {}
 
     def column(self, name: str) -> np.ndarray:
@@ -140,6 +177,19 @@ class _Rows:
             a = self.arrays[name]
             self.gathered[name] = a if self.take is None else a[self.take]
         return self.gathered[name]
+
+    def positions(self, at: np.ndarray) -> np.ndarray:
+        """The part's positions of these rows' `at`-th."""
+        return at if self.take is None else self.take[at]
+
+    def valid(self, e: Expr) -> np.ndarray | None:
+        """Where e is not NULL (every column it reads holds a value); None where no column it reads has NULLs."""
+        out = None
+        for name in e.columns():
+            if name in self.masks:
+                m = self.masks[name] if self.take is None else self.masks[name][self.take]
+                out = m if out is None else out & m
+        return out
 
     # -- values --
     def value(self, e: Expr) -> Values:
@@ -181,21 +231,32 @@ class _Rows:
         return _int64(values) * k if _fits(lo * k, hi * k) else _exact(values) * k
 
     # -- predicates --
-    def predicate(self, e: Expr) -> np.ndarray:
-        if isinstance(e, And):
-            mask = self.predicate(e.args[0])
-            for a in e.args[1:]:
-                mask = mask & self.predicate(a)
-            return mask
-        if isinstance(e, Or):
-            mask = self.predicate(e.args[0])
-            for a in e.args[1:]:
-                mask = mask | self.predicate(a)
-            return mask
+    def truth(self, e: Expr, value: bool) -> np.ndarray:
+        """Where the predicate is `value` (TRUE or FALSE) by SQL's three truth values: a comparison or IN is
+        neither where a side is NULL; NOT swaps TRUE and FALSE; AND is TRUE where every part is, FALSE where
+        one is; OR the other way round. Where nothing is NULL, the rows where it is FALSE are the others."""
         if isinstance(e, Not):
-            return ~self.predicate(e.arg)
+            return self.truth(e.arg, not value)
+        if isinstance(e, (And, Or)):
+            every = isinstance(e, And) == value  # TRUE of an AND and FALSE of an OR: every part so
+            mask = self.truth(e.args[0], value)
+            for a in e.args[1:]:
+                mask = mask & self.truth(a, value) if every else mask | self.truth(a, value)
+            return mask
+        if isinstance(e, IsNull):
+            valid = self.valid(e.arg)
+            is_null = np.zeros(self.count, dtype=bool) if valid is None else ~valid
+            return is_null if value else ~is_null
         if isinstance(e, Literal):
-            return np.full(self.count, bool(e.value))
+            return np.full(self.count, bool(e.value) == value)
+        holds = self._atom(e)
+        valid = self.valid(e)
+        if not value:
+            holds = ~holds
+        return holds if valid is None else holds & valid
+
+    def _atom(self, e: Expr) -> np.ndarray:
+        """Where a comparison or IN holds, taking each NULL's place as the value it holds (truth masks them)."""
         if isinstance(e, Compare):
             if e.left.type.name == "VARCHAR" or e.right.type.name == "VARCHAR":
                 return self._compare_string(e)

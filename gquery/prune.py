@@ -23,22 +23,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gquery.query import BIGINT, BOOLEAN, FLIPPED, And, Column, Compare, Expr, InList, Literal, Not, Or, scale_of
+from gquery.query import BIGINT, BOOLEAN, FLIPPED, And, Column, Compare, Expr, InList, IsNull, Literal, Not, Or, scale_of
 
 NEVER, CHECK, ALWAYS = 0, 1, 2
 ABSENT = -1  # the code of a string a part's dictionary lacks: no row has it
 
 
 # --- lowering --------------------------------------------------------------------------------------------
-def lower(e: Expr | None, dictionaries: dict, ranges: dict[str, tuple[int, int]]) -> Expr | None:
+def lower(e: Expr | None, dictionaries: dict, ranges: dict[str, tuple[int, int]], nulls: dict | None = None) -> Expr | None:
     """The predicate as one table part evaluates it (see the module's notes). `ranges`: each column's
-    smallest and largest value in the part, which keep lowered constants within 64 bits."""
+    smallest and largest value in the part, which keep lowered constants within 64 bits; `nulls`: each
+    column's NULLs in the part (IS NULL of a column without any is FALSE)."""
     if e is None:
         return None
     if isinstance(e, (And, Or)):
-        return type(e)(tuple(lower(a, dictionaries, ranges) for a in e.args))
+        return type(e)(tuple(lower(a, dictionaries, ranges, nulls) for a in e.args))
     if isinstance(e, Not):
-        return Not(lower(e.arg, dictionaries, ranges))
+        return Not(lower(e.arg, dictionaries, ranges, nulls))
+    if isinstance(e, IsNull):
+        return e if (nulls or {}).get(e.arg.name) else Literal(False, BOOLEAN)
     if isinstance(e, Compare):
         left, right, op = e.left, e.right, e.op
         if isinstance(left, Literal) and not isinstance(right, Literal):

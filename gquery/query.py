@@ -337,6 +337,23 @@ class Not(Expr):
         return f"NOT {self.arg}"
 
 
+@_hash_once
+@dataclass(frozen=True)
+class IsNull(Expr):
+    """column IS NULL: true where the column holds NULL, else false (never unknown). An expression of the class
+    is NULL where any column it reads is (its arithmetic and casts carry NULL through), so the binder makes
+    `e IS NULL` an OR of these."""
+
+    arg: Column
+    type: SqlType = BOOLEAN
+
+    def children(self):
+        return (self.arg,)
+
+    def __str__(self) -> str:
+        return f"{self.arg} IS NULL"
+
+
 AGGREGATES = ("sum", "count", "avg", "min", "max")
 
 

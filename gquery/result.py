@@ -72,9 +72,10 @@ class Partial:
 
     def to_json(self) -> dict:
         """Plain JSON: integers as decimal strings (a 128-bit total survives any JSON reader), each
-        key value tagged with its kind so that the string '7' and the integer 7 stay apart."""
+        key value tagged with its kind so that the string '7', the integer 7 and NULL stay apart."""
         return {"funcs": list(self.funcs), "rows_selected": str(self.rows_selected),
-                "groups": [{"key": [["s", v] if isinstance(v, str) else ["i", str(v)] for v in key],
+                "groups": [{"key": [["s", v] if isinstance(v, str) else ["n", None] if v is None else ["i", str(v)]
+                                    for v in key],
                             "states": [[None if v is None else str(v) for v in s] for s in states]}
                            for key, states in self.groups.items()]}
 
@@ -82,7 +83,7 @@ class Partial:
     def from_json(cls, d: dict) -> "Partial":
         partial = cls(tuple(d["funcs"]), rows_selected=int(d["rows_selected"]))
         for group in d["groups"]:
-            key = tuple(v if kind == "s" else int(v) for kind, v in group["key"])
+            key = tuple(v if kind == "s" else None if kind == "n" else int(v) for kind, v in group["key"])
             partial.add(key, [[None if v is None else int(v) for v in s] for s in group["states"]])
         return partial
 
@@ -298,7 +299,7 @@ def finalize(query: Query, partial: Partial) -> Result:
     groups = partial.groups
     if not query.group_by and () not in groups:
         groups = {**groups, (): [initial_state(a.func) for a in aggregates]}
-    keys, states = _columns(query, groups, sorted(groups))
+    keys, states = _columns(query, groups, sorted(groups, key=_group_order))
     # ordered by the engine's values, not the client's: a date past Python's years is DuckDB's text
     # ('0902-02-05 (BC)'), which neither compares with a datetime.date nor sorts as the date does
     outputs, order = _outputs(query), list(range(len(groups)))
@@ -310,6 +311,11 @@ def finalize(query: Query, partial: Partial) -> Result:
         order = order[:query.limit]
     return _column_rows(query, [[c[e] for e in order] for c in keys], [[[c[e] for e in order] for c in state]
                                                                        for state in states])
+
+
+def _group_order(key: tuple) -> tuple:
+    """A group key's place among the groups: by its values, a NULL after every value (as DuckDB orders)."""
+    return tuple((v is None, v) if v is not None else (True, 0) for v in key)
 
 
 def _outputs(query: Query) -> list[tuple]:

@@ -100,17 +100,29 @@ class NotHeld(ValueError):
     """A column whose values the engines cannot hold exactly (the message says why)."""
 
 
-def engine_values(column: pa.ChunkedArray | pa.Array, t: SqlType) -> tuple[np.ndarray, tuple[str, ...] | None]:
-    """(int64 values, the sorted dictionary for VARCHAR else None), exactly; NotHeld where a value
-    cannot be (a null, a decimal past int64, too many distinct strings)."""
+def engine_values(column: pa.ChunkedArray | pa.Array, t: SqlType) -> tuple[np.ndarray, tuple[str, ...] | None,
+                                                                          np.ndarray | None]:
+    """(int64 values, the sorted dictionary for VARCHAR else None, where the column has NULLs a bool a row: True
+    where it holds a value, else None), exactly; NotHeld where a value cannot be (a decimal past int64, too many
+    distinct strings). A NULL's place holds the column's smallest value (0 where it has none), so that its zone
+    maps and bit widths stay those of its values."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     if isinstance(column, pa.Array):
         column = pa.chunked_array([column], type=column.type)
-    if column.null_count:
-        raise NotHeld(f"it has {column.null_count:,} NULL{'s' * (column.null_count != 1)}")
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
+    if not column.null_count:
+        return (*_values(column, t), None)
+    valid = np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), dtype=bool)
+    if column.null_count == len(column):  # every value NULL: the one string of its dictionary is never seen
+        return np.zeros(len(column), dtype=np.int64), ("",) if t.name == "VARCHAR" else None, valid
+    return (*_values(column.fill_null(pc.min(column)), t), valid)
+
+
+def _values(column: pa.ChunkedArray, t: SqlType) -> tuple[np.ndarray, tuple[str, ...] | None]:
+    """(int64 values, the sorted dictionary for VARCHAR else None) of a column without NULLs."""
     if t.name == "VARCHAR":
         return _codes(column)
     out = np.empty(len(column), dtype=np.int64)

@@ -24,7 +24,7 @@ from sqlglot import exp
 
 from gquery.errors import GqueryError
 from gquery.query import (BOOLEAN, DATE, DAY_MICROS, EPOCH, FLIPPED, INTEGER_TYPES, MAX_DECIMAL_WIDTH,
-                          TIMESTAMP, VARCHAR, Aggregate, And, Arith, Cast, Column, Compare, Expr, InList, Literal,
+                          TIMESTAMP, VARCHAR, Aggregate, And, Arith, Cast, Column, Compare, Expr, InList, IsNull, Literal,
                           Negate, Not, Or, Output, Query, SqlType, aggregate_type, arithmetic_type, decimal,
                           integer_literal_type, scale_of)
 from gquery.schema import Schema
@@ -905,12 +905,13 @@ class _Binder:
         raise refuse(construct(node))
 
     def _is_null(self, node: exp.Expression) -> Expr:
-        """x IS NULL: FALSE for every value of the class (a held column has no NULLs, and no expression of
-        the class makes one), TRUE for NULL itself."""
+        """x IS NULL: TRUE for NULL itself; for an expression, true where any column it reads holds NULL (its
+        arithmetic and casts carry NULL through, and nothing of the class makes one): an OR of IsNull, each
+        FALSE wherever its column holds no NULL. A constant expression is never NULL: FALSE."""
         if _is_null_literal(node):
             return TRUE
-        self._value(node)  # in the class, or refused as it is
-        return FALSE
+        value = self._value(node)  # in the class, or refused as it is
+        return _conjunction(Or, [IsNull(c) for c in dict.fromkeys(n for n in value.walk() if isinstance(n, Column))])
 
     def _compare_or_unknown(self, op: str, left: exp.Expression, right: exp.Expression, node: exp.Expression) -> Expr:
         """A comparison; with NULL on either side, UNKNOWN (the other side still bound: a name must exist)."""
@@ -969,8 +970,9 @@ class _Binder:
         comparing the date with the timestamp's day, rounded the way op needs."""
         day, rest = divmod(micros, DAY_MICROS)
         after = day + (rest > 0)  # the first day whose midnight is not before the timestamp
-        if op in ("=", "<>") and rest:
-            rewritten = FALSE if op == "=" else TRUE
+        if op in ("=", "<>") and rest:  # never equal: FALSE, or TRUE, wherever the date is not NULL
+            known = Compare("=", date, date)  # true where the date holds a value, unknown where NULL
+            rewritten = _negation(known) if op == "=" else known
         else:
             rewritten = Compare(op, date, Literal(after if op in ("<", ">=") else day, DATE))
         shown = str(rewritten).upper() if rewritten in (TRUE, FALSE) else str(rewritten)
@@ -1001,12 +1003,15 @@ class _Binder:
             return TRUE
         values = []
         for m in matches:
-            if m == FALSE:
+            if m == FALSE or m == _negation(Compare("=", arg, arg)):
                 continue  # a constant that equals nothing (another constant, a timestamp past midnight)
             if not (isinstance(m, Compare) and m.left == arg and isinstance(m.right, Literal)):
                 raise refuse(f"IN with a value that is not a constant ({_short(node)})")
             values.append(m.right)
-        return InList(arg, tuple(dict.fromkeys(values))) if values else FALSE
+        # none equals any: FALSE wherever the argument is not NULL (unknown where it is: NOT IN keeps no NULL)
+        if values:
+            return InList(arg, tuple(dict.fromkeys(values)))
+        return FALSE if isinstance(arg, Literal) else _negation(Compare("=", arg, arg))
 
     # -- names --
     def _name(self, node: exp.Expression) -> str:

@@ -234,7 +234,7 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
         writer = _Writer(tmp)
         order = None
         if sort_by is not None:  # a stable sort: rows of equal keys keep their order
-            order = np.argsort(reader.values(sort_by)[0], kind="stable")
+            order = np.argsort(reader.values(sort_by)[0], kind="stable")  # a NULL's place holds the smallest value
         manifest = {"format": FORMAT, "version": VERSION, "rows": reader.rows, "frame_rows": FRAME_ROWS,
                     "schema": Schema({n: schema.types[n] for n in names},
                                      {**schema.left_out, **{n: "not stored (gquery encode --columns)"
@@ -247,21 +247,27 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
                 said = time.monotonic()
                 echo(f"encoding {path.name}: {k} of {len(names)} columns done, {name} next")
             try:
-                values, dictionary = reader.values(name)
+                values, dictionary, valid = reader.values(name)
             except ValueError as e:  # a value the engines cannot hold (gquery.schema.NotHeld)
                 left_out[name] = str(e)
                 del manifest["schema"]["types"][name]
                 continue
             if order is not None:
                 values = values[order]
+                valid = None if valid is None else valid[order]
             t = schema.types[name]
             packed = pack(values, None if t.is_decimal else 1)
             meta = np.vstack([packed.meta, _trailer(reader.rows, packed.factor, t, dictionary)])
             entry = {"factor": packed.factor, "dictionary": None if dictionary is None else list(dictionary),
                      "buffers": {b: writer.buffer(f"{name}.{b}", a) for b, a in
                                  (("meta", meta), ("words", packed.words), ("zmax", packed.zmax))}}
+            if valid is not None:  # a bit a row, set where the row holds a value
+                entry["nulls"] = int(len(valid) - np.count_nonzero(valid))
+                entry["buffers"]["valid"] = writer.buffer(f"{name}.valid", np.packbits(valid, bitorder="little"))
             manifest["columns"][name] = entry
-            if name == key and key != sort_by:
+            if valid is not None:
+                _verify_validity(tmp, manifest, name, valid)
+            if name == key and key != sort_by and valid is None:  # a key with NULLs keeps no lists
                 sliced = slice_key(values)
                 indexed = index_key(sliced)
                 buffers = {"top": writer.buffer(f"{name}.top", sliced.top), "ids": writer.buffer(f"{name}.ids", indexed.ids)}
@@ -296,6 +302,16 @@ def _verify_column(folder: Path, manifest: dict, name: str, values: np.ndarray) 
         raise StoreError(f"{name} packed does not read back: {e}") from None
     if not same:
         raise StoreError(f"{name} packed does not decode to the values it was written from")
+
+
+def _verify_validity(folder: Path, manifest: dict, name: str, valid: np.ndarray) -> None:
+    """The column's validity read back from disk, checked as a reader checks it, is what it was written from."""
+    try:
+        same = np.array_equal(StoreFiles(folder, manifest).validity(name), valid)
+    except StoreError as e:
+        raise StoreError(f"{name} validity does not read back: {e}") from None
+    if not same:
+        raise StoreError(f"{name} validity does not read back as it was written")
 
 
 def _verify_key(folder: Path, manifest: dict, name: str, values: np.ndarray) -> None:
@@ -410,6 +426,29 @@ class StoreFiles:
             _fail(self.path, f"{name}: its words disagree with its frames' offsets and widths")
         return Packed(self.rows, np.dtype(np.int64), int(entry["factor"]), meta, words, zmax)
 
+    def nulls(self, name: str) -> int:
+        """The rows of a column that hold NULL, as its manifest says (validity checks the bits agree)."""
+        entry = self.column_entry(name)
+        nulls, buffers = entry.get("nulls", 0), entry.get("buffers")
+        if type(nulls) is not int or not 0 <= nulls <= self.rows or not isinstance(buffers, dict) \
+                or (nulls > 0) != ("valid" in buffers):
+            _fail(self.path, f"{name}: its count of NULLs disagrees with its validity")
+        return nulls
+
+    def validity(self, name: str) -> np.ndarray | None:
+        """A bool a row of the column, True where it holds a value (its bits, a row each from the first byte's
+        lowest); None where it holds no NULL. The bits cover the rows exactly and count the manifest's NULLs."""
+        nulls = self.nulls(name)
+        if not nulls:
+            return None
+        (bits,) = self.read([self.column_entry(name)["buffers"]["valid"]])
+        if bits.dtype != np.uint8 or len(bits) != -(-self.rows // 8):
+            _fail(self.path, f"{name}: its validity does not cover its rows")
+        valid = np.unpackbits(bits, count=self.rows, bitorder="little").astype(bool)
+        if self.rows - int(np.count_nonzero(valid)) != nulls or np.unpackbits(bits, bitorder="little")[self.rows:].any():
+            _fail(self.path, f"{name}: its count of NULLs disagrees with its validity")
+        return valid
+
     def dictionary(self, name: str) -> tuple[str, ...] | None:
         d = self.column_entry(name).get("dictionary")
         if d is not None and not (isinstance(d, list) and all(isinstance(s, str) for s in d) and d == sorted(set(d))):
@@ -480,7 +519,7 @@ def _open_single(path: Path, manifest: dict, memory=None, check_source: bool = T
     key = (manifest.get("key") or {}).get("column")
     columns = {}
     for name in stored:
-        col = Column(name, {}, schema.types[name], files.dictionary(name))
+        col = Column(name, {}, schema.types[name], files.dictionary(name), nulls=files.nulls(name))
         col.load = _loader(files, col, name == key)
         col.stored = ("packed",) + (("sliced", "indexed") if name == key else ())
         col.on_disk = _disk_bytes(manifest, name, name == key)
@@ -515,6 +554,8 @@ def _loader(files: StoreFiles, col: Column, is_key: bool):
             if col.dictionary is not None and files.rows and not (0 <= meta[:, 0].min() and zmax.max() < len(col.dictionary)):
                 _fail(files.path, f"{col.name}: a code is past its dictionary")
             return meta, zmax, int(files.column_entry(col.name)["factor"])
+        if encoding == "valid":
+            return files.validity(col.name)
         zones = col.zone_buffers()[:2]
         if encoding == "packed":
             return files.packed(col.name, zones)
@@ -692,6 +733,7 @@ def check_store(path: Path | str) -> int:
         for col in t.columns.values():
             for encoding in col.stored:
                 col.get(encoding)
+            col.validity()
     return table.rows if table is not None else open_store(path).rows
 
 

@@ -59,6 +59,18 @@ class Column:
     _zones: tuple | None = field(default=None, repr=False, compare=False)
     _zone_map: tuple | None = field(default=None, repr=False, compare=False)  # zones(), made once
     on_disk: dict = field(default_factory=dict, repr=False, compare=False)  # stored encoding → bytes its read takes
+    nulls: int = 0  # rows that hold NULL (their values hold the column's smallest: schema.engine_values)
+    _valid: np.ndarray | None = field(default=None, repr=False, compare=False)  # validity(), once read
+
+    def validity(self) -> np.ndarray | None:
+        """A bool a row, True where the column holds a value; None where it holds no NULL. A stored column's
+        is read from disk (`load("valid")`) when first asked for."""
+        if not self.nulls:
+            return None
+        with self.lock:
+            if self._valid is None:
+                self._valid = self.load("valid")
+            return self._valid
 
     def get(self, encoding: str):
         found = self.encodings.get(encoding)
@@ -232,22 +244,26 @@ class Table:
 
     @classmethod
     def from_values(cls, values: dict, schema: Schema, dictionaries: dict | None = None, source: str = "<arrays>",
-                    sorted_by: str | None = None) -> "Table":
-        """A table of engine values (gquery.schema.engine_values: int64 a column) and their types."""
-        dictionaries = dictionaries or {}
-        lengths = {len(v) for v in values.values()}
+                    sorted_by: str | None = None, valid: dict | None = None) -> "Table":
+        """A table of engine values (gquery.schema.engine_values: int64 a column) and their types; `valid`: a
+        column's validity (a bool a row, False where NULL), where it has NULLs."""
+        dictionaries, valid = dictionaries or {}, {n: v for n, v in (valid or {}).items() if v is not None}
+        lengths = {len(v) for v in values.values()} | {len(v) for v in valid.values()}
         if len(lengths) > 1:
             raise ValueError(f"{source}: columns differ in length")
         columns = {name: Column(name, {"plain": Plain(np.ascontiguousarray(v, dtype=np.int64))}, schema.types[name],
                                 dictionaries.get(name)) for name, v in values.items()}
+        for name, v in valid.items():
+            columns[name].nulls, columns[name]._valid = int(len(v) - np.count_nonzero(v)), np.asarray(v, dtype=bool)
         table = cls(lengths.pop() if lengths else 0, columns, source, {}, sorted_by=sorted_by,
                     left_out=dict(schema.left_out))
         table.largest = ColumnBounds(columns)
         return table
 
-    def values(self, name: str) -> tuple[np.ndarray, tuple[str, ...] | None]:
-        """A column's engine values and dictionary (what a store is written from)."""
-        return np.asarray(self.columns[name].values(), dtype=np.int64), self.columns[name].dictionary
+    def values(self, name: str) -> tuple[np.ndarray, tuple[str, ...] | None, np.ndarray | None]:
+        """A column's engine values, dictionary and validity (what a store is written from)."""
+        c = self.columns[name]
+        return np.asarray(c.values(), dtype=np.int64), c.dictionary, c.validity()
 
     @property
     def schema(self) -> Schema:
@@ -280,12 +296,14 @@ class Table:
             if encoding == "zones":  # the parent's zone maps of these frames, without reading its words
                 meta, zmax, factor = col.zone_buffers()
                 return meta[first_frame:end_frame], zmax[first_frame:end_frame], factor
+            if encoding == "valid":
+                return col.validity()[first:first + rows]
             return frame_view(col.get(encoding), first_frame, end_frame)
 
         def share(col: Column) -> Column:  # what the parent has not read yet is read, then viewed, when asked for
             return Column(col.name, {e: frame_view(enc, first_frame, end_frame) for e, enc in col.encodings.items()},
                           col.type, col.dictionary, lambda e: load(col, e),
-                          tuple(dict.fromkeys((*col.encodings, *col.stored))))
+                          tuple(dict.fromkeys((*col.encodings, *col.stored))), nulls=col.nulls)  # at most the parent's
 
         columns = {name: share(col) for name, col in self.columns.items()}
         first = first_frame * FRAME_ROWS

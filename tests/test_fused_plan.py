@@ -561,8 +561,8 @@ def _sliced_rows(where, t):
     exact = {n: t.columns[n].values() for n in names}
     ranges = t.ranges(names)
     low = lower(where, {}, ranges)
-    truth = _Rows(exact, {}, ranges, None, t.rows).predicate(low)
-    as_read = _Rows({**exact, "k": stand_in}, {}, ranges, None, t.rows).predicate(low)
+    truth = _Rows(exact, {}, ranges, None, t.rows).truth(low, True)
+    as_read = _Rows({**exact, "k": stand_in}, {}, ranges, None, t.rows).truth(low, True)
     return plan, truth, as_read
 
 

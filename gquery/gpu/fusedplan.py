@@ -464,9 +464,15 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     if chunk_frames is not None and chunk_frames < 1:
         raise UsageError(f"chunk rows must be positive, got {chunk_frames * FRAME_ROWS}")
     names = query.columns()
+    for t in tables:  # the kernel reads no validity yet: a query over a column with NULLs, the CPU answers
+        with_nulls = [n for n in names if t.columns[n].nulls]
+        if with_nulls:
+            raise NotOnGpu(f"column {with_nulls[0]} holds NULLs ({t.columns[with_nulls[0]].nulls:,} in {t.source}): the "
+                           f"fused kernel does not read NULLs yet")
     ranges_by_table = [t.ranges(names) for t in tables]
     ranges = {n: (min(r[n][0] for r in ranges_by_table), max(r[n][1] for r in ranges_by_table)) for n in names}
-    lowered = [lower(query.where, {n: t.columns[n].dictionary for n in names}, r) for t, r in zip(tables, ranges_by_table)]
+    lowered = [lower(query.where, {n: t.columns[n].dictionary for n in names}, r, {n: t.columns[n].nulls for n in names})
+               for t, r in zip(tables, ranges_by_table)]
     # a group column's values are bounded per part, and narrowed by the predicate: its groups are counted
     # from each part's smallest value a selected row can have
     selectable = [narrowed(low, r) for low, r in zip(lowered, ranges_by_table)]

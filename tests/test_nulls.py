@@ -1,0 +1,152 @@
+"""NULLs held: a column's validity (a bit a row) in memory and in the store, SQL's three truth values and
+NULL-skipping aggregates on the CPU reference, exact against DuckDB; damaged validity refused in one line; the
+GPU's plan refuses a column with NULLs (the CPU answers) and makes IS NULL of a column without any FALSE."""
+
+import datetime
+import json
+from decimal import Decimal
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import gquery
+from gquery import store
+from gquery.arrow import table_of_arrow
+from gquery.gpu.codegen import NotOnGpu
+from gquery.gpu.fusedplan import plan_fused
+from gquery.result import Partial, same
+from gquery.schema import engine_values, read_schema
+from gquery.sql import parse
+
+ROWS = 3000
+
+
+def with_nulls(seed: int = 5) -> pa.Table:
+    """Columns of every kind the engines hold, each NULL at some rows (k at a tenth, z at every one)."""
+    rng = np.random.default_rng(seed)
+
+    def some(values, share):
+        return [None if x else v for x, v in zip(rng.random(ROWS) < share, values)]
+
+    return pa.table({
+        "k": pa.array(some(rng.integers(0, 20, ROWS).tolist(), 0.1), pa.int64()),
+        "q": pa.array(some([Decimal(int(v)).scaleb(-2) for v in rng.integers(-500, 5000, ROWS)], 0.2), pa.decimal128(15, 2)),
+        "p": pa.array(some([Decimal(int(v)).scaleb(-2) for v in rng.integers(0, 10**6, ROWS)], 0.05), pa.decimal128(15, 2)),
+        "d": pa.array(some([datetime.date(1995, 1, 1) + datetime.timedelta(days=int(v)) for v in rng.integers(0, 400, ROWS)],
+                           0.3), pa.date32()),
+        "s": pa.array(some(rng.choice(["A", "N", "R"], ROWS).tolist(), 0.15), pa.string()),
+        "z": pa.array([None] * ROWS, pa.int32()),
+        "f": pa.array(rng.integers(0, 5, ROWS), pa.int64()),
+    })
+
+
+QUERIES = [
+    "SELECT COUNT(*), COUNT(k), SUM(q), AVG(q), MIN(d), MAX(p) FROM t",
+    "SELECT COUNT(*) FROM t WHERE k IS NULL",
+    "SELECT COUNT(*), SUM(p) FROM t WHERE k IS NOT NULL AND q > 10",
+    "SELECT COUNT(*), SUM(p) FROM t WHERE NOT (k < 5)",
+    "SELECT COUNT(*) FROM t WHERE NOT (k < 5 OR q > 20)",
+    "SELECT COUNT(*) FROM t WHERE NOT (k < 5 AND q > 20)",
+    "SELECT COUNT(*) FROM t WHERE k NOT IN (1, 2, 3)",
+    "SELECT COUNT(*) FROM t WHERE NOT s IN ('A', 'N')",
+    "SELECT COUNT(*) FROM t WHERE s <> 'A'",
+    "SELECT COUNT(*) FROM t WHERE q + p > 100 OR q * p IS NULL",
+    "SELECT COUNT(*) FROM t WHERE NOT (d = TIMESTAMP '1995-03-01 10:00:00')",
+    "SELECT COUNT(*) FROM t WHERE NOT (k > 3 AND NULL)",
+    "SELECT COUNT(*) FROM t WHERE NOT k BETWEEN 3 AND 8",
+    "SELECT k, COUNT(*), COUNT(q), SUM(q), AVG(p), MIN(d), MAX(k) FROM t GROUP BY k ORDER BY k",
+    "SELECT k, COUNT(*), SUM(q) FROM t GROUP BY k ORDER BY k DESC",
+    "SELECT s, k, SUM(q * p) FROM t GROUP BY s, k ORDER BY 3 DESC, 1, 2 LIMIT 7",
+    "SELECT s, SUM(q) AS v FROM t WHERE d < DATE '1995-06-01' GROUP BY s ORDER BY v DESC, s",
+    "SELECT COUNT(z), SUM(z), MIN(z), MAX(z), AVG(z), COUNT(*) FROM t",
+    "SELECT z, COUNT(*) FROM t GROUP BY z",
+    "SELECT f, SUM(z), COUNT(z), MIN(q) FROM t WHERE k = 3 GROUP BY f ORDER BY 2 DESC, 1",
+    "SELECT COUNT(*) FROM t WHERE z = 1 OR z IS NULL",
+]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    table = with_nulls()
+    con = duckdb.connect()
+    con.register("t", table)
+    yield table, con, tmp_path_factory.mktemp("nulls")
+    con.close()
+
+
+def test_a_nulls_place_holds_the_columns_smallest_value_and_its_validity_says_so():
+    a = pa.chunked_array([pa.array([Decimal("1.50"), None], pa.decimal128(15, 2)), pa.array([Decimal("-2.25")], pa.decimal128(15, 2))])
+    values, dictionary, valid = engine_values(a, read_schema(pa.schema([("x", a.type)])).types["x"])
+    assert values.tolist() == [150, -225, -225] and dictionary is None and valid.tolist() == [True, False, True]
+    strings = engine_values(pa.array([None, None], pa.string()), read_schema(pa.schema([("s", pa.string())])).types["s"])
+    assert strings[0].tolist() == [0, 0] and strings[1] == ("",) and not strings[2].any()  # no string is ever seen
+    assert engine_values(pa.array([1, 2]), read_schema(pa.schema([("i", pa.int64())])).types["i"])[2] is None
+
+
+@pytest.mark.parametrize("sort_by", [None, "k", "q"])
+def test_a_store_holds_nulls_and_the_cpu_answers_as_duckdb(data, sort_by):
+    """Written (clustered or not: the validity moves with its rows), verified, opened and checked whole; every
+    query's rows are DuckDB's over the same Arrow table."""
+    table, con, folder = data
+    path = store.write_store(table_of_arrow(table), folder / f"t-{sort_by}.gq", echo=lambda m: None, sort_by=sort_by)
+    assert store.check_store(path) == ROWS
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["columns"]["z"]["nulls"] == ROWS and "nulls" not in manifest["columns"]["f"]
+    t = gquery.open(str(path), name="t")
+    for text in QUERIES:
+        got = t.sql(text, backend="cpu", check=False)
+        assert same(got.result, con.execute(text).fetchall(), "ORDER BY" in text), text
+
+
+def test_an_arrow_table_with_nulls_answers_as_duckdb(data):
+    table, con, _ = data
+    t = gquery.open(table, name="t")
+    for text in QUERIES:
+        assert same(t.sql(text, backend="cpu", check=False).result, con.execute(text).fetchall(), "ORDER BY" in text), text
+
+
+def _valid_file(path):
+    return path / "k.valid.bin"
+
+
+def _recount(path, nulls):
+    m = json.loads((path / "manifest.json").read_text())
+    m["columns"]["k"]["nulls"] = nulls
+    store._write_manifest(path, m)
+
+
+@pytest.mark.parametrize("damage,message", [
+    (lambda p: _valid_file(p).write_bytes(_valid_file(p).read_bytes()[:-1]), "truncated"),
+    (lambda p: _valid_file(p).write_bytes(bytes(b ^ 0x10 for b in _valid_file(p).read_bytes())), "corrupt"),
+    (lambda p: _valid_file(p).unlink(), "missing"),
+    (lambda p: _recount(p, 1), "count of NULLs disagrees"),
+    (lambda p: _recount(p, 0), "count of NULLs disagrees"),
+    (lambda p: _recount(p, -3), "count of NULLs disagrees"),
+])
+def test_damaged_validity_is_refused_in_one_line(data, damage, message):
+    table, _, folder = data
+    path = store.write_store(table_of_arrow(table), folder / "damaged.gq", echo=lambda m: None)
+    damage(path)
+    with pytest.raises(store.StoreError, match=message) as e:
+        store.check_store(path)
+    assert "\n" not in str(e.value)
+
+
+def test_a_null_group_key_crosses_json():
+    p = Partial(("count", "sum"), {(None, "A"): [[3], [None, 0]], (7, None): [[1], [5, 1]]}, rows_selected=4)
+    back = Partial.from_json(json.loads(json.dumps(p.to_json())))
+    assert back.groups == p.groups and back.rows_selected == 4
+
+
+def test_the_gpu_plan_refuses_nulls_and_is_null_of_a_column_without_any_is_false(data):
+    """The fused kernel reads no validity yet: a query over a column with NULLs is NotOnGpu (the CPU answers,
+    saying why); IS NULL of a column that has none rules out every frame before anything is read."""
+    table, _, _ = data
+    t = table_of_arrow(table)
+    with pytest.raises(NotOnGpu, match="column k holds NULLs"):
+        plan_fused(parse("SELECT COUNT(*) FROM t WHERE k < 3", t.schema, "t"), [t], "pinned", 132)
+    assert plan_fused(parse("SELECT COUNT(*) FROM t WHERE f IS NULL", t.schema, "t"), [t], "pinned", 132).empty
+    kept = plan_fused(parse("SELECT SUM(f) FROM t WHERE f IS NOT NULL", t.schema, "t"), [t], "pinned", 132)
+    assert not kept.empty and all(tp.counts()["never"] == 0 for tp in kept.tables)
