@@ -18,7 +18,7 @@ from gquery import timing
 from gquery.errors import GqueryError
 from gquery.host import host_threads
 from gquery.query import Query
-from gquery.result import ColumnarPartial, Partial, Result, finalize
+from gquery.result import ColumnarPartial, Partial, Result, finalize, python_values
 from gquery.table import PartedTable, Table
 
 GPU_BACKENDS = ("gpu", "auto")
@@ -255,7 +255,15 @@ def table_partial(query: Query, spec, t) -> ColumnarPartial:
         d = t.plan.table.columns[c.name].dictionary
         keys.append([d[v] for v in values.tolist()] if d is not None else values)
     counts = t.counts
-    states = [[counts] if k is None else [t.values[k], counts] for k in accumulator_index(query, spec)]
+    states = []
+    for a, k in zip(query.aggregates, accumulator_index(query, spec)):
+        taken = counts if k is None or t.counted is None or t.counted[k] is None else t.counted[k]  # not NULL
+        if k is None or a.func == "count":
+            states.append([taken])
+        elif a.func in ("min", "max") and taken is not counts and not taken.all():  # no row: NULL, not the identity
+            states.append([[v if n else None for v, n in zip(python_values(t.values[k]), taken.tolist())], taken])
+        else:
+            states.append([t.values[k], taken])
     return ColumnarPartial(tuple(a.func for a in query.aggregates), keys, states, len(counts), t.rows_selected)
 
 

@@ -61,6 +61,30 @@ class Column:
     on_disk: dict = field(default_factory=dict, repr=False, compare=False)  # stored encoding → bytes its read takes
     nulls: int = 0  # rows that hold NULL (their values hold the column's smallest: schema.engine_values)
     _valid: np.ndarray | None = field(default=None, repr=False, compare=False)  # validity(), once read
+    _valid_words: np.ndarray | None = field(default=None, repr=False, compare=False)  # validity_words(), once made
+
+    def validity_words(self) -> np.ndarray | None:
+        """The validity as the GPU reads it: 32 uint32 words a frame, a bit a row from each word's lowest (the
+        last frame's padded); None where the column holds no NULL. Made once."""
+        valid = self.validity()
+        if valid is None:
+            return None
+        with self.lock:
+            if self._valid_words is None:
+                frames = -(-len(valid) // FRAME_ROWS)
+                bits = np.zeros(frames * FRAME_ROWS // 8, dtype=np.uint8)
+                bits[:-(-len(valid) // 8)] = np.packbits(valid, bitorder="little")
+                self._valid_words = bits.view("<u4")
+            return self._valid_words
+
+    def frame_nulls(self) -> np.ndarray | None:
+        """Whether each frame holds a NULL (a bool a frame); None where the column holds none."""
+        valid = self.validity()
+        if valid is None:
+            return None
+        padded = np.ones(-(-len(valid) // FRAME_ROWS) * FRAME_ROWS, dtype=bool)
+        padded[:len(valid)] = valid
+        return ~padded.reshape(-1, FRAME_ROWS).all(axis=1)
 
     def validity(self) -> np.ndarray | None:
         """A bool a row, True where the column holds a value; None where it holds no NULL. A stored column's

@@ -2,14 +2,14 @@
 split sums), in every mode, on small odd-sized tables (one of them clustered, so chunks of frames that
 pass whole and chunks that test), and the index scan over l_suppkey's bucket lists and the frames reading
 it by its top byte in the modes that read in place, then the grouped shapes with their groups hashed, and
-hashed groups cut by ORDER BY ... LIMIT before the read-back, each answer checked against the CPU reference: run under compute-sanitizer (memcheck, racecheck) on a GPU host."""
+hashed groups cut by ORDER BY ... LIMIT before the read-back, and columns with NULLs, each answer checked against the CPU reference: run under compute-sanitizer (memcheck, racecheck) on a GPU host."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from test_gpu_sql import DENSE_CUT, INDEXED, MODES, QUERIES, SCHEMA, TOP_CUT, random_table  # noqa: E402
+from test_gpu_sql import DENSE_CUT, INDEXED, MODES, NULL_QUERIES, QUERIES, SCHEMA, TOP_CUT, nulled_table, random_table  # noqa: E402
 
 from gquery import answer, sql  # noqa: E402
 from gquery.gpu.codegen import NotOnGpu  # noqa: E402
@@ -58,6 +58,11 @@ check([tables[1], tables[3]], [(t, "auto") for t in TOP_CUT], (), hashed=True)
 check([tables[2]], [(t, "auto") for t in TOP_CUT if t.startswith("SELECT l_suppkey")], (), hashed=True)
 codegen.GLOBAL_ACC_BYTES = dense_bound  # and a dense array's
 check(tables[1:], [(t, "auto") for t in DENSE_CUT], ())
+# columns with NULLs: each a bit a row read beside its frames, dense groups and then hashed
+nulled = [nulled_table(1025, 5), nulled_table(40_001, 6, sort_by="l_tax")]
+check(nulled, [(t, "auto") for t in NULL_QUERIES], ())
+codegen.GLOBAL_ACC_BYTES = 0
+check(nulled, [(t, "auto") for t in NULL_QUERIES if "GROUP BY" in t], (), hashed=True)
 engine.close()
 print(f"sanitize_fused: {checked} answers checked, failures {failures}")
 sys.exit(1 if failures or not checked else 0)

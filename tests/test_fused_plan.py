@@ -450,7 +450,7 @@ def test_every_group_is_read_at_once_exactly_as_one_at_a_time():
                 table_words[:, k + 1] = 0
                 if fits == "small":
                     table_words[:, k] >>= np.uint64(2)
-        index, counts, values = codegen.read_groups(spec, words)
+        index, counts, values, _ = codegen.read_groups(spec, words)
         assert index.tolist() == codegen.selected_groups(spec, words).tolist()
         for i, g in enumerate(index.tolist()):
             rows, exact = codegen.read_group(spec, words, g)
@@ -682,7 +682,7 @@ def test_a_hashed_runs_slots_in_any_order_read_back_into_the_cpu_references_rows
                 row += [value % 2**64, (value >> 64) % 2**64] if a.kind == "sum" else [value % 2**64]
             words.append(row)
         order = np.random.default_rng(1).permutation(len(keys))  # a hash table's order
-        index, counts, values = codegen.read_hashed(spec, np.array(keys, np.int64)[order],
+        index, counts, values, _ = codegen.read_hashed(spec, np.array(keys, np.int64)[order],
                                                     np.array(words, np.uint64)[order].reshape(-1))
         run = FusedRun([TableRun(tp, index, counts, values, 0, 0)], None, plan)
         assert finalize(q, answer.fused_partial(q, run)).rows == want.rows

@@ -271,6 +271,55 @@ def test_parts_far_apart_add_into_one_hash_table_and_are_cut_there(engine):
         engine.memory.release_table(t)
 
 
+NULL_QUERIES = [  # over columns with NULLs (nulled_table): three truth values, aggregates over the rows they take
+    "SELECT COUNT(*), COUNT(l_tax), SUM(l_quantity * l_extendedprice), AVG(l_discount), MIN(l_shipdate), MAX(l_tax) "
+    "FROM lineitem WHERE l_suppkey < 700",
+    "SELECT COUNT(*), SUM(l_extendedprice) FROM lineitem WHERE NOT (l_discount > 4 AND l_tax < 5) OR l_quantity IS NULL",
+    "SELECT COUNT(*), SUM(l_quantity) FROM lineitem WHERE l_tax NOT IN (1, 2, 3) AND NOT l_quantity BETWEEN 10 AND 20",
+    "SELECT COUNT(*), MIN(l_extendedprice) FROM lineitem WHERE l_tax IS NOT NULL AND (l_returnflag = 'R' OR l_discount <> 5)",
+    "SELECT l_returnflag, COUNT(*), COUNT(l_discount), SUM(l_tax), AVG(l_quantity), MAX(l_shipdate) FROM lineitem "
+    "WHERE NOT l_shipdate < DATE '1995-01-01' GROUP BY 1 ORDER BY 1",
+    "SELECT l_suppkey, COUNT(l_tax) AS n, SUM(l_quantity) FROM lineitem GROUP BY 1 ORDER BY n DESC, 1 LIMIT 5",
+    "SELECT l_suppkey, MIN(l_tax), MAX(l_discount), COUNT(*) FROM lineitem WHERE l_extendedprice > 0 GROUP BY 1 ORDER BY 1",
+    "SELECT COUNT(l_quantity), SUM(l_quantity), MIN(l_quantity) FROM lineitem WHERE l_quantity IS NULL",
+]
+
+
+def nulled_table(rows: int, seed: int, sort_by: str | None = None) -> Table:
+    """random_table's values, NULL at some rows of l_quantity, l_discount, l_tax and l_shipdate (l_tax at every
+    row of the first frames, l_shipdate at none of the last ones), none in the group columns."""
+    t = random_table(rows, seed, sort_by)
+    rng = np.random.default_rng(seed + 1)
+    valid = {c: rng.random(rows) > share for c, share in
+             (("l_quantity", 0.1), ("l_discount", 0.3), ("l_tax", 0.05), ("l_shipdate", 0.5))}
+    valid["l_tax"][:3000] = False
+    valid["l_shipdate"][-5000:] = True
+    values = {n: t.columns[n].values() for n in t.columns}
+    return Table.from_values(values, SCHEMA, {n: c.dictionary for n, c in t.columns.items() if c.dictionary}, t.source,
+                             sorted_by=sort_by, valid=valid)
+
+
+@pytest.mark.parametrize("rows,hashed", [(1025, False), (70_001, False), (70_001, True)])
+def test_columns_with_nulls_on_the_gpu_equal_the_cpu_reference(engine, rows, hashed, monkeypatch):
+    """The kernel reads each column's validity: predicates of three truth values, aggregates over the rows where
+    their argument is not NULL (none: NULL, COUNT 0), COUNT(x) ordering a cut of the groups; every mode, random and
+    clustered, dense and hashed groups. A NULL group key is not the kernel's: refused in one line, the CPU answers."""
+    from gquery.gpu import codegen
+
+    if hashed:
+        monkeypatch.setattr(codegen, "GLOBAL_ACC_BYTES", 0)
+    for table in (nulled_table(rows, 31), nulled_table(rows, 32, sort_by="l_tax")):
+        assert table.columns["l_tax"].nulls
+        for text in NULL_QUERIES:
+            for mode in MODES:
+                got = check(engine, table, text, mode, chunk_frames=8)
+                assert got.plan.spec.nullable and got.plan.spec.hashed == (hashed and "GROUP BY" in text), text
+                assert (got.plan.top is not None) == (hashed and "ORDER BY n DESC" in text), text  # by COUNT(l_tax)
+        with pytest.raises(NotOnGpu, match="GROUP BY l_tax, a column with NULLs"):
+            answer.gpu_answer(sql.parse("SELECT l_tax, COUNT(*) FROM lineitem GROUP BY 1", SCHEMA), table, engine, "pinned")
+        engine.memory.release_table(table)
+
+
 @pytest.mark.parametrize("mode", ("pinned", "registered"))
 @pytest.mark.parametrize("keys", [(1, 200), (1, 100_000), (-(2**31), 2**31 - 1)])
 def test_the_index_scan_equals_the_cpu_reference_at_every_bucket_edge(engine, mode, keys):

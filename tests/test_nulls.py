@@ -1,9 +1,12 @@
 """NULLs held: a column's validity (a bit a row) in memory and in the store, SQL's three truth values and
 NULL-skipping aggregates on the CPU reference, exact against DuckDB; damaged validity refused in one line; the
-GPU's plan refuses a column with NULLs (the CPU answers) and makes IS NULL of a column without any FALSE."""
+GPU's plan and kernels over columns with NULLs (their answers: tests/test_gpu_sql.py)."""
 
 import datetime
 import json
+import re
+import shutil
+import subprocess
 from decimal import Decimal
 
 import duckdb
@@ -140,13 +143,47 @@ def test_a_null_group_key_crosses_json():
     assert back.groups == p.groups and back.rows_selected == 4
 
 
-def test_the_gpu_plan_refuses_nulls_and_is_null_of_a_column_without_any_is_false(data):
-    """The fused kernel reads no validity yet: a query over a column with NULLs is NotOnGpu (the CPU answers,
-    saying why); IS NULL of a column that has none rules out every frame before anything is read."""
+def test_the_gpu_plan_reads_validity_and_is_null_of_a_column_without_any_is_false(data):
+    """The fused kernel reads a column's validity with its frames: a frame with a NULL in a predicate column is
+    tested row by row (never ALWAYS: a NULL fails every test), by its frames only (no index or top-byte scan),
+    an aggregate over a column with NULLs counts the rows it takes; a NULL group key is not the kernel's yet
+    (NotOnGpu: the CPU answers, saying why); IS NULL of a column that has none rules out every frame."""
     table, _, _ = data
     t = table_of_arrow(table)
-    with pytest.raises(NotOnGpu, match="column k holds NULLs"):
-        plan_fused(parse("SELECT COUNT(*) FROM t WHERE k < 3", t.schema, "t"), [t], "pinned", 132)
+    plan = plan_fused(parse("SELECT SUM(q), COUNT(p), MIN(d) FROM t WHERE f >= 0 AND k < 30", t.schema, "t"), [t], "pinned", 132)
+    assert plan.tables[0].counts()["always"] == 0 and plan.tables[0].index_option is None and plan.by_top is None
+    assert [(a.kind, bool(a.valid)) for a in plan.spec.accumulators] == [("sum", True), ("count", True), ("min", True)]
+    assert {plan.spec.columns[i] for i in plan.spec.nullable} == {"k", "q", "p", "d"}
+    whole = plan_fused(parse("SELECT SUM(f) FROM t WHERE f >= 0", t.schema, "t"), [t], "pinned", 132)
+    assert whole.tables[0].counts()["always"] == whole.tables[0].classes.size and not whole.spec.nullable
+    with pytest.raises(NotOnGpu, match="GROUP BY k, a column with NULLs"):
+        plan_fused(parse("SELECT k, COUNT(*) FROM t GROUP BY k", t.schema, "t"), [t], "pinned", 132)
     assert plan_fused(parse("SELECT COUNT(*) FROM t WHERE f IS NULL", t.schema, "t"), [t], "pinned", 132).empty
     kept = plan_fused(parse("SELECT SUM(f) FROM t WHERE f IS NOT NULL", t.schema, "t"), [t], "pinned", 132)
     assert not kept.empty and all(tp.counts()["never"] == 0 for tp in kept.tables)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on the PATH")
+def test_kernels_over_columns_with_nulls_compile_without_spills(data, tmp_path):
+    """Three truth values in the predicate, aggregates counting the rows they take, dense and hashed groups, the
+    slot kernels' cut by COUNT(x): nvcc compiles each, no spills."""
+    from gquery.gpu import codegen, kernels
+    from gquery.gpu.fused import fused_build
+
+    table, _, _ = data
+    t = table_of_arrow(table)
+    texts = ["SELECT SUM(q * p), COUNT(p), COUNT(*), MIN(d), MAX(p), AVG(p) FROM t WHERE NOT (k < 3 AND d > DATE '1995-03-01') "
+             "OR k IS NULL",
+             "SELECT f, SUM(p), COUNT(d), MIN(d) FROM t WHERE k NOT IN (1, 2, 3) OR s = 'A' GROUP BY f ORDER BY 2 DESC LIMIT 2",
+             "SELECT f, COUNT(k) AS n, MAX(q) FROM t GROUP BY f ORDER BY n DESC LIMIT 3"]
+    for k, text in enumerate(texts):
+        spec = plan_fused(parse(text, t.schema, "t"), [t], "pinned", 132, whole=True).spec
+        if k == 2:
+            spec = codegen.replace(spec, hashed=True)
+        build = fused_build(spec)
+        (tmp_path / f"n{k}.cu").write_text(build.text())
+        r = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-Xptxas", "-v", f"-I{kernels.CUDA_DIR}", *build.nvcc_options(),
+                            "-o", str(tmp_path / f"n{k}.cubin"), str(tmp_path / f"n{k}.cu")], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", r.stderr)
+        assert spills and all(x == ("0", "0") for x in spills), r.stderr

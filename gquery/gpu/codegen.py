@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gquery.errors import GqueryError
-from gquery.query import (And, Arith, Cast, Column, Compare, Expr, InList, Literal, Negate, Not, Or, Query, bounds,
-                          scale_of)
+from gquery.query import (And, Arith, Cast, Column, Compare, Expr, InList, IsNull, Literal, Negate, Not, Or, Query,
+                          bounds, scale_of)
 from gquery.result import python_values
 
 I64_LIMIT = 2**63
@@ -48,15 +48,23 @@ class NotOnGpu(GqueryError):
 @dataclass(frozen=True)
 class Accumulator:
     """One running aggregate of a group: 'sum' (a 128-bit sum: 2 words), 'wide' (two: 4 words),
-    'min' or 'max' (one signed 64-bit word). `code` is its argument, in the kernel's terms."""
+    'min' or 'max' (one signed 64-bit word), 'count' (no value word). `code` is its argument, in the
+    kernel's terms. `valid`: where its argument reads a column with NULLs, the C test that a row's
+    argument is not NULL (ok<slot> of each such column); it then takes those rows only, and counts
+    them in one word more, after its value's."""
 
     kind: str
     code: str
     ctype: str
+    valid: str = ""
+
+    @property
+    def value_words(self) -> int:
+        return {"sum": 2, "wide": 4, "min": 1, "max": 1, "count": 0}[self.kind]
 
     @property
     def words(self) -> int:
-        return {"sum": 2, "wide": 4, "min": 1, "max": 1}[self.kind]
+        return self.value_words + bool(self.valid)
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,7 @@ class KernelSpec:
     group_cards: tuple[int, ...]  # values a group column may take in a part: the groups are their product
     group_steps: tuple[int, ...] = ()  # what every value of a group column is a multiple of (its common factor)
     hashed: bool = False  # groups too many for a dense array: a group's words are found by its index in a hash table
+    nullable: tuple[int, ...] = ()  # slots of columns with NULLs: each a bit a row, n<slot> (ok<slot> at a row)
     comment: str = ""
 
     @property
@@ -98,10 +107,33 @@ class _Emitter:
     """Walks expression trees into C, numbering constants as it meets them: the same walk over a
     part's lowered tree gives that part's constants in the same order."""
 
-    def __init__(self, slots: dict[str, int], ranges: dict[str, tuple[int, int]]):
-        self.slots, self.ranges = slots, ranges
+    def __init__(self, slots: dict[str, int], ranges: dict[str, tuple[int, int]], nullable=frozenset()):
+        self.slots, self.ranges, self.nullable = slots, ranges, nullable
         self.values: list = []  # ints, and tuples for sets
         self.set_slots: list[int] = []
+
+    def known(self, e: Expr) -> str:
+        """The C test that e is not NULL at a row (every column with NULLs it reads holds a value); "" for always."""
+        return " && ".join(f"ok{self.slots[c]}" for c in dict.fromkeys(e.columns()) if c in self.nullable)
+
+    def truth(self, e: Expr, value: bool = True) -> str:
+        """C for the rows where predicate e is `value` (TRUE or FALSE) by SQL's three truth values, as
+        cpu._Rows.truth decides them: a comparison or IN neither where a column it reads is NULL, NOT swaps,
+        AND and OR by Kleene's rules, IS NULL true or false. Constants are numbered in `boolean`'s order."""
+        if isinstance(e, Not):
+            return self.truth(e.arg, not value)
+        if isinstance(e, (And, Or)):
+            joint = " && " if isinstance(e, And) == value else " || "
+            return "(" + joint.join(self.truth(a, value) for a in e.args) + ")"
+        if isinstance(e, IsNull):
+            held = self.known(e.arg) or "true"
+            return f"(!({held}))" if value else f"({held})"
+        if isinstance(e, Literal):
+            return "true" if bool(e.value) == value else "false"
+        atom = self.boolean(e)
+        known = self.known(e)
+        test = atom if value else f"(!{atom})"
+        return f"({known} && {test})" if known else test
 
     def const(self, v: int) -> str:
         if not -I64_LIMIT <= v < I64_LIMIT:
@@ -184,25 +216,36 @@ def _scaled(code: str, k: int, ctype: str) -> str:
 
 
 def kernel_spec(query: Query, lowered: Expr | None, ranges: dict[str, tuple[int, int]], rows: int,
-                group_cards: tuple[int, ...], group_steps: tuple[int, ...] = (), tables: int = 1) -> tuple[KernelSpec, list[int]]:
+                group_cards: tuple[int, ...], group_steps: tuple[int, ...] = (), tables: int = 1,
+                nullable=frozenset()) -> tuple[KernelSpec, list[int]]:
     """The kernel's shape for a query, and one part's constants. `lowered`: the part's predicate
     (prune.lower); `ranges`: every column's range over all parts (so every part gets the same
     shape); `rows`: the most rows a part has (what a sum may add up to); `group_cards`: values each
     group column may take within a part, in multiples of its `group_steps` (1 where not given);
-    `tables`: how many tables' accumulator words a run keeps."""
+    `tables`: how many tables' accumulator words a run keeps; `nullable`: the columns with NULLs in
+    any part (the predicate then has three truth values, and an aggregate over one takes the rows
+    where its argument is not NULL; a group column with NULLs is not the kernel's)."""
     predicate_columns = [] if lowered is None else list(lowered.columns())
     value_columns = [c for c in query.value_columns() if c not in predicate_columns]
     columns = tuple(predicate_columns + value_columns)
     slots = {c: i for i, c in enumerate(columns)}
-    em = _Emitter(slots, ranges)
-    predicate = "" if lowered is None else em.boolean(lowered)
+    nullable = frozenset(c for c in nullable if c in slots)
+    keyed = [c.name for c in query.group_by if c.name in nullable]
+    if keyed:
+        raise NotOnGpu(f"GROUP BY {keyed[0]}, a column with NULLs: the fused kernel has no NULL group yet")
+    em = _Emitter(slots, ranges, nullable)
+    predicate = "" if lowered is None else em.truth(lowered) if nullable & set(predicate_columns) else em.boolean(lowered)
     accumulators, seen = [], {}
     for a in query.aggregates:
-        if a.func == "count" or a.arg is None:
-            continue
+        if a.arg is None or (a.func == "count" and not em.known(a.arg)):
+            continue  # COUNT(*), or of a value never NULL: the group's rows
         kind = "sum" if a.func in ("sum", "avg") else a.func
         key = (kind, a.arg)
         if key in seen:
+            continue
+        if kind == "count":
+            seen[key] = len(accumulators)
+            accumulators.append(Accumulator("count", "1", "long long", em.known(a.arg)))
             continue
         code, ctype = em.number(a.arg)
         lo, hi = bounds(a.arg, ranges)
@@ -211,12 +254,13 @@ def kernel_spec(query: Query, lowered: Expr | None, ranges: dict[str, tuple[int,
         if kind == "sum" and max(-lo, hi) * max(rows, 1) >= I128_LIMIT:
             kind = "wide"
         seen[key] = len(accumulators)
-        accumulators.append(Accumulator(kind, code, ctype))
+        accumulators.append(Accumulator(kind, code, ctype, em.known(a.arg)))
     group_slots = tuple(slots[c.name] for c in query.group_by)
     spec = KernelSpec(columns, tuple(range(len(predicate_columns))),
                       tuple(slots[c] for c in query.value_columns()), predicate, len(em.values), tuple(em.set_slots),
                       tuple(accumulators),
-                      group_slots, tuple(group_cards), tuple(group_steps) or (1,) * len(group_slots), comment=_shape(query))
+                      group_slots, tuple(group_cards), tuple(group_steps) or (1,) * len(group_slots),
+                      nullable=tuple(sorted(slots[c] for c in nullable)), comment=_shape(query))
     if group_slots and spec.groups * spec.words * 8 * tables > GLOBAL_ACC_BYTES:  # too large a dense array: hashed
         if spec.groups >= HASH_KEY_LIMIT:
             raise NotOnGpu(f"{spec.groups:,} possible groups: a group's index takes more than 62 bits")
@@ -298,8 +342,9 @@ def top_cut(query: Query, spec: KernelSpec) -> TopCut | None:
         if k is None:
             word, wide = 0, False
         else:
-            if spec.accumulators[k].kind == "wide" or a.type.name in ("VARCHAR", "DOUBLE"):
-                return None
+            x = spec.accumulators[k]
+            if x.kind == "wide" or (x.valid and x.kind != "count") or a.type.name in ("VARCHAR", "DOUBLE"):
+                return None  # a sum kept as two; a value NULL where no row had one (ordered last)
             word, wide = 1 + sum(x.words for x in spec.accumulators[:k]), spec.accumulators[k].kind == "sum"
         cut = TopCut(query.limit, word, wide, 0, 0, not descending, str(a))
     elif expr in query.group_by and expr.type.name not in ("VARCHAR", "DOUBLE"):
@@ -321,10 +366,11 @@ def _shape(query: Query) -> str:
 
 
 def accumulator_index(query: Query, spec: KernelSpec) -> list[int | None]:
-    """For each of query.aggregates, the index of its accumulator in spec (None: COUNT, the rows)."""
+    """For each of query.aggregates, the index of its accumulator in spec (None: COUNT of the rows)."""
+    nullable = {spec.columns[i] for i in spec.nullable}
     out, k, seen = [], 0, {}
     for a in query.aggregates:
-        if a.func == "count" or a.arg is None:
+        if a.arg is None or (a.func == "count" and not nullable & set(a.arg.columns())):
             out.append(None)
             continue
         kind = "sum" if a.func in ("sum", "avg") else a.func
@@ -358,9 +404,11 @@ class SlicedKernel:
 
 
 def _column_params(spec: KernelSpec, sliced: SlicedKernel | None = None) -> list[str]:
-    """Each column's words, frame metadata, word base and common factor (a sliced column: its top bytes, low
-    bits, reference, bucket and 256-bit mask of undecided buckets); the constants; the group bases."""
+    """Each column's words, frame metadata, word base and common factor, and a column with NULLs its validity
+    from the chunk's first frame (32 words a frame, a bit a row); a sliced column: its top bytes, low bits,
+    reference, bucket and 256-bit mask of undecided buckets); the constants; the group bases."""
     params = [f"const unsigned* __restrict__ w{i}, const longlong2* __restrict__ m{i}, long long b{i}, long long f{i}"
+              + (f", const unsigned* __restrict__ n{i}" if i in spec.nullable else "")
               if sliced is None or i != sliced.slot else
               f"const unsigned char* __restrict__ top{i}, const {LOW_TYPES.get(sliced.low_bytes, 'unsigned char')}* "
               f"__restrict__ low{i}, long long r{i}, long long z{i}, u64 u{i}_0, u64 u{i}_1, u64 u{i}_2, u64 u{i}_3"
@@ -393,6 +441,8 @@ def source(spec: KernelSpec, block_threads: int, sliced: SlicedKernel | None = N
     predicate column read by its top byte a row, sliced_value, instead of its packed frames)."""
     if sliced is not None and sliced.slot in spec.value_slots:
         raise ValueError("a sliced column stands in for a predicate column only (its values are not read exactly)")
+    if sliced is not None and spec.nullable:
+        raise ValueError("a query over a column with NULLs reads every column by its frames")
     params = _column_params(spec, sliced) + ["const signed char* __restrict__ classes", "long long frames", "long long rows",
                                      "u64* __restrict__ acc", "long long in_place", "u64* __restrict__ counters"] + _hash_params(spec)
     lines = _header(spec, "fused", params, block_threads,
@@ -413,6 +463,8 @@ def source(spec: KernelSpec, block_threads: int, sliced: SlicedKernel | None = N
         body += [f"                const long long v{i} = value_at(p{i}, s, f{i});" if i in packed else
                  f"                const long long v{i} = sliced_value(top{i}, low{i}, r{i}, z{i}, u{i}_0, u{i}_1, u{i}_2, "
                  f"u{i}_3, f * FRAME_ROWS + s, s < valid);" for i in spec.predicate_slots]
+        body += [f"                const bool ok{i} = {_known_at(i, 'j', 'lane_id()')};" for i in spec.predicate_slots
+                 if i in spec.nullable]
         body += [f"                mask |= (unsigned)(s < valid && {spec.predicate}) << j;",
                  "            }",
                  "        }"]
@@ -423,6 +475,7 @@ def source(spec: KernelSpec, block_threads: int, sliced: SlicedKernel | None = N
         body += ["        for (unsigned left = mask; left; left &= left - 1) {",
                  "            const unsigned s = 32 * (__ffs(left) - 1) + lane_id();"]
         body += [f"            const long long v{i} = value_at(q{i}, s, f{i});" for i in spec.value_slots]
+        body += [f"            const bool ok{i} = {_known_at(i, 's >> 5', 's & 31')};" for i in _counted_slots(spec)]
         body += ["            rows_selected += 1;"]
         body += [f"            {_accumulate(a, k)}" for k, a in enumerate(spec.accumulators)]
         body += ["        }", "    }"]
@@ -447,6 +500,8 @@ def list_source(spec: KernelSpec, index: IndexKernel, block_threads: int) -> str
     buckets the plan chose, the indexed column's value from its bucket and low bits (read in list order),
     every other column read in place at the entry's row, the whole predicate tested, then accumulated as
     the frame loop does. The row ids are 32-bit (a table of up to 2^32 rows)."""
+    if spec.nullable:
+        raise ValueError("a query over a column with NULLs reads every column by its frames")
     k = index.slot
     params = _column_params(spec) + [
         "const unsigned* __restrict__ ids", f"const {LOW_TYPES.get(index.low_bytes, 'unsigned char')}* __restrict__ lows",
@@ -537,27 +592,37 @@ def _epilogue(spec: KernelSpec, count: str) -> list[str]:
     offset = 1
     for a in spec.accumulators:
         if a.kind in ("sum", "wide"):
-            body += [f"        atomic_add_128(to + {o}, from_words(from[{o}], from[{o + 1}]));" for o in range(offset, offset + a.words, 2)]
-        else:
+            body += [f"        atomic_add_128(to + {o}, from_words(from[{o}], from[{o + 1}]));"
+                     for o in range(offset, offset + a.value_words, 2)]
+        elif a.kind in ("min", "max"):
             body += [f"        atomic{'Min' if a.kind == 'min' else 'Max'}((long long*)(to + {offset}), (long long)from[{offset}]);"]
+        if a.valid:  # the rows it took
+            body += [f"        atomicAdd(to + {offset + a.value_words}, from[{offset + a.value_words}]);"]
         offset += a.words
     return body + ["    }", "    flush_in_place(counters);", "}"]
 
 
 def _register(a: Accumulator, k: int) -> str:
+    counted = f" u64 c{k} = 0;  // the rows whose argument is not NULL" if a.valid else ""
     if a.kind == "sum":
-        return f"i128 a{k} = 0;"
+        return f"i128 a{k} = 0;{counted}"
     if a.kind == "wide":
-        return f"i128 a{k} = 0, h{k} = 0;  // the values' low 64 bits, and their high bits"
-    return f"long long a{k} = {'I64_MAX' if a.kind == 'min' else 'I64_MIN'};"
+        return f"i128 a{k} = 0, h{k} = 0;  // the values' low 64 bits, and their high bits" + (f"\n   {counted}" if a.valid else "")
+    if a.kind == "count":
+        return counted.strip()
+    return f"long long a{k} = {'I64_MAX' if a.kind == 'min' else 'I64_MIN'};{counted}"
 
 
 def _accumulate(a: Accumulator, k: int) -> str:
     if a.kind == "sum":
-        return f"a{k} += (i128){a.code};"
-    if a.kind == "wide":
-        return f"{{ const i128 x = (i128){a.code}; a{k} += (i128)(u64)x; h{k} += (i128)(long long)(x >> 64); }}"
-    return f"a{k} = {'min' if a.kind == 'min' else 'max'}(a{k}, (long long){a.code});"
+        add = f"a{k} += (i128){a.code};"
+    elif a.kind == "wide":
+        add = f"{{ const i128 x = (i128){a.code}; a{k} += (i128)(u64)x; h{k} += (i128)(long long)(x >> 64); }}"
+    elif a.kind == "count":
+        add = ""
+    else:
+        add = f"a{k} = {'min' if a.kind == 'min' else 'max'}(a{k}, (long long){a.code});"
+    return f"if ({a.valid}) {{ {add + ' ' if add else ''}c{k} += 1; }}" if a.valid else add
 
 
 def _grouped_slot(spec: KernelSpec) -> list[str]:
@@ -571,7 +636,19 @@ def _grouped_slot(spec: KernelSpec) -> list[str]:
            "            if (!selected) continue;",
            "            const unsigned s = 32 * j + lane_id();"]
     out += [f"            const long long v{i} = sel ? value_at(q{i}, s, f{i}) : 0;" for i in spec.value_slots]
+    out += [f"            const bool ok{i} = {_known_at(i, 'j', 'lane_id()')};" for i in _counted_slots(spec)]
     return out + _grouped_add(spec) + ["        }"]
+
+
+def _known_at(slot: int, word: str, bit: str) -> str:
+    """C for whether the column in `slot` holds a value at a frame's row (bit `bit` of its validity's word `word`)."""
+    return f"(__ldg(n{slot} + 32 * f + ({word})) >> ({bit}) & 1u) != 0"
+
+
+def _counted_slots(spec: KernelSpec) -> list[int]:
+    """The slots with NULLs an aggregate's argument reads: their validity is read at each selected row."""
+    named = " && ".join(a.valid for a in spec.accumulators if a.valid)
+    return [i for i in spec.nullable if f"ok{i}" in named.split(" && ")]
 
 
 def _grouped_add(spec: KernelSpec) -> list[str]:
@@ -581,14 +658,17 @@ def _grouped_add(spec: KernelSpec) -> list[str]:
     out = [f"            const long long g = sel ? (long long)({_group_index(spec)}) : -1;",
            "            rows_selected += sel;"]
     for k, a in enumerate(spec.accumulators):
+        taken = f"o{k}" if a.valid else "sel"  # a row it takes: selected, and its argument not NULL
+        if a.valid:
+            out.append(f"            const bool o{k} = sel && {a.valid};")
         if a.kind == "sum":
-            out.append(f"            const i128 x{k} = sel ? (i128){a.code} : (i128)0;")
+            out.append(f"            const i128 x{k} = {taken} ? (i128){a.code} : (i128)0;")
         elif a.kind == "wide":
-            out.append(f"            const i128 w{k} = sel ? (i128){a.code} : (i128)0;")
+            out.append(f"            const i128 w{k} = {taken} ? (i128){a.code} : (i128)0;")
             out.append(f"            const i128 x{k} = (i128)(u64)w{k}, y{k} = (i128)(long long)(w{k} >> 64);")
-        else:
+        elif a.kind in ("min", "max"):
             identity = "I64_MAX" if a.kind == "min" else "I64_MIN"
-            out.append(f"            const long long x{k} = sel ? (long long){a.code} : {identity};")
+            out.append(f"            const long long x{k} = {taken} ? (long long){a.code} : {identity};")
     out += ["            for (unsigned todo = selected; todo;) {",
             "                const long long group = __shfl_sync(FULL_MASK, g, __ffs(todo) - 1);",
             "                const bool mine = sel && g == group;",
@@ -599,9 +679,11 @@ def _grouped_add(spec: KernelSpec) -> list[str]:
             out.append(f"                const i128 t{k} = warp_sum(mine ? x{k} : (i128)0);")
             if a.kind == "wide":
                 out.append(f"                const i128 u{k} = warp_sum(mine ? y{k} : (i128)0);")
-        else:
+        elif a.kind in ("min", "max"):
             identity = "I64_MAX" if a.kind == "min" else "I64_MIN"
             out.append(f"                const long long t{k} = warp_{a.kind}(mine ? x{k} : {identity});")
+        if a.valid:
+            out.append(f"                const unsigned c{k} = __popc(__ballot_sync(FULL_MASK, mine && o{k}));")
     if spec.hashed:  # the group's slot found by its index; the rows of a key without one (the table too small) counted
         out += [f"                const long long slot = lane_id() == 0 ? hash_slot(keys, hash_mask, group, {HASH_PROBES}LL) : 0;",
                 "                if (slot < 0) atomicAdd(counters + 2, (u64)__popc(same));  // the host refuses the run",
@@ -617,8 +699,10 @@ def _grouped_add(spec: KernelSpec) -> list[str]:
             out.append(f"                    atomic_add_128(to + {offset}, t{k});")
         elif a.kind == "wide":
             out.append(f"                    atomic_add_128(to + {offset}, t{k}); atomic_add_128(to + {offset + 2}, u{k});")
-        else:
+        elif a.kind in ("min", "max"):
             out.append(f"                    atomic{'Min' if a.kind == 'min' else 'Max'}((long long*)(to + {offset}), t{k});")
+        if a.valid:
+            out.append(f"                    if (c{k}) atomicAdd(to + {offset + a.value_words}, (u64)c{k});")
         offset += a.words
     out += ["                }", "            }"]
     return out
@@ -683,11 +767,14 @@ def _slot_kernels(spec: KernelSpec) -> list[str]:
 
 
 def _flush_register(a: Accumulator, k: int, offset: int) -> str:
+    counted = f" atomicAdd(group_acc + {offset + a.value_words}, c{k});" if a.valid else ""
     if a.kind == "sum":
-        return f"atomic_add_128(group_acc + {offset}, a{k});"
+        return f"atomic_add_128(group_acc + {offset}, a{k});{counted}"
     if a.kind == "wide":
-        return f"atomic_add_128(group_acc + {offset}, a{k}); atomic_add_128(group_acc + {offset + 2}, h{k});"
-    return f"atomic{'Min' if a.kind == 'min' else 'Max'}((long long*)(group_acc + {offset}), a{k});"
+        return f"atomic_add_128(group_acc + {offset}, a{k}); atomic_add_128(group_acc + {offset + 2}, h{k});{counted}"
+    if a.kind == "count":
+        return counted.strip()
+    return f"atomic{'Min' if a.kind == 'min' else 'Max'}((long long*)(group_acc + {offset}), a{k});{counted}"
 
 
 def _group_index(spec: KernelSpec) -> str:
@@ -707,7 +794,8 @@ def _group_initial(spec: KernelSpec) -> list[int]:
         if a.kind in ("min", "max"):
             words.append((2**63 - 1) if a.kind == "min" else 2**63)  # as uint64 bit patterns
         else:
-            words += [0] * a.words
+            words += [0] * a.value_words
+        words += [0] * bool(a.valid)  # the rows it took
     return words
 
 
@@ -722,7 +810,7 @@ def selected_groups(spec: KernelSpec, words) -> np.ndarray:
     return np.flatnonzero(np.asarray(words[:spec.groups * spec.words])[::spec.words])
 
 
-def read_groups(spec: KernelSpec, words) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | list[int]]]:
+def read_groups(spec: KernelSpec, words) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | list[int]], list]:
     """Every group that selected a row at once: (their indices, their row counts, each accumulator's exact
     values), as read_group reads one, without a Python loop over the groups: each accumulator's values an
     int64 array where every one fits 64 bits (a 128-bit sum whose high word is the sign of its low one),
@@ -734,23 +822,28 @@ def read_groups(spec: KernelSpec, words) -> tuple[np.ndarray, np.ndarray, list[n
     return (index, *_read_table(spec, table, None if len(index) == spec.groups else selected))
 
 
-def read_hashed(spec: KernelSpec, keys: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+def read_hashed(spec: KernelSpec, keys: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray, list, list]:
     """read_groups of a hashed run: the slots it filled (each group's index and words, gathered in no order), in
     that order (finalize orders the groups, and a parted table's are added by key, result.ColumnarPartial)."""
     return (keys, *_read_table(spec, np.asarray(words, dtype=np.uint64).reshape(-1, spec.words), None))
 
 
-def _read_table(spec: KernelSpec, table: np.ndarray, selected: np.ndarray | None) -> tuple[np.ndarray, list]:
-    """(row counts, each accumulator's values) of a table of groups' words, of its `selected` rows (None: all)."""
+def _read_table(spec: KernelSpec, table: np.ndarray, selected: np.ndarray | None) -> tuple[np.ndarray, list, list]:
+    """(row counts, each accumulator's values, each accumulator's rows where it counts them: those whose argument
+    was not NULL, else None) of a table of groups' words, of its `selected` rows (None: all). A 'count'
+    accumulator's values are its rows."""
     def word(j: int) -> np.ndarray:
         """Word j of each chosen group, a column of its own: copied either way (the words are a scratch
         buffer the GPU's next run writes), by a mask a column (a third of a row gather's time)."""
         return table[:, j].copy() if selected is None else table[:, j][selected]
 
     rows = word(0).view(np.int64)  # a count of rows is below 2^63
-    values, k = [], 1
+    values, counted, k = [], [], 1
     for a in spec.accumulators:
-        if a.kind in ("min", "max"):
+        counted.append(word(k + a.value_words).view(np.int64) if a.valid else None)
+        if a.kind == "count":
+            values.append(counted[-1])
+        elif a.kind in ("min", "max"):
             values.append(word(k).view(np.int64))
         else:
             low = word(k)
@@ -762,7 +855,7 @@ def _read_table(spec: KernelSpec, table: np.ndarray, selected: np.ndarray | None
                 high = _signed_128s(word(k + 2), word(k + 3))
                 values[-1] = [lo + (hi << 64) for lo, hi in zip(python_values(values[-1]), python_values(high))]
         k += a.words
-    return rows, values
+    return rows, values, counted
 
 
 def _signed_128s(lo: np.ndarray, hi: np.ndarray) -> np.ndarray | list[int]:
@@ -784,6 +877,8 @@ def read_group(spec: KernelSpec, words, g: int) -> tuple[int, list]:
             out.append(_signed_128(words[k], words[k + 1]))
         elif a.kind == "wide":
             out.append(_signed_128(words[k], words[k + 1]) + (_signed_128(words[k + 2], words[k + 3]) << 64))
+        elif a.kind == "count":
+            out.append(int(words[k]))
         else:
             v = int(words[k])
             out.append(v - 2**64 if v >= 2**63 else v)

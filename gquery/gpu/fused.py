@@ -90,6 +90,7 @@ class TableRun:
     values_in_place: int
     frames_in_place: int
     selected: int | None = None  # rows selected, where its groups are not all read back (a TopCut's run)
+    counted: list | None = None  # per accumulator over a column with NULLs, per group the rows it took (else None)
 
     @property
     def rows_selected(self) -> int:
@@ -134,7 +135,8 @@ class FusedRunner:
         if found is None:
             f = kernels.function(fused_build(spec, index, sliced), "fused" if index is None else "fused_list")
             constants = "".join("Pq" if j in spec.set_slots else "q" for j in range(spec.constants))
-            columns = "".join("PPqqqqqq" if sliced is not None and i == sliced.slot else "PPqq" for i in range(len(spec.columns)))
+            columns = "".join("PPqqqqqq" if sliced is not None and i == sliced.slot else
+                              "PPqqP" if i in spec.nullable else "PPqq" for i in range(len(spec.columns)))  # P: validity
             f.prepare(columns + constants + "q" * len(spec.group_slots) + ("PqqPqP" if index is None else "PPPiqqqPqP")
                       + ("Pq" if spec.hashed else ""))
             found = self._functions[(spec, index, sliced)] = (f, self._wave(f))
@@ -250,6 +252,15 @@ class FusedRunner:
                     for c in used[i] if c != by_top[i] and (tp.index is not None or any(
                         c in ch.zero_copy or (c in _needed(spec, ch) and c not in ch.streamed) for ch in tp.chunks))}
         device_meta = self._device_metas(in_place)
+
+        def valid_on_device(table, c: str) -> int:
+            """A column's validity words on the device: copied once and kept with the table (rows / 8 bytes)."""
+            return int(eng._resident(table, (c, "fused", "valid"), table.columns[c].validity_words()))
+
+        for i, tp in enumerate(plan.tables):  # uploaded before the query's clock starts
+            for slot in spec.nullable:
+                if tp.chunks:
+                    valid_on_device(tp.table, spec.columns[slot])
         if plan.mode == "resident":
             cuda.Context.synchronize()  # uploads done before the query's clock starts
         setup_ms = (time.perf_counter() - t_setup) * 1e3
@@ -371,7 +382,11 @@ class FusedRunner:
             if parts:
                 stream.wait_for_event(copied)
             args = []
-            for c in spec.columns:
+            for at, c in enumerate(spec.columns):
+                if at in spec.nullable:  # its validity, on the device (a bit a row), from the chunk's first frame
+                    args_after = [valid_on_device(tp.table, c) + 128 * ch.first]
+                else:
+                    args_after = []
                 if c == by_top[i]:  # sliced_value's arguments: top bytes and low bits from the chunk's first row
                     row = FRAME_ROWS * ch.first
                     top = (0 if ch.always else int(ring[slot][(c, "top")]) if c in ch.streamed
@@ -392,6 +407,7 @@ class FusedRunner:
                 else:  # a predicate column a chunk that passes whole never reads
                     args += [0, 0, 0]
                 args.append(table.columns[c].zone_buffers()[2])
+                args += args_after
             args += constant_args(tp) + list(tp.group_bases)
             rows = min(ch.end * FRAME_ROWS, table.rows) - ch.first * FRAME_ROWS
             table_words = int(acc_d) + 8 * (i % accumulating) * words_per_table
@@ -447,11 +463,11 @@ class FusedRunner:
         tl.gpu("d2h", "copy", 0, d2h_begin, done)
         runs = []
         # a table of words each (shared: the first table's plan reads them all), counters first
-        for tp, (counters, (index, counts, values), selected) in zip(plan.tables[:accumulating], read):
+        for tp, (counters, (index, counts, values, counted), selected) in zip(plan.tables[:accumulating], read):
             if counters[2]:  # rows whose key found no slot of a hashed table: the run is not an answer
                 raise codegen.NotOnGpu(f"the groups overflow a hash table of {groups:,} slots (the most device memory "
                                        f"allows): {int(counters[2]):,} rows found no slot")
-            runs.append(TableRun(tp, index, counts, values, int(counters[0]), int(counters[1]), selected))
+            runs.append(TableRun(tp, index, counts, values, int(counters[0]), int(counters[1]), selected, counted))
         total_ms = done.time_since(tl.start)
         selected = sum(run.rows_selected for run in runs)
         zero_bytes = (SECTOR * sum(r.values_in_place + r.frames_in_place for r in runs) + list_bytes

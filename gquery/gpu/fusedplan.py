@@ -464,11 +464,7 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     if chunk_frames is not None and chunk_frames < 1:
         raise UsageError(f"chunk rows must be positive, got {chunk_frames * FRAME_ROWS}")
     names = query.columns()
-    for t in tables:  # the kernel reads no validity yet: a query over a column with NULLs, the CPU answers
-        with_nulls = [n for n in names if t.columns[n].nulls]
-        if with_nulls:
-            raise NotOnGpu(f"column {with_nulls[0]} holds NULLs ({t.columns[with_nulls[0]].nulls:,} in {t.source}): the "
-                           f"fused kernel does not read NULLs yet")
+    nullable = frozenset(n for t in tables for n in names if t.columns[n].nulls)  # read with their validity
     ranges_by_table = [t.ranges(names) for t in tables]
     ranges = {n: (min(r[n][0] for r in ranges_by_table), max(r[n][1] for r in ranges_by_table)) for n in names}
     lowered = [lower(query.where, {n: t.columns[n].dictionary for n in names}, r, {n: t.columns[n].nulls for n in names})
@@ -486,7 +482,7 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
 
     def spec_of(low):
         if low not in specs:
-            specs[low] = kernel_spec(query, low, ranges, max(t.rows for t in tables), cards, steps, len(tables))
+            specs[low] = kernel_spec(query, low, ranges, max(t.rows for t in tables), cards, steps, len(tables), nullable)
         return specs[low]
 
     spec, _ = spec_of(lowered[0])
@@ -499,6 +495,10 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
             spec, _ = spec_of(lowered[0])
     reasons = [f"kernel columns {', '.join(spec.columns)}; predicate `{spec.predicate or 'none'}`; "
                f"{len(spec.accumulators)} accumulator(s), {spec.groups:,} group(s)"]
+    if spec.nullable:
+        reasons.append(f"{', '.join(spec.columns[i] for i in spec.nullable)} hold NULLs: each read with its validity (a "
+                       f"bit a row), a frame with a NULL in a predicate column tested row by row, an aggregate over "
+                       f"one counting the rows it takes; scanned by frames")
     if shared is not None:
         reasons.append(f"the {len(tables)} parts' groups counted from one base, in as many groups as each part's: "
                        f"they add into one table of accumulators, read back once")
@@ -509,6 +509,10 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
             raise NotOnGpu("the parts lower the query to different kernels")
         zones = frame_zones(t, low.columns() if low is not None else (), t.rows)
         classes, fraction = classify(low, zones)
+        for c in () if low is None else low.columns():  # a NULL fails every test: a frame with one is never ALWAYS
+            nulls = t.columns[c].frame_nulls() if c in nullable else None
+            if nulls is not None:
+                classes[(classes == ALWAYS) & nulls] = CHECK
         bases = shared or tuple(r[c.name][0] // step for c, step in zip(query.group_by, steps))
         classified.append((t, classes, fraction * zones.rows, tuple(constants), bases))
     touched = sum(int(np.count_nonzero(c != NEVER)) for _, c, *_ in classified)
@@ -554,7 +558,7 @@ def _sliced_scans(spec: KernelSpec, classified: list, lowered: list, mode: str) 
     column the predicate alone reads (no aggregate or group needs its exact values), whose top bytes every
     table holds or can read, with low bits of one width (one kernel); found from the zone maps alone, the
     buckets as the encoding cuts them (encodings.slice_geometry). None where no column can be."""
-    if mode not in INDEX_MODES:  # the low bits of undecided rows are read in place
+    if mode not in INDEX_MODES or spec.nullable:  # the low bits of undecided rows are read in place; NULLs by frames
         return None
     for i in spec.predicate_slots:
         c = spec.columns[i]
@@ -632,7 +636,7 @@ def _index_option(tp: TablePlan, spec: KernelSpec, selectable: dict) -> IndexOpt
     rows touches (its values spread evenly over the buckets), each an id and its low bits read in order, and
     every other column read in place at each entry's row (predicate columns) or selected row (the rest)."""
     table, best = tp.table, None
-    if not tp.chunks or table.rows >= 2**32:  # nothing to scan; 32-bit row ids only
+    if not tp.chunks or table.rows >= 2**32 or spec.nullable:  # nothing to scan; 32-bit row ids only; NULLs by frames
         return None
     for i in spec.predicate_slots:
         c = spec.columns[i]
