@@ -237,7 +237,7 @@ def table_partial(query: Query, spec, t) -> ColumnarPartial:
     """One table's groups of a fused run, as columns: the group columns' keys and each aggregate's state."""
     import numpy as np
 
-    from gquery.gpu.codegen import accumulator_index
+    from gquery.gpu.codegen import accumulator_index, null_digit
 
     rest = np.asarray(t.index, dtype=np.int64)
     digits = []
@@ -248,12 +248,17 @@ def table_partial(query: Query, spec, t) -> ColumnarPartial:
             digits.append(rest % card)
             rest = rest // card
     keys = []
-    for c, base, step, digit in zip(query.group_by, t.plan.group_bases, spec.group_steps, reversed(digits)):
+    for j, (c, base, step, digit) in enumerate(zip(query.group_by, t.plan.group_bases, spec.group_steps, reversed(digits))):
         values = digit + base if base else digit  # int64: a group column's values are its column's
         if step != 1:
             values = values * step
         d = t.plan.table.columns[c.name].dictionary
-        keys.append([d[v] for v in values.tolist()] if d is not None else values)
+        null = null_digit(spec, j)
+        nulls = None if null is None or not (digit == null).any() else (digit == null).tolist()  # the NULL group
+        if nulls is not None:
+            keys.append([None if n else (d[v] if d is not None else v) for v, n in zip(values.tolist(), nulls)])
+        else:
+            keys.append([d[v] for v in values.tolist()] if d is not None else values)
     counts = t.counts
     states = []
     for a, k in zip(query.aggregates, accumulator_index(query, spec)):

@@ -17,7 +17,7 @@ import pytest
 import gquery
 from gquery import store
 from gquery.arrow import table_of_arrow
-from gquery.gpu.codegen import NotOnGpu
+from gquery.gpu import codegen
 from gquery.gpu.fusedplan import plan_fused
 from gquery.result import Partial, same
 from gquery.schema import engine_values, read_schema
@@ -146,8 +146,8 @@ def test_a_null_group_key_crosses_json():
 def test_the_gpu_plan_reads_validity_and_is_null_of_a_column_without_any_is_false(data):
     """The fused kernel reads a column's validity with its frames: a frame with a NULL in a predicate column is
     tested row by row (never ALWAYS: a NULL fails every test), by its frames only (no index or top-byte scan),
-    an aggregate over a column with NULLs counts the rows it takes; a NULL group key is not the kernel's yet
-    (NotOnGpu: the CPU answers, saying why); IS NULL of a column that has none rules out every frame."""
+    an aggregate over a column with NULLs counts the rows it takes; a group column with NULLs gets one digit more,
+    its last NULL's; IS NULL of a column that has none rules out every frame."""
     table, _, _ = data
     t = table_of_arrow(table)
     plan = plan_fused(parse("SELECT SUM(q), COUNT(p), MIN(d) FROM t WHERE f >= 0 AND k < 30", t.schema, "t"), [t], "pinned", 132)
@@ -156,8 +156,11 @@ def test_the_gpu_plan_reads_validity_and_is_null_of_a_column_without_any_is_fals
     assert {plan.spec.columns[i] for i in plan.spec.nullable} == {"k", "q", "p", "d"}
     whole = plan_fused(parse("SELECT SUM(f) FROM t WHERE f >= 0", t.schema, "t"), [t], "pinned", 132)
     assert whole.tables[0].counts()["always"] == whole.tables[0].classes.size and not whole.spec.nullable
-    with pytest.raises(NotOnGpu, match="GROUP BY k, a column with NULLs"):
-        plan_fused(parse("SELECT k, COUNT(*) FROM t GROUP BY k", t.schema, "t"), [t], "pinned", 132)
+    keyed = plan_fused(parse("SELECT k, COUNT(*) FROM t GROUP BY k", t.schema, "t"), [t], "pinned", 132)
+    assert keyed.spec.group_cards == (32,) and codegen.null_digit(keyed.spec, 0) == 31  # 0 .. 19, and NULL
+    assert "(ok0 ? (v0 - g0) : 31LL)" in codegen.source(keyed.spec, 128)
+    unkeyed = plan_fused(parse("SELECT f, COUNT(*) FROM t GROUP BY f", t.schema, "t"), [t], "pinned", 132)
+    assert unkeyed.spec.group_cards == (8,) and codegen.null_digit(unkeyed.spec, 0) is None  # 0 .. 4
     assert plan_fused(parse("SELECT COUNT(*) FROM t WHERE f IS NULL", t.schema, "t"), [t], "pinned", 132).empty
     kept = plan_fused(parse("SELECT SUM(f) FROM t WHERE f IS NOT NULL", t.schema, "t"), [t], "pinned", 132)
     assert not kept.empty and all(tp.counts()["never"] == 0 for tp in kept.tables)
@@ -167,7 +170,7 @@ def test_the_gpu_plan_reads_validity_and_is_null_of_a_column_without_any_is_fals
 def test_kernels_over_columns_with_nulls_compile_without_spills(data, tmp_path):
     """Three truth values in the predicate, aggregates counting the rows they take, dense and hashed groups, the
     slot kernels' cut by COUNT(x): nvcc compiles each, no spills."""
-    from gquery.gpu import codegen, kernels
+    from gquery.gpu import kernels
     from gquery.gpu.fused import fused_build
 
     table, _, _ = data
@@ -175,10 +178,11 @@ def test_kernels_over_columns_with_nulls_compile_without_spills(data, tmp_path):
     texts = ["SELECT SUM(q * p), COUNT(p), COUNT(*), MIN(d), MAX(p), AVG(p) FROM t WHERE NOT (k < 3 AND d > DATE '1995-03-01') "
              "OR k IS NULL",
              "SELECT f, SUM(p), COUNT(d), MIN(d) FROM t WHERE k NOT IN (1, 2, 3) OR s = 'A' GROUP BY f ORDER BY 2 DESC LIMIT 2",
-             "SELECT f, COUNT(k) AS n, MAX(q) FROM t GROUP BY f ORDER BY n DESC LIMIT 3"]
+             "SELECT f, COUNT(k) AS n, MAX(q) FROM t GROUP BY f ORDER BY n DESC LIMIT 3",
+             "SELECT s, k, SUM(q), COUNT(*) FROM t WHERE d IS NULL OR p > 0 GROUP BY s, k"]
     for k, text in enumerate(texts):
         spec = plan_fused(parse(text, t.schema, "t"), [t], "pinned", 132, whole=True).spec
-        if k == 2:
+        if k >= 2:
             spec = codegen.replace(spec, hashed=True)
         build = fused_build(spec)
         (tmp_path / f"n{k}.cu").write_text(build.text())

@@ -230,9 +230,6 @@ def kernel_spec(query: Query, lowered: Expr | None, ranges: dict[str, tuple[int,
     columns = tuple(predicate_columns + value_columns)
     slots = {c: i for i, c in enumerate(columns)}
     nullable = frozenset(c for c in nullable if c in slots)
-    keyed = [c.name for c in query.group_by if c.name in nullable]
-    if keyed:
-        raise NotOnGpu(f"GROUP BY {keyed[0]}, a column with NULLs: the fused kernel has no NULL group yet")
     em = _Emitter(slots, ranges, nullable)
     predicate = "" if lowered is None else em.truth(lowered) if nullable & set(predicate_columns) else em.boolean(lowered)
     accumulators, seen = [], {}
@@ -347,7 +344,8 @@ def top_cut(query: Query, spec: KernelSpec) -> TopCut | None:
                 return None  # a sum kept as two; a value NULL where no row had one (ordered last)
             word, wide = 1 + sum(x.words for x in spec.accumulators[:k]), spec.accumulators[k].kind == "sum"
         cut = TopCut(query.limit, word, wide, 0, 0, not descending, str(a))
-    elif expr in query.group_by and expr.type.name not in ("VARCHAR", "DOUBLE"):
+    elif expr in query.group_by and expr.type.name not in ("VARCHAR", "DOUBLE") and \
+            null_digit(spec, query.group_by.index(expr)) is None:  # a NULL key is ordered last either way
         j = query.group_by.index(expr)
         shift = sum(card.bit_length() - 1 for card in spec.group_cards[j + 1:])  # the cards are powers of two
         cut = TopCut(query.limit, -1, False, shift, spec.group_cards[j] - 1, not descending, expr.name)
@@ -646,9 +644,14 @@ def _known_at(slot: int, word: str, bit: str) -> str:
 
 
 def _counted_slots(spec: KernelSpec) -> list[int]:
-    """The slots with NULLs an aggregate's argument reads: their validity is read at each selected row."""
+    """The slots with NULLs an aggregate's argument or a group reads: their validity is read at each selected row."""
     named = " && ".join(a.valid for a in spec.accumulators if a.valid)
-    return [i for i in spec.nullable if f"ok{i}" in named.split(" && ")]
+    return [i for i in spec.nullable if f"ok{i}" in named.split(" && ") or i in spec.group_slots]
+
+
+def null_digit(spec: KernelSpec, j: int) -> int | None:
+    """The digit of group column j that stands for NULL (its last), where the column has NULLs; else None."""
+    return spec.group_cards[j] - 1 if spec.group_slots[j] in spec.nullable else None
 
 
 def _grouped_add(spec: KernelSpec) -> list[str]:
@@ -779,9 +782,12 @@ def _flush_register(a: Accumulator, k: int, offset: int) -> str:
 
 def _group_index(spec: KernelSpec) -> str:
     """(v_a / step_a - g0) * card_b + (v_b / step_b - g1): the group's index from its columns' values (each a
-    multiple of its step, so the division is exact) and a part's bases."""
+    multiple of its step, so the division is exact) and a part's bases; a NULL key the column's last digit,
+    card - 1 (null_digit: its cards leave it past every value's)."""
     terms = [f"(v{s} / {step}LL - g{j})" if step != 1 else f"(v{s} - g{j})"
              for j, (s, step) in enumerate(zip(spec.group_slots, spec.group_steps))]
+    terms = [f"(ok{s} ? {t} : {spec.group_cards[j] - 1}LL)" if s in spec.nullable else t
+             for j, (s, t) in enumerate(zip(spec.group_slots, terms))]
     if len(terms) == 1:
         return terms[0]
     return f"{terms[0]} * {spec.group_cards[1]}LL + {terms[1]}"

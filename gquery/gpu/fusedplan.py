@@ -476,8 +476,9 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     # groups are counted in those steps, from each table's base (its smallest selectable value, in steps,
     # rounded down), and rounded up to a power of two: tables of nearly the same ranges share one kernel
     steps = tuple(math.gcd(*(int(t.columns[c.name].zone_buffers()[2]) for t in tables)) or 1 for c in query.group_by)
-    cards = tuple(1 << (max(r[c.name][1] // step - r[c.name][0] // step + 1 for r in selectable) - 1).bit_length()
-                  for c, step in zip(query.group_by, steps))
+    # (a column with NULLs: one value more, its last digit NULL's: codegen.null_digit)
+    cards = tuple(1 << (max(r[c.name][1] // step - r[c.name][0] // step + 1 for r in selectable)
+                        + (c.name in nullable) - 1).bit_length() for c, step in zip(query.group_by, steps))
     specs: dict = {}  # a part's lowered predicate → (kernel spec, constants): parts that lower alike share them
 
     def spec_of(low):
@@ -486,9 +487,9 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
         return specs[low]
 
     spec, _ = spec_of(lowered[0])
-    shared = _shared_bases(query, tables, selectable, steps, cards)
+    shared = _shared_bases(query, tables, selectable, steps, cards, nullable)
     if shared is None and spec.hashed and len(tables) > 1:  # a hash table needs no dense range: one for every part
-        one = _one_base(query, tables, selectable, steps)
+        one = _one_base(query, tables, selectable, steps, nullable)
         wide = one and tuple(1 << (span - 1).bit_length() for span in one[1])
         if one is not None and math.prod(wide) < HASH_KEY_LIMIT:  # else a table a part, each its own index's range
             cards, shared, specs = wide, one[0], {}
@@ -587,21 +588,21 @@ def _sliced_scans(spec: KernelSpec, classified: list, lowered: list, mode: str) 
     return None
 
 
-def _shared_bases(query: Query, tables: list, selectable: list, steps: tuple, cards: tuple) -> tuple | None:
+def _shared_bases(query: Query, tables: list, selectable: list, steps: tuple, cards: tuple, nullable=frozenset()) -> tuple | None:
     """One base for every part's groups, where counting from it takes no more groups than each part's
     own base does and every group column's codes mean the same strings in every part: the parts then
     add into one table of accumulators (a parted store's 1,000,000 suppliers read back once, not ten
     times). None where not: one table of words a part."""
-    one = _one_base(query, tables, selectable, steps)
+    one = _one_base(query, tables, selectable, steps, nullable)
     if one is None or any(span > card for span, card in zip(one[1], cards)):
         return None
     return one[0]
 
 
-def _one_base(query: Query, tables: list, selectable: list, steps: tuple) -> tuple | None:
-    """(each group column's smallest selectable value over every part, in steps; the values it spans from there),
-    where the parts are several, grouped, and each VARCHAR group column's codes mean the same strings in
-    every part; else None."""
+def _one_base(query: Query, tables: list, selectable: list, steps: tuple, nullable=frozenset()) -> tuple | None:
+    """(each group column's smallest selectable value over every part, in steps; the values it spans from there,
+    one more for a column with NULLs), where the parts are several, grouped, and each VARCHAR group column's
+    codes mean the same strings in every part; else None."""
     if len(tables) < 2 or not query.group_by:
         return None
     bases, spans = [], []
@@ -610,7 +611,7 @@ def _one_base(query: Query, tables: list, selectable: list, steps: tuple) -> tup
             return None
         low = min(r[c.name][0] // step for r in selectable)
         bases.append(low)
-        spans.append(max(r[c.name][1] // step for r in selectable) - low + 1)
+        spans.append(max(r[c.name][1] // step for r in selectable) - low + 1 + (c.name in nullable))
     return tuple(bases), tuple(spans)
 
 
