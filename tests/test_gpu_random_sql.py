@@ -1,12 +1,14 @@
 """On a GPU host: random SQL of the class (gquery/bench/querygen.py, drawn as the CPU reference's test draws it)
 on the GPU equals DuckDB asked the same text, over TPC-H SF 0.01 as generated, clustered by l_shipdate
-(zone maps prune), and parted in three files whose dictionaries differ; each query in one mode, the
+(zone maps prune), parted in three files whose dictionaries differ, and with NULLs in most columns (about one
+row in seven, l_tax at every row before 1995); each query in one mode, the
 modes in turn. A query the fused kernel refuses (a value that may pass 128 bits, groups past the device
 memory it may take) must say so in one line, and nearly all must run on the GPU."""
 
 import datetime
 import random
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -46,11 +48,29 @@ def design_store(design: str, sf001, folder):
             pq.write_table(t, data / f"lineitem.{k}.parquet")
         source = tpch.find_lineitem(data)
         return store.write_parted(source, folder / "parts.gq", echo=lambda m: None), source
+    if design == "nulls":  # NULLs in every column querygen reads but l_suppkey and l_returnflag
+        whole = pq.read_table(sf001.files[0])
+        whole = whole.cast(pa.schema([f.with_type(pa.large_string()) if pa.types.is_string_view(f.type) else f
+                                      for f in whole.schema]))  # pyarrow's if_else takes no string_view
+        rng = np.random.default_rng(11)
+        early = pc.less(whole["l_shipdate"], pa.scalar(datetime.date(1995, 1, 1), pa.date32()))
+        for name in COLUMNS:
+            if name in ("l_suppkey", "l_returnflag"):
+                continue
+            nulls = pa.array(rng.random(whole.num_rows) < 1 / 7)
+            if name == "l_tax":
+                nulls = pc.or_(nulls, early)
+            i = whole.column_names.index(name)
+            whole = whole.set_column(i, name, pc.if_else(nulls, pa.scalar(None, whole.schema.field(name).type), whole[name]))
+        (folder / "nulls").mkdir()
+        pq.write_table(whole, folder / "nulls" / "lineitem.parquet")
+        source = tpch.find_lineitem(folder / "nulls" / "lineitem.parquet")
+        return store.write_store(source, folder / "nulls.gq", source, echo=lambda m: None), source
     sort_by = design.split(":")[1] if ":" in design else None
     return store.write_store(sf001, folder / "lineitem.gq", sf001, echo=lambda m: None, sort_by=sort_by), sf001
 
 
-@pytest.mark.parametrize("design", ["as-generated", "clustered:l_shipdate", "parted"])
+@pytest.mark.parametrize("design", ["as-generated", "clustered:l_shipdate", "parted", "nulls"])
 def test_random_queries_equal_duckdb(engine, sf001, tmp_path, design):
     path, source = design_store(design, sf001, tmp_path)
     table = store.open_store(path, engine.memory)
@@ -82,5 +102,5 @@ def test_random_queries_equal_duckdb(engine, sf001, tmp_path, design):
         duck.close()
         engine.memory.release_table(table)
     assert on_gpu >= 0.9 * QUERIES, refused
-    assert design == "parted" or indexed > 0  # a single store keeps l_suppkey's lists
+    assert design in ("parted", "nulls") or indexed > 0  # a single store keeps l_suppkey's lists (NULLs: by frames)
     assert design != "as-generated" or sliced > 0  # and its top bytes (not where it is the sort column)
