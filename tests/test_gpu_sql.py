@@ -319,7 +319,7 @@ def test_columns_with_nulls_on_the_gpu_equal_the_cpu_reference(engine, rows, has
             for mode in MODES:
                 got = check(engine, table, text, mode, chunk_frames=8)
                 assert got.plan.spec.nullable and got.plan.spec.hashed == (hashed and "GROUP BY" in text), text
-                assert (got.plan.top is not None) == (hashed and "ORDER BY n DESC" in text), text  # by COUNT(l_tax)
+                assert (got.plan.top is not None) == (hashed and "LIMIT" in text), text  # by a COUNT(x): cut
         engine.memory.release_table(table)
 
 
