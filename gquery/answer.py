@@ -265,10 +265,14 @@ def table_partial(query: Query, spec, t) -> ColumnarPartial:
         taken = counts if k is None or t.counted is None or t.counted[k] is None else t.counted[k]  # not NULL
         if k is None or a.func == "count":
             states.append([taken])
-        elif a.func in ("min", "max") and taken is not counts and not taken.all():  # no row: NULL, not the identity
-            states.append([[v if n else None for v, n in zip(python_values(t.values[k]), taken.tolist())], taken])
         else:
-            states.append([t.values[k], taken])
+            values = t.values[k]
+            if a.func in ("min", "max") and taken is not counts and not taken.all():  # no row: NULL, not the identity
+                values = [v if n else None for v, n in zip(python_values(values), taken.tolist())]
+            if a.arg.type.name == "VARCHAR":  # the least or greatest code, as this part's dictionary's string
+                d = t.plan.table.columns[a.arg.name].dictionary
+                values = [None if v is None else d[v] for v in python_values(values)]
+            states.append([values, taken])
     return ColumnarPartial(tuple(a.func for a in query.aggregates), keys, states, len(counts), t.rows_selected)
 
 

@@ -134,7 +134,10 @@ def _aggregate(rows: "_Rows", a: Aggregate, starts: np.ndarray, ranges) -> list[
     if isinstance(values, int):
         return [[values, n] for n in sizes]
     reduce = np.minimum if a.func == "min" else np.maximum
-    return [[int(v), n] for v, n in zip(reduce.reduceat(values, starts).tolist(), sizes)]
+    found = reduce.reduceat(values, starts).tolist()
+    if a.arg.type.name == "VARCHAR":  # the least or greatest code: the part's dictionary is sorted as the strings
+        found = [rows.dictionaries[a.arg.name][code] for code in found]
+    return [[v if isinstance(v, str) else int(v), n] for v, n in zip(found, sizes)]
 
 
 def _group_sums(values: np.ndarray, starts: np.ndarray, bound: int) -> list[int]:

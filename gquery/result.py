@@ -1,7 +1,8 @@
 """Partial aggregates that merge across parts and machines, and the final answer as DuckDB gives it.
 
 An engine answers one part of the table with a Partial: for each group (its key in engine values,
-str for a VARCHAR column) one state per aggregate of `query.aggregates`, exact Python integers:
+str for a VARCHAR column) one state per aggregate of `query.aggregates`, exact Python integers (a
+MIN or MAX of a VARCHAR column: its string):
 
     sum, avg    [total, rows]        the unscaled total of the argument and the rows it summed
     count       [rows]
@@ -76,7 +77,8 @@ class Partial:
         return {"funcs": list(self.funcs), "rows_selected": str(self.rows_selected),
                 "groups": [{"key": [["s", v] if isinstance(v, str) else ["n", None] if v is None else ["i", str(v)]
                                     for v in key],
-                            "states": [[None if v is None else str(v) for v in s] for s in states]}
+                            "states": [[None if v is None else ["s", v] if isinstance(v, str) else str(v) for v in s]
+                                       for s in states]}
                            for key, states in self.groups.items()]}
 
     @classmethod
@@ -84,7 +86,8 @@ class Partial:
         partial = cls(tuple(d["funcs"]), rows_selected=int(d["rows_selected"]))
         for group in d["groups"]:
             key = tuple(v if kind == "s" else None if kind == "n" else int(v) for kind, v in group["key"])
-            partial.add(key, [[None if v is None else int(v) for v in s] for s in group["states"]])
+            partial.add(key, [[None if v is None else v[1] if isinstance(v, list) else int(v) for v in s]
+                              for s in group["states"]])
         return partial
 
 

@@ -664,6 +664,8 @@ class _Binder:
         value = self._value(arg)
         if func == "count":  # kept, though it counts every row: DuckDB's AVG depends on which COUNTs there are
             return Aggregate("count", value, aggregate_type("count", value.type))
+        if value.type.name == "VARCHAR" and func in ("min", "max") and isinstance(value, Column):
+            return Aggregate(func, value, aggregate_type(func, value.type))  # by its codes: a part's dictionary is sorted
         if value.type.name == "VARCHAR" or (value.type.name == "DATE" and func in ("sum", "avg")):
             raise refuse(f"{func.upper()} of a {value.type} ({_short(node)})")
         if not (value.type.is_numeric or value.type.name == "DATE"):

@@ -162,6 +162,9 @@ def test_three_valued_logic_over_columns_with_nulls(nulled, rng):
     "SELECT sum(l_quantity), avg(l_quantity), min(l_tax) FROM lineitem WHERE FALSE",
     "SELECT l_returnflag, sum(l_quantity) FROM lineitem WHERE l_quantity < 0 GROUP BY 1",
     "SELECT count(*) FROM lineitem", "SELECT count(*) FROM lineitem LIMIT 0",
+    # MIN and MAX of strings: each part's least or greatest code, as its own dictionary's string, across JSON
+    "SELECT l_linestatus, min(l_shipmode), max(l_returnflag), max(l_linestatus) FROM lineitem GROUP BY 1 ORDER BY 1",
+    "SELECT min(l_linestatus), max(l_shipmode) AS m FROM lineitem WHERE l_returnflag <> 'R'",
     # DuckDB pushes NOT down before it plans AVG: NOT BETWEEN proves l_discount non-NULL over parquet too
     "SELECT l_returnflag, avg(l_discount), count(*), count(*) FROM lineitem WHERE l_discount NOT BETWEEN 0 AND 0.05 "
     "GROUP BY l_returnflag ORDER BY 1",

@@ -540,6 +540,9 @@ def test_parts_of_one_range_add_their_groups_into_one_table_of_words():
     by_string = plan_fused(query(None, count, group_by=(col("s"),)), parts, "pinned", 132)
     assert not by_string.shared_groups
     assert plan_fused(query(None, count, group_by=(col("s"),)), [parts[0], parts[2]], "pinned", 132).shared_groups
+    greatest = query(None, Aggregate("max", col("s"), VARCHAR), group_by=(col("k"),))  # of codes: the same strings?
+    assert not plan_fused(greatest, parts, "pinned", 132).shared_groups
+    assert plan_fused(greatest, [parts[0], parts[2]], "pinned", 132).shared_groups
     assert not plan_fused(query(None, count), parts, "pinned", 132).shared_groups  # no groups: nothing to share
 
 

@@ -395,7 +395,11 @@ def test_a_parted_store_with_differing_dictionaries(engine, tmp_path):
     duck = DuckDBTable(source, ["l_suppkey", "l_quantity", "l_extendedprice", "l_returnflag"])
     for text in ("SELECT l_returnflag, COUNT(*), SUM(l_quantity * l_extendedprice) FROM lineitem GROUP BY l_returnflag",
                  "SELECT SUM(l_extendedprice) FROM lineitem WHERE l_returnflag >= 'N' AND l_suppkey < 500",
-                 "SELECT MAX(l_quantity) FROM lineitem WHERE l_returnflag = 'R'"):
+                 "SELECT MAX(l_quantity) FROM lineitem WHERE l_returnflag = 'R'",
+                 # each part's codes its own strings: a MIN or MAX of them in a table of words a part
+                 "SELECT MIN(l_returnflag), MAX(l_returnflag), COUNT(*) FROM lineitem WHERE l_suppkey < 600",
+                 "SELECT l_suppkey, MIN(l_returnflag), MAX(l_returnflag) FROM lineitem GROUP BY 1",
+                 "SELECT l_returnflag, MIN(l_returnflag), MAX(l_quantity) FROM lineitem GROUP BY 1"):
         query = sql.parse(text, answer.schema_of(parted))
         for mode in MODES:
             got = answer.gpu_answer(query, parted, engine, mode, repeat=1, warmup=False)

@@ -53,7 +53,7 @@ def aggregate(rng: random.Random) -> str:
     if kind < 0.25:
         return f"count({rng.choice([*NUMBERS, 'l_shipdate', 'l_returnflag'])})"
     if kind < 0.35:
-        return f"{rng.choice(['min', 'max'])}({rng.choice(['l_shipdate', 'l_shipdate + 1', 'l_shipdate - 30'])})"
+        return f"{rng.choice(['min', 'max'])}({rng.choice(['l_shipdate', 'l_shipdate + 1', 'l_shipdate - 30', 'l_shipmode', 'l_returnflag'])})"
     return f"{rng.choice(['sum', 'avg', 'avg', 'min', 'max'])}({numeric_expression(rng)})"
 
 

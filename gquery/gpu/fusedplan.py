@@ -602,9 +602,12 @@ def _shared_bases(query: Query, tables: list, selectable: list, steps: tuple, ca
 def _one_base(query: Query, tables: list, selectable: list, steps: tuple, nullable=frozenset()) -> tuple | None:
     """(each group column's smallest selectable value over every part, in steps; the values it spans from there,
     one more for a column with NULLs), where the parts are several, grouped, and each VARCHAR group column's
-    codes mean the same strings in every part; else None."""
+    (and MIN or MAX argument's) codes mean the same strings in every part; else None."""
     if len(tables) < 2 or not query.group_by:
         return None
+    strings = [a.arg.name for a in query.aggregates if a.func in ("min", "max") and a.arg.type.name == "VARCHAR"]
+    if any(t.columns[c].dictionary != tables[0].columns[c].dictionary for c in strings for t in tables[1:]):
+        return None  # a MIN or MAX of codes that mean other strings in another part: a table a part
     bases, spans = [], []
     for c, step in zip(query.group_by, steps):
         if any(t.columns[c.name].dictionary != tables[0].columns[c.name].dictionary for t in tables[1:]):
