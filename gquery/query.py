@@ -394,6 +394,7 @@ class Query:
     limit: int | None = None
     table: str = "lineitem"
     notes: tuple[str, ...] = field(default=(), compare=False)  # what the binder folded or rewrote
+    nulls_first: tuple[int, ...] = ()  # the places in order_by whose NULLs come first (DuckDB's default: last)
 
     @cached_property
     def aggregates(self) -> tuple[Aggregate, ...]:
@@ -440,7 +441,8 @@ class Query:
         if self.group_by:
             parts.append(f"GROUP BY {', '.join(map(str, self.group_by))}")
         if self.order_by:
-            parts.append("ORDER BY " + ", ".join(f"{self.outputs[i].name}{' DESC' * d}" for i, d in self.order_by))
+            parts.append("ORDER BY " + ", ".join(f"{self.outputs[i].name}{' DESC' * d}{' NULLS FIRST' * (k in self.nulls_first)}"
+                                                 for k, (i, d) in enumerate(self.order_by)))
         if self.limit is not None:
             parts.append(f"LIMIT {self.limit}")
         return " ".join(parts)

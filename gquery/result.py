@@ -306,10 +306,11 @@ def finalize(query: Query, partial: Partial) -> Result:
     # ordered by the engine's values, not the client's: a date past Python's years is DuckDB's text
     # ('0902-02-05 (BC)'), which neither compares with a datetime.date nor sorts as the date does
     outputs, order = _outputs(query), list(range(len(groups)))
-    for index, descending in reversed(query.order_by):
+    for k in reversed(range(len(query.order_by))):
+        (index, descending), first = query.order_by[k], k in query.nulls_first
         i, expr, j = outputs[index]
         column = keys[j] if i is None else python_values(_engine_values(expr, states[i]))
-        order.sort(key=lambda e: _sort_key(column[e], descending), reverse=descending)
+        order.sort(key=lambda e: _sort_key(column[e], descending, first), reverse=descending)
     if query.limit is not None:
         order = order[:query.limit]
     return _column_rows(query, [[c[e] for e in order] for c in keys], [[[c[e] for e in order] for c in state]
@@ -448,9 +449,10 @@ def _sortable(values: list):
     return np.unique(np.array(values, dtype=object), return_inverse=True)[1].astype(np.int64)
 
 
-def _sort_key(value, descending: bool):
-    """NULLs last in either direction (DuckDB's default order), values by their own order."""
-    return (value is not None, value) if descending else (value is None, value)
+def _sort_key(value, descending: bool, nulls_first: bool = False):
+    """NULLs last in either direction (DuckDB's default order), or first (NULLS FIRST); values by their own order
+    (the sort is reversed for DESC)."""
+    return ((value is None) == (descending == nulls_first), value)
 
 
 # --- AVG: one rounding of the exact mean ---------------------------------------------------------------------------

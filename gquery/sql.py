@@ -510,7 +510,10 @@ class _Binder:
         order_by = self._order_by(select.args.get("order"), items, outputs)
         limit = self._limit(select.args.get("limit"))
         sql = self.text.strip().rstrip(";").rstrip()
-        return Query(sql, outputs, where, group_by, order_by, limit, self.table, tuple(dict.fromkeys(self.notes)))
+        nulls_first = tuple(k for k, o in enumerate(select.args["order"].expressions) if o.args.get("nulls_first")) \
+            if order_by else ()
+        return Query(sql, outputs, where, group_by, order_by, limit, self.table, tuple(dict.fromkeys(self.notes)),
+                     nulls_first)
 
     def _bind_from(self, from_: exp.From | None) -> None:
         if from_ is None:

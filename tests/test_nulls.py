@@ -67,6 +67,9 @@ QUERIES = [
     "SELECT z, COUNT(*) FROM t GROUP BY z",
     "SELECT f, SUM(z), COUNT(z), MIN(q) FROM t WHERE k = 3 GROUP BY f ORDER BY 2 DESC, 1",
     "SELECT COUNT(*) FROM t WHERE z = 1 OR z IS NULL",
+    "SELECT k, SUM(q) FROM t GROUP BY k ORDER BY k DESC NULLS FIRST LIMIT 3",
+    "SELECT s, k, COUNT(*) FROM t GROUP BY s, k ORDER BY s DESC NULLS FIRST, k NULLS FIRST LIMIT 8",
+    "SELECT f, MAX(z) AS m, MIN(s) FROM t GROUP BY f ORDER BY m NULLS FIRST, f DESC NULLS LAST",
 ]
 
 
@@ -135,6 +138,14 @@ def test_damaged_validity_is_refused_in_one_line(data, damage, message):
     with pytest.raises(store.StoreError, match=message) as e:
         store.check_store(path)
     assert "\n" not in str(e.value)
+
+
+def test_nulls_first_is_kept_where_asked():
+    """ORDER BY ... NULLS FIRST puts NULLs first, whichever the direction; DuckDB's default, and NULLS LAST, last."""
+    schema = read_schema(with_nulls().schema)
+    q = parse("SELECT k, COUNT(*) FROM t GROUP BY k ORDER BY k DESC NULLS FIRST, 2, 2 NULLS LAST", schema, "t")
+    assert q.nulls_first == (0,) and "ORDER BY k DESC NULLS FIRST" in q.describe()
+    assert parse("SELECT k, COUNT(*) FROM t GROUP BY k ORDER BY k", schema, "t").nulls_first == ()
 
 
 def test_a_null_group_key_crosses_json():
