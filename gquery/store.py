@@ -289,7 +289,9 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     clustered = f", clustered by {sort_by}" if sort_by else ""
-    echo(f"wrote {path} ({size_text(writer.bytes)}{clustered}, verified)")
+    nulls = [f"{n} {e['nulls']:,}" for n, e in manifest["columns"].items() if e.get("nulls")]
+    held = f", NULLs held: {', '.join(nulls)}" if nulls else ""
+    echo(f"wrote {path} ({size_text(writer.bytes)}{clustered}{held}, verified)")
     return path
 
 

@@ -96,7 +96,9 @@ def test_a_store_holds_nulls_and_the_cpu_answers_as_duckdb(data, sort_by):
     """Written (clustered or not: the validity moves with its rows), verified, opened and checked whole; every
     query's rows are DuckDB's over the same Arrow table."""
     table, con, folder = data
-    path = store.write_store(table_of_arrow(table), folder / f"t-{sort_by}.gq", echo=lambda m: None, sort_by=sort_by)
+    said = []
+    path = store.write_store(table_of_arrow(table), folder / f"t-{sort_by}.gq", echo=said.append, sort_by=sort_by)
+    assert f"NULLs held: k {table['k'].null_count:,}, q " in said[-1] and f"z {ROWS:,}, verified)" in said[-1]
     assert store.check_store(path) == ROWS
     manifest = json.loads((path / "manifest.json").read_text())
     assert manifest["columns"]["z"]["nulls"] == ROWS and "nulls" not in manifest["columns"]["f"]
