@@ -75,3 +75,23 @@ def no_local_memory():
             assert f.local_size_bytes == 0, (name, kernels.resources(f))
 
     return check
+
+
+def with_nulls(table, names, seed: int):
+    """A TPC-H Arrow table with NULLs in the `names` columns (drawn in that order): at about one row in seven,
+    and l_tax at every row shipped before 1995 too (a part whose column is all NULL)."""
+    import datetime
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rng = np.random.default_rng(seed)
+    early = pc.less(table["l_shipdate"], pa.scalar(datetime.date(1995, 1, 1), pa.date32()))
+    for name in names:
+        nulls = pa.array(rng.random(table.num_rows) < 1 / 7)
+        if name == "l_tax":
+            nulls = pc.or_(nulls, early)
+        i = table.column_names.index(name)
+        table = table.set_column(i, name, pc.if_else(nulls, pa.scalar(None, table.schema.field(name).type), table[name]))
+    return table

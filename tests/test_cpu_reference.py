@@ -7,13 +7,14 @@ from decimal import Decimal
 from fractions import Fraction
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from conftest import with_nulls
 
 from gquery.bench import querygen
 from gquery.cpu import evaluate
@@ -85,16 +86,8 @@ def nulled(sf001):
     table = pq.read_table(sf001.files[0], columns=COLUMNS)
     table = table.cast(pa.schema([f.with_type(pa.large_string()) if pa.types.is_string_view(f.type) else f
                                   for f in table.schema]))
-    rng = np.random.default_rng(7)
-    early = pc.less(table["l_shipdate"], pa.scalar(datetime.date(1995, 1, 1), pa.date32()))
-    for name in table.column_names:
-        if name == "l_returnflag":
-            continue
-        nulls = pa.array(rng.random(table.num_rows) < 1 / 7)
-        if name == "l_tax":
-            nulls = pc.or_(nulls, early)
-        i = table.column_names.index(name)
-        table = table.set_column(i, name, pc.if_else(nulls, pa.scalar(None, table.schema.field(name).type), table[name]))
+    early = pc.less(table["l_shipdate"], pa.scalar(datetime.date(1995, 1, 1), pa.date32()))  # before its NULLs
+    table = with_nulls(table, [n for n in table.column_names if n != "l_returnflag"], 7)
     schema = read_schema(table.schema)
     parts = [engine_part(t, schema) for t in (table.filter(early), table.filter(pc.invert(early)), table.slice(0, 0))]
     con = duckdb.connect()

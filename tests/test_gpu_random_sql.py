@@ -8,12 +8,12 @@ memory it may take) must say so in one line, and nearly all must run on the GPU.
 import datetime
 import random
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import with_nulls
 from gquery.bench import querygen
 from gquery import answer, sql, store, tpch
 from gquery.gpu.codegen import NotOnGpu
@@ -52,16 +52,7 @@ def design_store(design: str, sf001, folder):
         whole = pq.read_table(sf001.files[0])
         whole = whole.cast(pa.schema([f.with_type(pa.large_string()) if pa.types.is_string_view(f.type) else f
                                       for f in whole.schema]))  # pyarrow's if_else takes no string_view
-        rng = np.random.default_rng(11)
-        early = pc.less(whole["l_shipdate"], pa.scalar(datetime.date(1995, 1, 1), pa.date32()))
-        for name in COLUMNS:
-            if name in ("l_suppkey", "l_returnflag"):
-                continue
-            nulls = pa.array(rng.random(whole.num_rows) < 1 / 7)
-            if name == "l_tax":
-                nulls = pc.or_(nulls, early)
-            i = whole.column_names.index(name)
-            whole = whole.set_column(i, name, pc.if_else(nulls, pa.scalar(None, whole.schema.field(name).type), whole[name]))
+        whole = with_nulls(whole, [n for n in COLUMNS if n not in ("l_suppkey", "l_returnflag")], 11)
         (folder / "nulls").mkdir()
         pq.write_table(whole, folder / "nulls" / "lineitem.parquet")
         source = tpch.find_lineitem(folder / "nulls" / "lineitem.parquet")
