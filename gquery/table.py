@@ -62,6 +62,7 @@ class Column:
     nulls: int = 0  # rows that hold NULL (their values hold the column's smallest: schema.engine_values)
     _valid: np.ndarray | None = field(default=None, repr=False, compare=False)  # validity(), once read
     _valid_words: np.ndarray | None = field(default=None, repr=False, compare=False)  # validity_words(), once made
+    _frame_nulls: np.ndarray | None = field(default=None, repr=False, compare=False)  # frame_nulls(), once made
 
     def validity_words(self) -> np.ndarray | None:
         """The validity as the GPU reads it: 32 uint32 words a frame, a bit a row from each word's lowest (the
@@ -78,13 +79,17 @@ class Column:
             return self._valid_words
 
     def frame_nulls(self) -> np.ndarray | None:
-        """Whether each frame holds a NULL (a bool a frame); None where the column holds none."""
+        """Whether each frame holds a NULL (a bool a frame); None where the column holds none. Made once (every
+        plan of a predicate over the column asks for it)."""
         valid = self.validity()
         if valid is None:
             return None
-        padded = np.ones(-(-len(valid) // FRAME_ROWS) * FRAME_ROWS, dtype=bool)
-        padded[:len(valid)] = valid
-        return ~padded.reshape(-1, FRAME_ROWS).all(axis=1)
+        with self.lock:
+            if self._frame_nulls is None:
+                padded = np.ones(-(-len(valid) // FRAME_ROWS) * FRAME_ROWS, dtype=bool)
+                padded[:len(valid)] = valid
+                self._frame_nulls = ~padded.reshape(-1, FRAME_ROWS).all(axis=1)
+            return self._frame_nulls
 
     def validity(self) -> np.ndarray | None:
         """A bool a row, True where the column holds a value; None where it holds no NULL. A stored column's

@@ -383,10 +383,6 @@ class FusedRunner:
                 stream.wait_for_event(copied)
             args = []
             for at, c in enumerate(spec.columns):
-                if at in spec.nullable:  # its validity, on the device (a bit a row), from the chunk's first frame
-                    args_after = [valid_on_device(tp.table, c) + 128 * ch.first]
-                else:
-                    args_after = []
                 if c == by_top[i]:  # sliced_value's arguments: top bytes and low bits from the chunk's first row
                     row = FRAME_ROWS * ch.first
                     top = (0 if ch.always else int(ring[slot][(c, "top")]) if c in ch.streamed
@@ -407,7 +403,8 @@ class FusedRunner:
                 else:  # a predicate column a chunk that passes whole never reads
                     args += [0, 0, 0]
                 args.append(table.columns[c].zone_buffers()[2])
-                args += args_after
+                if at in spec.nullable:  # its validity, on the device (a bit a row), from the chunk's first frame
+                    args.append(valid_on_device(tp.table, c) + 128 * ch.first)
             args += constant_args(tp) + list(tp.group_bases)
             rows = min(ch.end * FRAME_ROWS, table.rows) - ch.first * FRAME_ROWS
             table_words = int(acc_d) + 8 * (i % accumulating) * words_per_table
