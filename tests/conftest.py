@@ -95,3 +95,14 @@ def with_nulls(table, names, seed: int):
         i = table.column_names.index(name)
         table = table.set_column(i, name, pc.if_else(nulls, pa.scalar(None, table.schema.field(name).type), table[name]))
     return table
+
+
+def arrow_data(table, folder):
+    """(the Arrow table, a DuckDB connection with it registered as t, a folder): a module's data asked of DuckDB
+    and of gquery alike; the connection closed when the module is done (the fixture's generator)."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("t", table)
+    yield table, con, folder
+    con.close()

@@ -9,12 +9,12 @@ import shutil
 import subprocess
 from decimal import Decimal
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
 
 import gquery
+from conftest import arrow_data
 from gquery import store
 from gquery.arrow import table_of_arrow
 from gquery.gpu import codegen
@@ -75,11 +75,7 @@ QUERIES = [
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    table = with_nulls()
-    con = duckdb.connect()
-    con.register("t", table)
-    yield table, con, tmp_path_factory.mktemp("nulls")
-    con.close()
+    yield from arrow_data(with_nulls(), tmp_path_factory.mktemp("nulls"))
 
 
 def test_a_nulls_place_holds_the_columns_smallest_value_and_its_validity_says_so():
