@@ -255,10 +255,12 @@ def table_partial(query: Query, spec, t) -> ColumnarPartial:
         d = t.plan.table.columns[c.name].dictionary
         null = null_digit(spec, j)
         nulls = None if null is None or not (digit == null).any() else (digit == null).tolist()  # the NULL group
+        if d is not None:  # a VARCHAR's codes as its strings, at once (the NULL group's digit is no code)
+            values = d.decode(values if nulls is None else np.where(digit == null, 0, values))
         if nulls is not None:
-            keys.append([None if n else (d[v] if d is not None else v) for v, n in zip(values.tolist(), nulls)])
+            keys.append([None if n else v for v, n in zip(values if d is not None else values.tolist(), nulls)])
         else:
-            keys.append([d[v] for v in values.tolist()] if d is not None else values)
+            keys.append(values)
     counts = t.counts
     states = []
     for a, k in zip(query.aggregates, accumulator_index(query, spec)):
@@ -270,8 +272,9 @@ def table_partial(query: Query, spec, t) -> ColumnarPartial:
             if a.func in ("min", "max") and taken is not counts and not taken.all():  # no row: NULL, not the identity
                 values = [v if n else None for v, n in zip(python_values(values), taken.tolist())]
             if a.arg.type.name == "VARCHAR":  # the least or greatest code, as this part's dictionary's string
-                d = t.plan.table.columns[a.arg.name].dictionary
-                values = [None if v is None else d[v] for v in python_values(values)]
+                codes = python_values(values)
+                found = t.plan.table.columns[a.arg.name].dictionary.decode([0 if v is None else v for v in codes])
+                values = [None if v is None else s for v, s in zip(codes, found)]
             states.append([values, taken])
     return ColumnarPartial(tuple(a.func for a in query.aggregates), keys, states, len(counts), t.rows_selected)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from gquery.errors import GqueryError
-from gquery.schema import MAX_DICTIONARY, NotHeld, Schema, engine_values, read_schema
+from gquery.schema import NotHeld, Schema, engine_values, read_schema
 from gquery.sources import LineitemSource
 
 # dbgen's .tbl columns and the types DuckDB and tpchgen-cli give them
@@ -71,14 +71,9 @@ class ColumnReader:
     def column(self, name: str) -> pa.ChunkedArray:
         if self.source.format != "parquet":
             return self._tbl.column(name)
-        t = self.schema.types.get(name)
         chunks = []
         for f, pf in zip(self.source.files, self._files):
             try:
-                if t is not None and t.name == "VARCHAR" and not chunks and pf.metadata.num_row_groups > 1:
-                    first = pf.read_row_group(0, columns=[name]).column(0)
-                    if len(first.cast(pa.large_string()).unique()) > MAX_DICTIONARY:  # l_comment: no need to read the rest to know
-                        raise NotHeld(f"it has more than {MAX_DICTIONARY:,} distinct strings")
                 chunks += pf.read(columns=[name]).column(0).chunks
             except (pa.ArrowException, OSError) as e:
                 raise GqueryError(f"{f}: cannot read parquet column {name}: {_first_line(e)}") from None

@@ -27,6 +27,7 @@ from gquery.exact import INT64_MAX, INT64_MIN, LOW32
 from gquery.query import (FLIPPED, Aggregate, And, Arith, Cast, Column, Compare, Expr, InList, IsNull, Literal, Negate,
                           Not, Or, Query, bounds, magnitude, scale_of)
 from gquery.result import Partial, initial_state
+from gquery.schema import as_dictionary
 
 Values = np.ndarray | int  # int64 or object array of one value per row, or one constant for all rows
 
@@ -43,6 +44,7 @@ def evaluate(query: Query, columns: Mapping[str, np.ndarray], dictionaries: Mapp
     strings = [n for n, t in _column_types(query).items() if t.name == "VARCHAR" and n not in dictionaries]
     if strings:
         raise ValueError(f"dictionaries missing for the VARCHAR columns {', '.join(strings)}")
+    dictionaries = {n: as_dictionary(d) for n, d in dictionaries.items()}  # a tuple given: codes decoded at once
     lengths = {len(a) for a in columns.values()}
     if len(lengths) != 1:
         raise ValueError(f"one part's columns must have one length, not {sorted(lengths)}")
@@ -101,7 +103,7 @@ def _groups(query: Query, arrays, dictionaries, selected: np.ndarray, masks):
     for c in query.group_by:
         firsts = arrays[c.name][selected[starts]].tolist()
         if c.type.name == "VARCHAR":
-            firsts = [dictionaries[c.name][code] for code in firsts]
+            firsts = dictionaries[c.name].decode(firsts)
         if c.name in masks:
             firsts = [v if ok else None for v, ok in zip(firsts, masks[c.name][selected[starts]].tolist())]
         columns.append(firsts)
@@ -136,7 +138,7 @@ def _aggregate(rows: "_Rows", a: Aggregate, starts: np.ndarray, ranges) -> list[
     reduce = np.minimum if a.func == "min" else np.maximum
     found = reduce.reduceat(values, starts).tolist()
     if a.arg.type.name == "VARCHAR":  # the least or greatest code: the part's dictionary is sorted as the strings
-        found = [rows.dictionaries[a.arg.name][code] for code in found]
+        found = rows.dictionaries[a.arg.name].decode(found)
     return [[v if isinstance(v, str) else int(v), n] for v, n in zip(found, sizes)]
 
 
@@ -273,6 +275,14 @@ class _Rows:
         raise TypeError(f"{type(e).__name__} is not a predicate the CPU reference decides")
 
     def _compare_string(self, e: Compare) -> np.ndarray:
+        if isinstance(e.left, Column) and isinstance(e.right, Column):  # two columns: their strings, by Arrow (bytes)
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            a, b = (self.dictionaries[c.name].strings.take(pa.array(self.column(c.name))) for c in (e.left, e.right))
+            holds = {"<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal, "=": pc.equal,
+                     "<>": pc.not_equal}[e.op](a, b)
+            return np.asarray(holds.to_numpy(zero_copy_only=False), dtype=bool)
         column, op, literal = (e.left, e.op, e.right) if isinstance(e.left, Column) else (e.right, FLIPPED[e.op], e.left)
         codes, dictionary, s = self.column(column.name), self.dictionaries[column.name], literal.value
         if op in ("=", "<>"):

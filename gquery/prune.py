@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gquery.query import BIGINT, BOOLEAN, FLIPPED, And, Column, Compare, Expr, InList, IsNull, Literal, Not, Or, scale_of
+from gquery.query import (BIGINT, BOOLEAN, FLIPPED, And, Column, Compare, Expr, InList, IsNull, Literal, Not, Or, Recode,
+                          scale_of)
+from gquery.schema import merged_ranks
 
 NEVER, CHECK, ALWAYS = 0, 1, 2
 ABSENT = -1  # the code of a string a part's dictionary lacks: no row has it
@@ -46,6 +48,8 @@ def lower(e: Expr | None, dictionaries: dict, ranges: dict[str, tuple[int, int]]
         left, right, op = e.left, e.right, e.op
         if isinstance(left, Literal) and not isinstance(right, Literal):
             left, right, op = right, left, FLIPPED[op]
+        if isinstance(left, Column) and left.type.name == "VARCHAR" and isinstance(right, Column):
+            return _columns_compare(left, op, right, dictionaries)
         if isinstance(left, Column) and left.type.name == "VARCHAR":
             return _string_compare(left, op, str(right.value), dictionaries[left.name])
         if isinstance(left, Column) and isinstance(right, Literal) and (left.type.is_numeric or left.type.name == "DATE"):
@@ -80,6 +84,17 @@ def _string_compare(col: Column, op: str, s: str, dictionary) -> Compare:
         return Compare(op, codes, Literal(lo if hi > lo else ABSENT, BIGINT))
     bound = {"<": lo, "<=": hi, ">": hi, ">=": lo}[op]
     return Compare({"<": "<", "<=": "<", ">": ">=", ">=": ">="}[op], codes, Literal(bound, BIGINT))
+
+
+def _columns_compare(left: Column, op: str, right: Column, dictionaries: dict) -> Compare:
+    """Two VARCHAR columns compared: by their codes where this part's two dictionaries are one, else by each
+    code's rank among both dictionaries' strings merged (a table a column, read at each row)."""
+    a, b = dictionaries[left.name], dictionaries[right.name]
+    codes = Column(left.name, BIGINT), Column(right.name, BIGINT)
+    if left.name == right.name or a == b:
+        return Compare(op, *codes)
+    ranks = merged_ranks(a, b)
+    return Compare(op, Recode(codes[0], ranks[0]), Recode(codes[1], ranks[1]))
 
 
 def _rescaled(v: Literal, scale: int) -> int | None:

@@ -268,8 +268,8 @@ FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
 @_hash_once
 @dataclass(frozen=True)
 class Compare(Expr):
-    """left op right over numbers (compared at the larger scale), dates, or a VARCHAR column and a
-    string constant (compared by the column's sorted dictionary)."""
+    """left op right over numbers (compared at the larger scale), dates, a VARCHAR column and a string
+    constant (compared by the column's sorted dictionary), or two VARCHAR columns (as strings, by bytes)."""
 
     op: str
     left: Expr
@@ -281,6 +281,24 @@ class Compare(Expr):
 
     def __str__(self) -> str:
         return f"{self.left} {self.op} {self.right}"
+
+
+@_hash_once
+@dataclass(frozen=True)
+class Recode(Expr):
+    """A VARCHAR column's code as its string's rank among several dictionaries' strings merged: table[code].
+    Never parsed: the planner lowers a comparison of two VARCHAR columns, whose codes index other
+    dictionaries, to one of their ranks (prune.lower), equal strings of equal rank."""
+
+    arg: Column
+    table: tuple[int, ...]
+    type: SqlType = BIGINT
+
+    def children(self):
+        return (self.arg,)
+
+    def __str__(self) -> str:
+        return f"rank({self.arg})"
 
 
 @_hash_once
@@ -554,6 +572,8 @@ def bounds(e: Expr, ranges: dict[str, tuple[int, int]]) -> tuple[int, int]:
     if isinstance(e, Literal):
         v = int(e.value)
         return v, v
+    if isinstance(e, Recode):
+        return (min(e.table), max(e.table)) if e.table else (0, 0)
     if isinstance(e, Negate):
         lo, hi = bounds(e.arg, ranges)
         return -hi, -lo

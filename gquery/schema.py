@@ -5,15 +5,20 @@ its values as the engines hold them.
     decimal(p, s)   DECIMAL(p, s), p <= 38, every unscaled value within int64   int64 unscaled values
     date32          DATE                                                        int64 days since 1970-01-01
     strings         VARCHAR with at most MAX_DICTIONARY distinct values         int64 codes into the sorted
-                                                                                distinct values (per part)
+                                                                                distinct values (per part:
+                                                                                a Dictionary)
 
-A column the engines cannot hold exactly is left out with its reason (floating point, nulls, a
-string of too many distinct values such as l_comment, a decimal past int64): a query that names it
-is refused in one line saying why, and `--backend auto` has DuckDB answer it.
+A column the engines cannot hold exactly is left out with its reason (floating point, a decimal past
+int64, more than 2^31 distinct strings): a query that names it is refused in one line saying why,
+and `--backend auto` has DuckDB answer it.
 """
 
 from __future__ import annotations
 
+import bisect
+import operator
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,7 +29,105 @@ from gquery.query import DATE, SqlType, VARCHAR
 if TYPE_CHECKING:  # annotations only: pyarrow is imported where a file is read
     import pyarrow as pa
 
-MAX_DICTIONARY = 1 << 16  # distinct strings a VARCHAR column may have to be held as codes
+MAX_DICTIONARY = (1 << 31) - 1  # distinct strings a VARCHAR column may have to be held as codes (Arrow's int32 indices)
+
+
+class Dictionary(Sequence):
+    """A VARCHAR column's distinct strings in order of code point (UTF-8's byte order, DuckDB's order of
+    strings): code k is the k-th, so < and > on codes are < and > on strings. Held as one Arrow array,
+    not a Python string a value (a column may keep millions); a store's is read when first asked for
+    (`load`), its length known before (`count`). `digest`: a checksum of a store's dictionary bytes, so
+    that two parts' dictionaries of other digests are told apart without reading either."""
+
+    def __init__(self, strings=None, count: int | None = None, load=None, digest: int | None = None):
+        import pyarrow as pa
+
+        if strings is not None and not isinstance(strings, pa.LargeStringArray):
+            strings = pa.array(list(strings), pa.large_string())
+        self._strings, self._load, self.digest = strings, load, digest
+        self._count = len(strings) if strings is not None else int(count)
+        self._lock = threading.Lock()
+
+    @property
+    def strings(self) -> "pa.LargeStringArray":
+        """The strings as one Arrow array (read from the store the first time)."""
+        if self._strings is None:
+            with self._lock:
+                if self._strings is None:
+                    self._strings = self._load()
+        return self._strings
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return self.strings[k].to_pylist()
+        k = operator.index(k)
+        if not -self._count <= k < self._count:
+            raise IndexError(f"code {k} is past a dictionary of {self._count:,} strings")
+        return self.strings[k % self._count].as_py()
+
+    def __iter__(self):
+        return iter(self.strings.to_pylist())
+
+    def code(self, s: str) -> int | None:
+        """The code of a string, None where the dictionary lacks it (a binary search: sorted)."""
+        k = bisect.bisect_left(self, s)
+        return k if k < self._count and self[k] == s else None
+
+    def index(self, s, start: int = 0, stop: int | None = None) -> int:
+        k = self.code(s) if isinstance(s, str) else None
+        if k is None or k < start or (stop is not None and k >= stop):
+            raise ValueError(f"{s!r} is not in the dictionary")
+        return k
+
+    def __contains__(self, s) -> bool:
+        return isinstance(s, str) and self.code(s) is not None
+
+    def decode(self, codes) -> list[str]:
+        """Each code's string, at once (a group key column, say)."""
+        import pyarrow as pa
+
+        return self.strings.take(pa.array(np.asarray(codes, dtype=np.int64))).to_pylist()
+
+    def __eq__(self, other) -> bool:
+        if self is other:
+            return True
+        if isinstance(other, Dictionary):
+            if len(self) != len(other) or (self.digest is not None and other.digest is not None
+                                           and self.digest != other.digest):
+                return False
+            return self.strings.equals(other.strings)
+        if isinstance(other, (tuple, list)):
+            return len(self) == len(other) and self.strings.to_pylist() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # equal by value, and mutable in nothing a hash could keep
+
+    def __reduce__(self):  # pickled (a Dask worker's part) with its strings, not its lock or loader
+        return Dictionary, (self.strings, None, None, self.digest)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(repr(s) for s in self[:3]) + (", ..." if self._count > 3 else "")
+        return f"Dictionary({self._count:,} strings: {shown})"
+
+
+def merged_ranks(a: Dictionary, b: Dictionary) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Each code's rank among both dictionaries' strings merged and sorted (equal strings, equal ranks):
+    a's and b's codes compared by their ranks compare as their strings."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    merged = pc.unique(pa.concat_arrays([a.strings, b.strings]))
+    merged = merged.take(pc.array_sort_indices(merged))
+    return tuple(pc.index_in(a.strings, value_set=merged).to_pylist()), \
+        tuple(pc.index_in(b.strings, value_set=merged).to_pylist())
+
+
+def as_dictionary(strings) -> Dictionary | None:
+    """A Dictionary of sorted distinct strings given as any sequence (a tuple a caller wrote, say)."""
+    return strings if strings is None or isinstance(strings, Dictionary) else Dictionary(strings)
 
 
 def _arrow_integers() -> dict:
@@ -100,7 +203,7 @@ class NotHeld(ValueError):
     """A column whose values the engines cannot hold exactly (the message says why)."""
 
 
-def engine_values(column: pa.ChunkedArray | pa.Array, t: SqlType) -> tuple[np.ndarray, tuple[str, ...] | None,
+def engine_values(column: pa.ChunkedArray | pa.Array, t: SqlType) -> tuple[np.ndarray, Dictionary | None,
                                                                           np.ndarray | None]:
     """(int64 values, the sorted dictionary for VARCHAR else None, where the column has NULLs a bool a row: True
     where it holds a value, else None), exactly; NotHeld where a value cannot be (a decimal past int64, too many
@@ -117,11 +220,11 @@ def engine_values(column: pa.ChunkedArray | pa.Array, t: SqlType) -> tuple[np.nd
         return (*_values(column, t), None)
     valid = np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), dtype=bool)
     if column.null_count == len(column):  # every value NULL: the one string of its dictionary is never seen
-        return np.zeros(len(column), dtype=np.int64), ("",) if t.name == "VARCHAR" else None, valid
+        return np.zeros(len(column), dtype=np.int64), Dictionary([""]) if t.name == "VARCHAR" else None, valid
     return (*_values(column.fill_null(pc.min(column)), t), valid)
 
 
-def _values(column: pa.ChunkedArray, t: SqlType) -> tuple[np.ndarray, tuple[str, ...] | None]:
+def _values(column: pa.ChunkedArray, t: SqlType) -> tuple[np.ndarray, Dictionary | None]:
     """(int64 values, the sorted dictionary for VARCHAR else None) of a column without NULLs."""
     if t.name == "VARCHAR":
         return _codes(column)
@@ -166,18 +269,20 @@ def _days(chunk: pa.Array) -> np.ndarray:
     return chunk.cast(pa.int32()).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, tuple[str, ...]]:
+def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, Dictionary]:
     """Codes into the sorted distinct strings: order of codes is the strings' order (by code point,
-    which is UTF-8's byte order and DuckDB's), so < and > on codes are < and > on strings."""
+    which is UTF-8's byte order and DuckDB's), so < and > on codes are < and > on strings. Arrow encodes
+    them in first-seen order, sorts the distinct strings once, and each code becomes its string's rank."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     column = column.cast(pa.large_string())
-    distinct: set[str] = set()
-    for chunk in column.chunks:  # a chunk at a time: a column of many strings is refused at its first
-        distinct.update(pc.unique(chunk).to_pylist())
-        if len(distinct) > MAX_DICTIONARY:
-            raise NotHeld(f"it has more than {MAX_DICTIONARY:,} distinct strings")
-    dictionary = tuple(sorted(distinct))
-    codes = pc.index_in(column, value_set=pa.array(dictionary, type=pa.large_string()))
-    return codes.to_numpy().astype(np.int64), dictionary
+    encoded = pc.dictionary_encode(column.combine_chunks())  # int32 indices: at most 2^31 distinct strings
+    distinct = encoded.dictionary
+    if len(distinct) > MAX_DICTIONARY:
+        raise NotHeld(f"it has more than {MAX_DICTIONARY:,} distinct strings")
+    order = pc.array_sort_indices(distinct).to_numpy()
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    codes = rank[encoded.indices.to_numpy(zero_copy_only=False)] if len(column) else np.zeros(0, dtype=np.int64)
+    return codes, Dictionary(distinct.take(pa.array(order)))

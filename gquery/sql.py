@@ -945,11 +945,11 @@ class _Binder:
     def _compare_string(self, op: str, left: Expr, right: Expr, node: exp.Expression) -> Expr:
         a, b = left.type, right.type
         if a.name == "VARCHAR" and b.name == "VARCHAR":
-            if isinstance(left, Column) and isinstance(right, Literal):
-                return Compare(op, left, right)
+            if isinstance(left, Column) and isinstance(right, (Literal, Column)):
+                return Compare(op, left, right)  # two columns: as strings (each part's dictionaries merged)
             if isinstance(left, Literal) and isinstance(right, Literal):
                 return TRUE if _holds(op, left.value, right.value) else FALSE
-            raise refuse(f"comparing two VARCHAR columns ({_short(node)})")
+            raise refuse(f"comparing two VARCHAR expressions ({_short(node)})")
         if a.name == "DATE" and isinstance(right, Literal):
             return self._compare_date(op, left, Literal(date_days(right.value), DATE), node)
         if isinstance(right, Literal) and isinstance(left, Literal) and a.name == "VARCHAR" and b.name == "DATE":

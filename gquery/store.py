@@ -48,12 +48,12 @@ from gquery.encodings import (FRAME_ROWS, PAD_WORDS, TOP_BITS, Indexed, Packed, 
 from gquery.errors import GqueryError
 from gquery.host import parallel_map
 from gquery.query import SqlType
-from gquery.schema import Schema
+from gquery.schema import Dictionary, Schema, as_dictionary
 from gquery.table import KEY, Column, ColumnBounds, PartedTable, Table
 
 STORE_NAME = "lineitem.gq"
 PART_NAME = "part-{:05d}.gq"
-FORMAT, VERSION = "gquery-store", 4  # 4: every column, zone maps, checksummed manifest; 3: the mission's three columns
+FORMAT, VERSION = "gquery-store", 5  # 5: dictionaries in buffers; 4: every column, zone maps, checksummed manifest
 PIECE_BYTES = 16 << 20  # a buffer is read and checked in pieces of this size, on every host thread
 KEY_BUFFERS = {"sliced": ("top", "low"), "indexed": ("ids", "ids_low")}
 TYPE_CODES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "DECIMAL", "DATE", "TIMESTAMP", "VARCHAR")
@@ -194,12 +194,41 @@ class _Writer:
         return meta
 
 
-def _trailer(rows: int, factor: int, t: SqlType, dictionary) -> np.ndarray:
+def _trailer(rows: int, factor: int, t: SqlType, dictionary: tuple[int, int] | None) -> np.ndarray:
     """Three rows after a column's frame metadata, under the buffer's CRCs: its rows and common
-    factor, its type and scale, its dictionary's CRC. Whatever the manifest says of them is checked
-    against these, so a manifest that passes its checksum still cannot change what a value means."""
-    words = zlib.crc32("\x00".join(dictionary).encode()) if dictionary is not None else 0
-    return np.array([[rows, factor], [TYPE_CODES.index(t.name), (t.width << 8) | t.scale], [words, 0]], dtype=np.int64)
+    factor, its type and scale, its dictionary's strings and digest (_dictionary_digest). Whatever the
+    manifest says of them is checked against these, so a manifest that passes its checksum still cannot
+    change what a value means."""
+    count, digest = dictionary if dictionary is not None else (0, 0)
+    return np.array([[rows, factor], [TYPE_CODES.index(t.name), (t.width << 8) | t.scale], [digest, count]],
+                    dtype=np.int64)
+
+
+def _dictionary_digest(count: int, strings: dict, offsets: dict) -> int:
+    """A dictionary's checksum from its buffers' manifest entries (their pieces' CRCs, which its read checks):
+    known without reading it, so a column's trailer and two parts' dictionaries are compared unread."""
+    return zlib.crc32(np.array([count, *strings["crc32"], -1, *offsets["crc32"]], dtype=np.int64).tobytes())
+
+
+def _dictionary_words(entry: dict, path: Path | None = None, name: str = "") -> tuple[int, int] | None:
+    """(strings, digest) of a column's dictionary by its manifest entry; None where it has none."""
+    count, buffers = entry.get("dictionary"), entry.get("buffers")
+    if count is None:
+        return None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0 or not isinstance(buffers, dict) \
+            or not all(isinstance(buffers.get(b), dict) and isinstance(buffers[b].get("crc32"), list)
+                       for b in ("strings", "offsets")):
+        _fail(path, f"{name}: its dictionary's manifest entry disagrees with itself")
+    return count, _dictionary_digest(count, buffers["strings"], buffers["offsets"])
+
+
+def _dictionary_buffers(dictionary: Dictionary) -> tuple[np.ndarray, np.ndarray]:
+    """(its strings' UTF-8 bytes end to end, int64 offsets: string k is bytes offsets[k]:offsets[k + 1])."""
+    strings = dictionary.strings
+    offsets_buffer, data_buffer = strings.buffers()[1:3]
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[strings.offset:strings.offset + len(strings) + 1]
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, dtype=np.uint8)
+    return data[offsets[0]:offsets[-1]], offsets - offsets[0]
 
 
 def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | None = None, key: str | None = KEY,
@@ -257,10 +286,16 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
                 valid = None if valid is None else valid[order]
             t = schema.types[name]
             packed = pack(values, None if t.is_decimal else 1)
-            meta = np.vstack([packed.meta, _trailer(reader.rows, packed.factor, t, dictionary)])
-            entry = {"factor": packed.factor, "dictionary": None if dictionary is None else list(dictionary),
-                     "buffers": {b: writer.buffer(f"{name}.{b}", a) for b, a in
-                                 (("meta", meta), ("words", packed.words), ("zmax", packed.zmax))}}
+            entry = {"factor": packed.factor, "dictionary": None, "buffers": {}}
+            if dictionary is not None:  # its strings first: the trailer holds their digest
+                dictionary = as_dictionary(dictionary)
+                data, offsets = _dictionary_buffers(dictionary)
+                entry["dictionary"] = len(dictionary)
+                entry["buffers"] |= {"strings": writer.buffer(f"{name}.strings", data),
+                                     "offsets": writer.buffer(f"{name}.offsets", offsets)}
+            meta = np.vstack([packed.meta, _trailer(reader.rows, packed.factor, t, _dictionary_words(entry))])
+            entry["buffers"] |= {b: writer.buffer(f"{name}.{b}", a) for b, a in
+                                 (("meta", meta), ("words", packed.words), ("zmax", packed.zmax))}
             if valid is not None:  # a bit a row, set where the row holds a value
                 entry["nulls"] = int(len(valid) - np.count_nonzero(valid))
                 entry["buffers"]["valid"] = writer.buffer(f"{name}.valid", np.packbits(valid, bitorder="little"))
@@ -277,8 +312,8 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
                 manifest["key"] = {"column": name, "buffers": buffers}
                 _verify_key(tmp, manifest, name, values)
                 del sliced, indexed
-            _verify_column(tmp, manifest, name, values)
-            del values, packed
+            _verify_column(tmp, manifest, name, values, dictionary)
+            del values, packed, dictionary
         _write_manifest(tmp, manifest)
         if path.exists():
             old = path.parent / f".{path.name}.old-{os.getpid()}"
@@ -295,15 +330,19 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
     return path
 
 
-def _verify_column(folder: Path, manifest: dict, name: str, values: np.ndarray) -> None:
+def _verify_column(folder: Path, manifest: dict, name: str, values: np.ndarray, dictionary: Dictionary | None) -> None:
     """The column read back from disk, checked as a reader checks it, decodes to what it was written from."""
     files = StoreFiles(folder, manifest)
     try:
         same = np.array_equal(files.packed(name).decode(), values)
+        read = files.dictionary(name)
+        same_strings = (read is None) == (dictionary is None) and (read is None or read.strings.equals(dictionary.strings))
     except StoreError as e:
         raise StoreError(f"{name} packed does not read back: {e}") from None
     if not same:
         raise StoreError(f"{name} packed does not decode to the values it was written from")
+    if not same_strings:
+        raise StoreError(f"{name}'s dictionary does not read back as it was written")
 
 
 def _verify_validity(folder: Path, manifest: dict, name: str, valid: np.ndarray) -> None:
@@ -407,7 +446,7 @@ class StoreFiles:
                 or zmax.dtype != np.int64:
             _fail(self.path, f"{name}: {len(meta):,} rows of metadata and {len(zmax):,} zone maps for {self.rows:,} rows")
         meta, trailer = meta[:self.frames], meta[self.frames:]
-        if not np.array_equal(trailer, _trailer(self.rows, factor, t, self.dictionary(name))):
+        if not np.array_equal(trailer, _trailer(self.rows, factor, t, _dictionary_words(entry, self.path, name))):
             _fail(self.path, f"{name}: the manifest's rows, factor, type or dictionary disagree with the column's own")
         widths = meta[:, 1] & 0xFF
         if self.frames and (widths.max() > 64 or np.any(zmax % factor)):
@@ -451,11 +490,31 @@ class StoreFiles:
             _fail(self.path, f"{name}: its count of NULLs disagrees with its validity")
         return valid
 
-    def dictionary(self, name: str) -> tuple[str, ...] | None:
-        d = self.column_entry(name).get("dictionary")
-        if d is not None and not (isinstance(d, list) and all(isinstance(s, str) for s in d) and d == sorted(set(d))):
+    def dictionary(self, name: str) -> Dictionary | None:
+        """A VARCHAR column's dictionary: its length and digest from the manifest now, its strings read when
+        first asked for (checked then: offsets within the bytes, UTF-8, sorted and distinct)."""
+        entry = self.column_entry(name)
+        words = _dictionary_words(entry, self.path, name)
+        return None if words is None else Dictionary(count=words[0], digest=words[1],
+                                                     load=lambda: self._dictionary_strings(name, words[0]))
+
+    def _dictionary_strings(self, name: str, count: int):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        buffers = self.column_entry(name)["buffers"]
+        data, offsets = self.read([buffers["strings"], buffers["offsets"]])
+        if data.dtype != np.uint8 or offsets.dtype != np.int64 or offsets.shape != (count + 1,) or offsets[0] != 0 \
+                or offsets[-1] != len(data) or np.any(np.diff(offsets) < 0):
+            _fail(self.path, f"{name}: its dictionary's offsets disagree with its strings")
+        strings = pa.LargeStringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(data))
+        try:
+            strings.validate(full=True)
+        except pa.ArrowInvalid:
+            _fail(self.path, f"{name}: its dictionary is not UTF-8")
+        if count > 1 and not pc.all(pc.less(strings[:-1], strings[1:])).as_py():
             _fail(self.path, f"{name}: its dictionary is not sorted distinct strings")
-        return None if d is None else tuple(d)
+        return strings
 
     # --- the key's slices and bucket lists --------------------------------------------------------------
     def key_encoding(self, encoding: str, zones=None):
@@ -736,6 +795,8 @@ def check_store(path: Path | str) -> int:
             for encoding in col.stored:
                 col.get(encoding)
             col.validity()
+            if col.dictionary is not None:
+                col.dictionary.strings
     return table.rows if table is not None else open_store(path).rows
 
 

@@ -26,7 +26,7 @@ from gquery.columns import LineitemColumns
 from gquery.contract import QUERY_COLUMNS
 from gquery.encodings import ENCODINGS, FRAME_ROWS, Indexed, Packed, Plain, Sliced, encode_column, frame_view, index_key
 from gquery.query import BIGINT, SqlType, decimal
-from gquery.schema import Schema
+from gquery.schema import Dictionary, Schema, as_dictionary
 
 KEY, QUANTITY, PRICE = QUERY_COLUMNS
 LOGICAL = {KEY: ("int32 key", 4), QUANTITY: ("decimal(_,2) as int64 hundredths", 8),
@@ -52,7 +52,7 @@ class Column:
     name: str
     encodings: dict = field(default_factory=dict)  # encoding name → Plain | Packed | Sliced | Indexed
     type: SqlType | None = None
-    dictionary: tuple[str, ...] | None = None
+    dictionary: Dictionary | None = None  # a tuple of sorted distinct strings given is made one
     load: object = field(default=None, repr=False, compare=False)  # callable(encoding) -> encoding, or None
     stored: tuple[str, ...] = ()  # encodings `load` can read ("zones": the packed encoding's metadata alone)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
@@ -63,6 +63,9 @@ class Column:
     _valid: np.ndarray | None = field(default=None, repr=False, compare=False)  # validity(), once read
     _valid_words: np.ndarray | None = field(default=None, repr=False, compare=False)  # validity_words(), once made
     _frame_nulls: np.ndarray | None = field(default=None, repr=False, compare=False)  # frame_nulls(), once made
+
+    def __post_init__(self):
+        self.dictionary = as_dictionary(self.dictionary)
 
     def validity_words(self) -> np.ndarray | None:
         """The validity as the GPU reads it: 32 uint32 words a frame, a bit a row from each word's lowest (the
@@ -289,7 +292,7 @@ class Table:
         table.largest = ColumnBounds(columns)
         return table
 
-    def values(self, name: str) -> tuple[np.ndarray, tuple[str, ...] | None, np.ndarray | None]:
+    def values(self, name: str) -> tuple[np.ndarray, Dictionary | None, np.ndarray | None]:
         """A column's engine values, dictionary and validity (what a store is written from)."""
         c = self.columns[name]
         return np.asarray(c.values(), dtype=np.int64), c.dictionary, c.validity()

@@ -38,9 +38,9 @@ OLD_TBL_PART_DIR = "lineitem"  # before both formats could coexist
 # Measured with tpchgen-cli 4.0 on a part of SF 1000, whose keys are the widest (278 MB parquet and
 # 815 MB .tbl an SF; 201 and 742 at SF 0.1), plus a tenth for headroom.
 BYTES_PER_SF = {"parquet": 306e6, "tbl": 897e6}
-# The encoded store of every column: 139.8 MB at SF 1 (23 B a row), plus a tenth for SF 1000's wider keys and
-# headroom (the 60 MB an SF once here was measured when a store held the mission's three columns)
-STORE_BYTES_PER_SF = 155e6
+# The encoded store of every column, l_comment's strings held: 341.9 MB at SF 1 in 4 parts (each part keeps its own
+# dictionaries; 329.7 MB in one), plus a tenth for SF 1000's wider keys and headroom
+STORE_BYTES_PER_SF = 376e6
 ORDERS_PER_SF = 1_500_000  # tpchgen-cli splits orders among parts: more parts than orders leaves some empty
 GENERATING = "GENERATING"  # in a store being generated part by part: {"parts": N, "keep_parquet": bool}
 PROGRESS_SECONDS = 5  # how often a line of progress is printed where tpchgen-cli draws no bar

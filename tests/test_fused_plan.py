@@ -15,7 +15,7 @@ from gquery.gpu.fused import fused_build
 from gquery.prune import ABSENT, ALWAYS, CHECK, NEVER, Zones, classify, lower
 from gquery.query import (BIGINT, DATE, DOUBLE, INTEGER, VARCHAR, Aggregate, And, Arith, Column, Compare, InList, Literal,
                           Not, Or, Output, Query, decimal)
-from gquery.schema import Schema
+from gquery.schema import Dictionary, Schema
 from gquery.result import python_values
 from gquery.table import Table
 
@@ -161,7 +161,7 @@ def test_a_long_in_list_is_a_sorted_set_argument_not_thousands_of_parameters():
 
 def test_one_kernel_serves_every_part_and_constants_are_arguments():
     parts = [table(9000, seed) for seed in (1, 2)]
-    parts[1].columns["s"].dictionary = ("N", "R", "S")
+    parts[1].columns["s"].dictionary = Dictionary(("N", "R", "S"))
     where = And((Compare("=", col("s"), Literal("R", VARCHAR)), Compare("<", col("k"), Literal(700, INTEGER))))
     plan = plan_fused(query(where, total(PRODUCT)), parts, "pinned", 132)
     assert [tp.constants for tp in plan.tables] == [(2, 700), (1, 700)]
@@ -536,7 +536,7 @@ def test_parts_of_one_range_add_their_groups_into_one_table_of_words():
     hashed = plan_fused(pairs, [parts[0], shifted], "pinned", 132, whole=True)
     assert hashed.spec.hashed and hashed.shared_groups and hashed.word_tables == 1 and hashed.top is not None
     assert len({tp.group_bases for tp in hashed.tables}) == 1 and hashed.spec.group_cards[0] == 2**20  # 1 .. 1,008,999
-    parts[1].columns["s"].dictionary = ("N", "R", "S")
+    parts[1].columns["s"].dictionary = Dictionary(("N", "R", "S"))
     by_string = plan_fused(query(None, count, group_by=(col("s"),)), parts, "pinned", 132)
     assert not by_string.shared_groups
     assert plan_fused(query(None, count, group_by=(col("s"),)), [parts[0], parts[2]], "pinned", 132).shared_groups

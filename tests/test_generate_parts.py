@@ -145,10 +145,10 @@ def test_signal_during_a_part_ends_the_generator_and_leaves_no_part(tmp_path, si
 def test_free_space_is_checked_before_any_part(tmp_path, monkeypatch):
     monkeypatch.setattr(tpch, "tpchgen_binary", lambda: pytest.fail("must not start without the space"))
     monkeypatch.setattr(tpch.shutil, "disk_usage", lambda p: shutil_usage(free=10**9))
-    with pytest.raises(GqueryError, match=r"^SF 1000 in 100 parts \(100 to encode: store 155\.0 GB, parquet 3\.1 GB\) "
-                                          r"needs 158\.1 GB, 1\.0 GB free at "):
+    with pytest.raises(GqueryError, match=r"^SF 1000 in 100 parts \(100 to encode: store 376\.0 GB, parquet 3\.1 GB\) "
+                                          r"needs 379\.1 GB, 1\.0 GB free at "):
         tpch.generate(1000, tmp_path, echo=quiet)
-    with pytest.raises(GqueryError, match=r"parquet 306\.0 GB\) needs 461\.0 GB"):
+    with pytest.raises(GqueryError, match=r"parquet 306\.0 GB\) needs 682\.0 GB"):
         tpch.generate(1000, tmp_path, keep_parquet=True, echo=quiet)
     assert list(tmp_path.iterdir()) == []
 

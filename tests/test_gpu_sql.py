@@ -45,6 +45,10 @@ QUERIES = [
     "SELECT l_returnflag, COUNT(*) FROM lineitem WHERE NOT (l_quantity > 10 AND NULL) AND l_returnflag IN ('A', NULL, 'R') "
     "GROUP BY 1 ORDER BY 1",
     "SELECT COUNT(*), MIN(l_shipdate) FROM lineitem WHERE l_discount IS NOT NULL AND l_suppkey NOT IN (5, NULL)",
+    # two string columns compared as strings: each code's rank among both dictionaries merged, looked up a row
+    "SELECT COUNT(*), SUM(l_quantity) FROM lineitem WHERE l_returnflag < l_linestatus",
+    "SELECT l_linestatus, COUNT(*), MIN(l_returnflag) FROM lineitem WHERE l_linestatus >= l_returnflag OR "
+    "NOT (l_returnflag <> l_linestatus) OR l_suppkey < 30 GROUP BY l_linestatus ORDER BY 1",
     # IN lists past the kernel's parameter space: sorted sets in memory, searched
     "SELECT COUNT(*), SUM(l_quantity) FROM lineitem WHERE l_suppkey IN (" + ", ".join(str(v) for v in range(-49, 2000, 3))
     + ") AND l_suppkey * 2 NOT IN (" + ", ".join(str(v) for v in range(-100, 40_000, 8)) + ")",

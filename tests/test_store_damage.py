@@ -35,7 +35,8 @@ def read_everything(path):
     t = store.open_store(path)
     out = {}
     for name, col in t.columns.items():
-        out[name] = (col.get("packed").decode().astype(np.int64).tolist(), col.dictionary, col.type)
+        strings = None if col.dictionary is None else list(col.dictionary)  # read now: a dictionary is read when asked for
+        out[name] = (col.get("packed").decode().astype(np.int64).tolist(), strings, col.type)
         for enc in ("sliced", "indexed"):
             if enc in col.stored:
                 out[f"{name}.{enc}"] = col.get(enc).decode().astype(np.int64).tolist()

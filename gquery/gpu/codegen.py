@@ -21,7 +21,7 @@ import numpy as np
 
 from gquery.errors import GqueryError
 from gquery.query import (And, Arith, Cast, Column, Compare, Expr, InList, IsNull, Literal, Negate, Not, Or, Query,
-                          bounds, scale_of)
+                          Recode, bounds, scale_of)
 from gquery.result import python_values
 
 I64_LIMIT = 2**63
@@ -76,7 +76,7 @@ class KernelSpec:
     value_slots: tuple[int, ...]
     predicate: str  # C boolean expression of v<slot> and k<constant>; "" for no predicate
     constants: int
-    set_slots: tuple[int, ...]  # constants that are sorted sets (a long IN list): a pointer and a length each
+    set_slots: tuple[int, ...]  # constants that are arrays (a long IN list's sorted set, a rank table): a pointer and a length each
     accumulators: tuple[Accumulator, ...]
     group_slots: tuple[int, ...]  # group columns' slots (0 to 2)
     group_cards: tuple[int, ...]  # values a group column may take in a part: the groups are their product
@@ -150,6 +150,13 @@ class _Emitter:
         self.set_slots.append(len(self.values) - 1)
         return f"k{len(self.values) - 1}"
 
+    def const_table(self, values) -> str:
+        """A table of constants looked up by a column's code (a Recode's ranks), in memory as a set is."""
+        out = tuple(int(v) for v in values)
+        self.values.append(out)
+        self.set_slots.append(len(self.values) - 1)
+        return f"k{len(self.values) - 1}"
+
     def wide(self, e: Expr) -> bool:
         lo, hi = bounds(e, self.ranges)
         if max(-lo, hi) >= I128_LIMIT:
@@ -162,6 +169,9 @@ class _Emitter:
             return f"v{self.slots[e.name]}", "long long"
         if isinstance(e, Literal):
             return self.const(int(e.value)), "long long"
+        if isinstance(e, Recode):  # a code's rank: the table holds one a code of the part's dictionary
+            code, _ = self.number(e.arg)
+            return f"{self.const_table(e.table)}[{code}]", "long long"
         ctype = "i128" if self.wide(e) else "long long"
         if isinstance(e, Negate):
             code, _ = self.number(e.arg)

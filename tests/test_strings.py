@@ -1,0 +1,145 @@
+"""Strings at the edges of the class: a VARCHAR column of more distinct strings than fit a manifest (its
+dictionary two buffers of the store, read when a query first needs it and checked then), codes decoded at
+once, and two VARCHAR columns compared (as strings: a part's two dictionaries merged into one order). The
+CPU reference, and on a GPU host the fused kernel in every mode, against DuckDB over the same Arrow data,
+stored whole and in parts whose dictionaries differ."""
+
+import json
+import pickle
+from decimal import Decimal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import gquery
+from conftest import arrow_data
+from gquery import answer, sql, store, tpch
+from gquery.arrow import table_of_arrow
+from gquery.result import same
+from gquery.schema import Dictionary, engine_values, read_schema
+
+ROWS = 150_000
+DISTINCT = 90_000  # past the 65,536 a dictionary held in the manifest's JSON allowed
+LETTERS = list("abcXYZ 09_") + ["é", "€", "😀", "\u00a0"]  # one- to four-byte UTF-8
+
+
+def strings_table(seed: int = 3) -> pa.Table:
+    """s: one of DISTINCT random strings (the empty one among them), NULL at a twentieth of the rows; w: one of
+    a few hundred of them and a few of its own; u: s's strings cut to their first two characters; k, q numbers."""
+    rng = np.random.default_rng(seed)
+    words = {""}
+    while len(words) < DISTINCT:
+        words.add("".join(rng.choice(LETTERS, int(rng.integers(1, 9)))))
+    words = sorted(words)
+    s = [words[i] for i in rng.integers(0, DISTINCT, ROWS)]
+    few = [words[i] for i in rng.integers(0, DISTINCT, 300)] + ["a", "b", "zz", "Y"]
+    return pa.table({
+        "s": pa.array([None if n else v for v, n in zip(s, rng.random(ROWS) < 0.05)], pa.string()),
+        "w": pa.array([few[i] for i in rng.integers(0, len(few), ROWS)], pa.string()),
+        "u": pa.array([v[:2] for v in s], pa.string()),
+        "k": pa.array(rng.integers(0, 1000, ROWS), pa.int64()),
+        "q": pa.array([Decimal(int(v)).scaleb(-2) for v in rng.integers(-500, 5000, ROWS)], pa.decimal128(15, 2)),
+    })
+
+
+QUERIES = [
+    "SELECT COUNT(*), COUNT(s), MIN(s), MAX(s), MIN(u), MAX(w) FROM t",
+    "SELECT s, COUNT(*), SUM(q) FROM t GROUP BY s ORDER BY 2 DESC, s LIMIT 10",
+    "SELECT s, SUM(q) FROM t WHERE k < 40 GROUP BY s ORDER BY s DESC NULLS FIRST LIMIT 25",
+    "SELECT COUNT(*), SUM(q) FROM t WHERE s < 'b' AND s >= 'XY'",
+    "SELECT COUNT(*) FROM t WHERE s IN ('a', 'é€', '', 'Z9', '😀') OR s > 'é'",
+    "SELECT COUNT(*), SUM(q) FROM t WHERE s = w",
+    "SELECT COUNT(*), SUM(q) FROM t WHERE s < w",
+    "SELECT COUNT(*) FROM t WHERE w >= s OR k < 10",
+    "SELECT COUNT(*) FROM t WHERE NOT (s <> w)",
+    "SELECT COUNT(*), MIN(q) FROM t WHERE u <= s AND u <> w",
+    "SELECT COUNT(*) FROM t WHERE s = s",
+    "SELECT w, COUNT(*), MIN(s), MAX(s) FROM t WHERE s > w GROUP BY w ORDER BY w LIMIT 20",
+    "SELECT u, k, COUNT(*) FROM t WHERE u > w GROUP BY u, k ORDER BY 3 DESC, 1, 2 LIMIT 12",
+]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    for table, con, folder in arrow_data(strings_table(), tmp_path_factory.mktemp("strings")):
+        yield table, con, store.write_store(table_of_arrow(table), folder / "t.gq", echo=lambda m: None)
+
+
+def test_a_dictionary_is_one_sorted_arrow_array_searched_and_decoded_at_once():
+    d = Dictionary(["", "A", "a", "é", "😀"])
+    assert len(d) == 5 and d[1] == "A" and d[-1] == "😀" and d[1:3] == ["A", "a"] and list(d) == ["", "A", "a", "é", "😀"]
+    assert d.code("a") == 2 and d.code("b") is None and d.index("é") == 3 and "A" in d and "B" not in d and 3 not in d
+    with pytest.raises(ValueError):
+        d.index("b")
+    with pytest.raises(IndexError):
+        d[5]
+    assert d.decode(np.array([4, 0, 2])) == ["😀", "", "a"]
+    assert d == ("", "A", "a", "é", "😀") and d == Dictionary(list(d)) and d != Dictionary(["", "A"])
+    assert pickle.loads(pickle.dumps(d)) == d
+    values, strings, valid = engine_values(pa.array(["b", "a", None, "b", "é"]), read_schema(pa.schema([("x", pa.string())])).types["x"])
+    assert list(strings) == ["a", "b", "é"] and values.tolist() == [1, 0, 0, 1, 2] and valid.tolist() == [True, True, False, True, True]
+
+
+def test_a_store_keeps_many_strings_in_buffers_read_when_first_asked_for(data):
+    table, con, path = data
+    manifest = json.loads((path / "manifest.json").read_text())
+    entry = manifest["columns"]["s"]
+    distinct = len(set(table["s"].drop_null().to_pylist()))
+    assert entry["dictionary"] == distinct > 65_536 and {"strings", "offsets"} <= set(entry["buffers"])
+    assert (path / "s.strings.bin").is_file() and (path / "s.offsets.bin").is_file()
+    assert store.check_store(path) == ROWS
+    t = gquery.open(str(path), name="t")
+    held = t.data.columns["s"].dictionary
+    assert len(held) == distinct and held._strings is None  # opened: its length known, its strings not read
+    got = t.sql(QUERIES[1], backend="cpu", check=False)
+    assert same(got.result, con.execute(QUERIES[1]).fetchall(), True)
+    assert held._strings is not None and held.strings.to_pylist() == sorted(set(table["s"].drop_null().to_pylist()))
+
+
+@pytest.mark.parametrize("source", ["store", "arrow"])
+def test_the_cpu_answers_as_duckdb(data, source):
+    table, con, path = data
+    t = gquery.open(str(path) if source == "store" else table, name="t")
+    for text in QUERIES:
+        assert same(t.sql(text, backend="cpu", check=False).result, con.execute(text).fetchall(), "ORDER BY" in text), text
+
+
+def test_two_string_expressions_other_than_columns_are_refused_in_one_line(data):
+    _, _, path = data
+    t = gquery.open(str(path), name="t")
+    schema = answer.schema_of(t.data)
+    assert sql.parse("SELECT COUNT(*) FROM t WHERE 'b' > s", schema, table="t").where is not None
+    with pytest.raises(gquery.GqueryError) as e:
+        t.sql("SELECT COUNT(*) FROM t WHERE s < 1", backend="cpu", check=False)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.gpu
+def test_the_gpu_answers_as_duckdb_in_every_mode_whole_and_in_parts(data, tmp_path):
+    """The same queries through the fused kernel: a code's rank looked up in a table a part (two columns
+    compared), string constants as codes, and a store in two parts whose dictionaries differ."""
+    from gquery.gpu.executor import Engine, close_last
+
+    table, con, path = data
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    half = ROWS // 2
+    for k, part in enumerate((table.slice(0, half), table.slice(half)), start=1):
+        pq.write_table(part, folder / f"lineitem.{k}.parquet")
+    parted = store.write_parted(tpch.find_lineitem(folder), tmp_path / "parts.gq", echo=lambda m: None)
+    engine = Engine()
+    try:
+        for p in (path, parted):
+            t = store.open_store(p, engine.memory)
+            schema = answer.schema_of(t)
+            for n, text in enumerate(QUERIES):
+                query = sql.parse(text, schema, table="t")
+                want = con.execute(text).fetchall()
+                for mode in ("resident", "pinned", "registered", "pageable"):
+                    got = answer.gpu_answer(query, t, engine, mode, repeat=1, warmup=False)
+                    assert same(got.result, want, "ORDER BY" in text), (p.name, mode, text, got.rows[:3], want[:3])
+            engine.memory.release_table(t)
+    finally:
+        close_last(engine)
