@@ -63,6 +63,8 @@ def test_arrow_is_duckdbs_arrow(opened, text):
 
 
 def test_arrow_of_random_queries_of_the_class(opened):
+    """querygen's random SQL through the API (its edges among it: wide groups, long IN lists, deep and long
+    expressions, IS NULL), typed and valued as DuckDB's own Arrow answer."""
     t, con = opened
     rng = random.Random(25)
     for _ in range(40):
