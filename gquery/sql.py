@@ -174,18 +174,28 @@ _TOKENS = re.compile(r"""(?ix)
 SHAPES_KEPT = 4096  # shapes a table keeps: texts of generated shapes must not grow it without bound
 
 
+_SPACE = re.compile(r"\s+")
+
+
+def _spaced(gap: str) -> str:
+    """Text between tokens, its whitespace runs as one space (one newline where the run holds one: it ends
+    a -- comment): two texts that differ only so are one token sequence, one parse tree."""
+    return _SPACE.sub(lambda m: "\n" if "\n" in m.group() else " ", gap)
+
+
 def shape_of(text: str) -> tuple[str, list[tuple[int, int]]] | None:
-    """The text's shape (each literal written `?`) and where each literal lies in it: (start, length); None
-    where the text has a `?` or `$` of its own (a prepared statement's, a dollar-quoted string)."""
+    """The text's shape (each literal written `?`, whitespace between tokens made one space, none at either
+    end) and where each literal lies in it: (start, length); None where the text has a `?` or `$` of its own
+    (a prepared statement's, a dollar-quoted string)."""
     if not isinstance(text, str) or "?" in text or "$" in text:
         return None
     parts, spans, at = [], [], 0
-    for m in _TOKENS.finditer(text):
+    for m in _TOKENS.finditer(text):  # names, quoted names and comments as written; the gaps between, spaced
+        parts += [_spaced(text[at:m.start()]), "?" if m.group("literal") is not None else m.group()]
         if m.group("literal") is not None:
-            parts += [text[at:m.start()], "?"]
             spans.append((m.start(), m.end() - m.start()))
-            at = m.end()
-    return "".join(parts) + text[at:], spans
+        at = m.end()
+    return ("".join(parts) + _spaced(text[at:])).strip(), spans
 
 
 def parse_shaped(text: str, schema: Schema, table: str, shapes: dict) -> Query:

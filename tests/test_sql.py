@@ -420,10 +420,26 @@ def _sibling(text: str, rng: random.Random) -> str:
     return "".join(out) + text[at:]
 
 
+def _respaced(text: str, rng: random.Random) -> str:
+    """The text with the whitespace between its tokens written otherwise (runs widened, spaces made tabs,
+    some at either end): of the same shape, parsed to the same tree; strings, quoted names, comments kept."""
+    from gquery.sql import _TOKENS
+
+    def gap(g: str) -> str:
+        return re.sub(r"[ \t]+", lambda m: rng.choice([" ", "  ", "\t", " \t "]), g)
+
+    out, at = [rng.choice(["", " ", "\n  "])], 0
+    for m in _TOKENS.finditer(text):
+        out += [gap(text[at:m.start()]), m.group()]
+        at = m.end()
+    return "".join(out) + gap(text[at:]) + rng.choice(["", "\n", " \n\t"])
+
+
 @deep_expressions  # querygen draws expressions nested past Python's default recursion limit
 def test_a_new_text_of_a_known_shape_is_the_query_its_parse_is(schema):
-    """parse_shaped against parse on random texts of the class and on siblings of each (its literals
-    changed): the same Query, or the same error; the template serves most shapes."""
+    """parse_shaped against parse on random texts of the class, on siblings of each (its literals changed)
+    and on the text spaced otherwise (one shape): the same Query, or the same error; the template serves
+    most shapes."""
     from gquery.bench import querygen
     from gquery.sql import parse_shaped, shape_of
 
@@ -432,7 +448,9 @@ def test_a_new_text_of_a_known_shape_is_the_query_its_parse_is(schema):
     for k in range(250):
         rng = random.Random(f"shape {k}")
         text = querygen.query(rng)
-        for t in (text, _sibling(text, rng), _sibling(text, rng)):
+        respaced = _respaced(text, rng)
+        assert shape_of(respaced)[0] == shape_of(text)[0], (text, respaced)
+        for t in (text, _sibling(text, rng), _sibling(text, rng), respaced):
             try:
                 want = parse(t, schema)
             except GqueryError as e:
