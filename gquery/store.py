@@ -379,9 +379,10 @@ class StoreFiles:
             _fail(path, f"frames of {manifest.get('frame_rows')!r} rows, this gquery reads frames of {FRAME_ROWS}")
         self.frames = -(-self.rows // FRAME_ROWS)
 
-    def read(self, buffers: list[dict], into: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    def read(self, buffers: list[dict], into: list[np.ndarray] | None = None, pin: bool = True) -> list[np.ndarray]:
         """Each buffer (its manifest entry) as an array, sizes and checksums checked. `into`: arrays to
-        read into (a window's slots) instead of new memory."""
+        read into (a window's slots) instead of new memory. `pin`: False for what only the host reads (a
+        dictionary's strings: a kernel reads codes), never page-locked."""
         arrays = []
         for k, meta in enumerate(buffers):
             try:
@@ -419,7 +420,7 @@ class StoreFiles:
         if problems:
             _fail(self.path, problems[0])
         out = [shaped for _, _, shaped, _ in arrays]
-        if self.pin is not None and into is None:
+        if self.pin is not None and into is None and pin:
             self.pin([flat for _, _, _, flat in arrays])
         return out
 
@@ -503,7 +504,7 @@ class StoreFiles:
         import pyarrow.compute as pc
 
         buffers = self.column_entry(name)["buffers"]
-        data, offsets = self.read([buffers["strings"], buffers["offsets"]])
+        data, offsets = self.read([buffers["strings"], buffers["offsets"]], pin=False)
         if data.dtype != np.uint8 or offsets.dtype != np.int64 or offsets.shape != (count + 1,) or offsets[0] != 0 \
                 or offsets[-1] != len(data) or np.any(np.diff(offsets) < 0):
             _fail(self.path, f"{name}: its dictionary's offsets disagree with its strings")
