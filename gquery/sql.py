@@ -1016,16 +1016,18 @@ class _Binder:
         matches = [self._compare("=", arg, self._value(v), node) for v in expressions]
         if TRUE in matches:
             return TRUE
-        values = []
+        values, others = [], []
         for m in matches:
             if m == FALSE or m == _negation(Compare("=", arg, arg)):
                 continue  # a constant that equals nothing (another constant, a timestamp past midnight)
-            if not (isinstance(m, Compare) and m.left == arg and isinstance(m.right, Literal)):
-                raise refuse(f"IN with a value that is not a constant ({_short(node)})")
-            values.append(m.right)
+            if isinstance(m, Compare) and m.left == arg and isinstance(m.right, Literal):
+                values.append(m.right)
+            else:  # a value that is not a constant (a column): x IN (a, b) is x = a OR x = b, NULLs alike
+                others.append(m)
+        terms = ([InList(arg, tuple(dict.fromkeys(values)))] if values else []) + others
+        if terms:
+            return _conjunction(Or, terms)
         # none equals any: FALSE wherever the argument is not NULL (unknown where it is: NOT IN keeps no NULL)
-        if values:
-            return InList(arg, tuple(dict.fromkeys(values)))
         return FALSE if isinstance(arg, Literal) else _negation(Compare("=", arg, arg))
 
     # -- names --

@@ -6,7 +6,8 @@ is one, orders the rows totally (every group column is a key), so that LIMIT pic
 on both sides and ordered answers compare row by row.
 
 Most queries group by at most two of GROUPS' small keys, under a WHERE of comparisons, BETWEEN and
-short IN lists over NUMBERS, STRINGS and dates (and two columns compared: dates, numbers, strings),
+short IN lists over NUMBERS, STRINGS and dates (and two columns compared: dates, numbers, strings, and
+IN lists holding a column),
 under AND/OR/NOT two levels deep. The class's edges
 are drawn at modest rates, each independently of the others, so the rest stays as it was:
 
@@ -154,7 +155,9 @@ def comparison(rng: random.Random) -> str:
         return f"{column} {rng.choice(COMPARE)} '{rng.choice(STRINGS[column])}'"
     return rng.choice(["l_discount > l_tax", "l_quantity * l_discount < 1.5", "l_tax + l_discount >= 0.1",
                        "l_extendedprice * (1 - l_discount) > 30000", "l_shipdate < l_commitdate",
-                       "l_returnflag < l_linestatus", "l_shipmode >= l_returnflag", "l_linestatus <> l_returnflag"])
+                       "l_returnflag < l_linestatus", "l_shipmode >= l_returnflag", "l_linestatus <> l_returnflag",
+                       "l_returnflag IN (l_linestatus, 'A')", "l_tax NOT IN (l_discount, 0.02)",
+                       "l_shipdate IN (l_commitdate, DATE '1995-03-15')"])
 
 
 def simple_comparison(rng: random.Random, op: str) -> str:
