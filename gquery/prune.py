@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gquery.query import (BIGINT, BOOLEAN, FLIPPED, And, Column, Compare, Expr, InList, IsNull, Literal, Not, Or, Recode,
-                          scale_of)
+from gquery.query import (BIGINT, BOOLEAN, FLIPPED, And, Arith, Column, Compare, Expr, InList, IsNull, Literal, Not,
+                          Or, Recode, scale_of)
 from gquery.schema import merged_ranks
 
 NEVER, CHECK, ALWAYS = 0, 1, 2
@@ -86,13 +86,27 @@ def _string_compare(col: Column, op: str, s: str, dictionary) -> Compare:
     return Compare({"<": "<", "<=": "<", ">": ">=", ">=": ">="}[op], codes, Literal(bound, BIGINT))
 
 
+SMALL_DICTIONARY = 4096  # strings a dictionary may have to be ranked into another's order by a search each
+
+
 def _columns_compare(left: Column, op: str, right: Column, dictionaries: dict) -> Compare:
-    """Two VARCHAR columns compared: by their codes where this part's two dictionaries are one, else by each
-    code's rank among both dictionaries' strings merged (a table a column, read at each row)."""
+    """Two VARCHAR columns compared: by their codes where this part's two dictionaries are one. Where one is
+    small, the larger's code k as 2k and the smaller's codes as a table of ranks in the larger's order (a
+    string equal to its k-th, 2k; one between its (k-1)-th and k-th, 2k - 1), read at each row: the l_comment
+    of millions against a column of a few strings needs a table of a few. Else each code's rank among both
+    dictionaries' strings merged (a table a column)."""
     a, b = dictionaries[left.name], dictionaries[right.name]
     codes = Column(left.name, BIGINT), Column(right.name, BIGINT)
     if left.name == right.name or a == b:
         return Compare(op, *codes)
+    if min(len(a), len(b)) <= SMALL_DICTIONARY:
+        small_first = len(a) < len(b)
+        (small, small_codes), (large, large_codes) = ((a, codes[0]), (b, codes[1])) if small_first else \
+            ((b, codes[1]), (a, codes[0]))
+        ranked = Recode(small_codes, tuple(2 * k - (0 if k < len(large) and large[k] == s else 1)
+                                           for s, k in ((s, bisect.bisect_left(large, s)) for s in small)))
+        doubled = Arith("*", large_codes, Literal(2, BIGINT), BIGINT)
+        return Compare(op, ranked, doubled) if small_first else Compare(op, doubled, ranked)
     ranks = merged_ranks(a, b)
     return Compare(op, Recode(codes[0], ranks[0]), Recode(codes[1], ranks[1]))
 

@@ -143,3 +143,46 @@ def test_the_gpu_answers_as_duckdb_in_every_mode_whole_and_in_parts(data, tmp_pa
             engine.memory.release_table(t)
     finally:
         close_last(engine)
+
+
+def _codes_value(e, codes: dict) -> np.ndarray:
+    """A lowered value over every code pair: a column's codes, 2 x them, or their ranks' table."""
+    from gquery.query import Arith, Column, Literal, Recode
+
+    if isinstance(e, Column):
+        return codes[e.name]
+    if isinstance(e, Literal):
+        return np.int64(e.value)
+    if isinstance(e, Recode):
+        return np.asarray(e.table, dtype=np.int64)[codes[e.arg.name]]
+    assert isinstance(e, Arith) and e.op == "*", e
+    return _codes_value(e.left, codes) * _codes_value(e.right, codes)
+
+
+@pytest.mark.parametrize("sizes", [(1, 1), (3, 2), (2, 5000), (300, 4097), (5000, 4500)])
+def test_two_string_columns_lowered_compare_as_their_strings_at_every_code_pair(sizes):
+    """prune.lower of a comparison of two VARCHAR columns of other dictionaries (one small: the large one's
+    codes doubled against a table of the small one's ranks; both large: both ranked among the strings merged;
+    one dictionary: the codes), evaluated over every pair of codes (50,000 drawn where they are more), equals
+    comparing their strings."""
+    import operator
+    import random
+
+    from gquery.prune import lower
+    from gquery.query import VARCHAR, Column, Compare
+
+    rng = random.Random(sum(sizes))
+    pool = sorted({"".join(rng.choice(LETTERS + ["\x00"]) for _ in range(rng.randint(0, 5))) for _ in range(20000)})
+    a, b = (Dictionary(sorted(rng.sample(pool, n))) for n in sizes)
+    if len(a) * len(b) <= 50_000:  # every pair of codes, else 50,000 of them drawn
+        codes = dict(zip("ab", (g.ravel() for g in np.meshgrid(np.arange(len(a)), np.arange(len(b)), indexing="ij"))))
+    else:
+        draw = np.random.default_rng(len(a))
+        codes = {"a": draw.integers(0, len(a), 50_000), "b": draw.integers(0, len(b), 50_000)}
+    strings = {"a": np.array(list(a), dtype=object)[codes["a"]], "b": np.array(list(b), dtype=object)[codes["b"]]}
+    ops = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "=": operator.eq, "<>": operator.ne}
+    for op, holds in ops.items():
+        for x, y in (("a", "b"), ("b", "a"), ("a", "a")):
+            lowered = lower(Compare(op, Column(x, VARCHAR), Column(y, VARCHAR)), {"a": a, "b": b}, {})
+            got = ops[lowered.op](_codes_value(lowered.left, codes), _codes_value(lowered.right, codes))
+            assert np.array_equal(got, np.vectorize(holds)(strings[x], strings[y])), (sizes, op, x, y, lowered)
