@@ -40,10 +40,11 @@ class Dictionary(Sequence):
     that two parts' dictionaries of other digests are told apart without reading either."""
 
     def __init__(self, strings=None, count: int | None = None, load=None, digest: int | None = None):
-        import pyarrow as pa
+        if strings is not None:  # (pyarrow imported only then: a store's is opened without it)
+            import pyarrow as pa
 
-        if strings is not None and not isinstance(strings, pa.LargeStringArray):
-            strings = pa.array(list(strings), pa.large_string())
+            if not isinstance(strings, pa.LargeStringArray):
+                strings = pa.array(list(strings), pa.large_string())
         self._strings, self._load, self.digest = strings, load, digest
         self._count = len(strings) if strings is not None else int(count)
         self._lock = threading.Lock()

@@ -186,3 +186,16 @@ def test_two_string_columns_lowered_compare_as_their_strings_at_every_code_pair(
             lowered = lower(Compare(op, Column(x, VARCHAR), Column(y, VARCHAR)), {"a": a, "b": b}, {})
             got = ops[lowered.op](_codes_value(lowered.left, codes), _codes_value(lowered.right, codes))
             assert np.array_equal(got, np.vectorize(holds)(strings[x], strings[y])), (sizes, op, x, y, lowered)
+
+
+def test_opening_a_store_of_string_columns_reads_no_dictionary_and_imports_no_pyarrow(data):
+    """A fresh process opens the store (its manifest: each dictionary's length and digest) without reading a
+    dictionary or importing pyarrow, whose import a first answer that reads no string would wait for."""
+    import subprocess
+    import sys
+
+    _, _, path = data
+    code = ("import sys, gquery; t = gquery.open(sys.argv[1]); d = t.data.columns['s'].dictionary; "
+            "print(len(d), d._strings is None, 'pyarrow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True).stdout.split()
+    assert int(out[0]) > 65_536 and out[1:] == ["True", "False"], out
