@@ -54,6 +54,7 @@ from gquery.table import KEY, Column, ColumnBounds, PartedTable, Table
 STORE_NAME = "lineitem.gq"
 PART_NAME = "part-{:05d}.gq"
 FORMAT, VERSION = "gquery-store", 5  # 5: dictionaries in buffers; 4: every column, zone maps, checksummed manifest
+READ_VERSIONS = (4, VERSION)  # a version-4 store (its dictionaries in its manifest) is still read: not rebuilt
 PIECE_BYTES = 16 << 20  # a buffer is read and checked in pieces of this size, on every host thread
 KEY_BUFFERS = {"sliced": ("top", "low"), "indexed": ("ids", "ids_low")}
 TYPE_CODES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "DECIMAL", "DATE", "TIMESTAMP", "VARCHAR")
@@ -150,8 +151,8 @@ def _manifest(path: Path) -> dict:
         _fail(path, f"unreadable manifest ({e.__class__.__name__})")
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         _fail(path, "not a gquery store manifest")
-    if manifest.get("version") != VERSION:
-        _fail(path, f"store version {manifest.get('version')!r}, this gquery reads {VERSION}")
+    if manifest.get("version") not in READ_VERSIONS:
+        _fail(path, f"store version {manifest.get('version')!r}, this gquery reads {' and '.join(map(str, READ_VERSIONS))}")
     if manifest.get("checksum") != _manifest_checksum(manifest):
         _fail(path, "its manifest does not match its checksum (edited or damaged)")
     return manifest
@@ -447,7 +448,7 @@ class StoreFiles:
                 or zmax.dtype != np.int64:
             _fail(self.path, f"{name}: {len(meta):,} rows of metadata and {len(zmax):,} zone maps for {self.rows:,} rows")
         meta, trailer = meta[:self.frames], meta[self.frames:]
-        if not np.array_equal(trailer, _trailer(self.rows, factor, t, _dictionary_words(entry, self.path, name))):
+        if not np.array_equal(trailer, _trailer(self.rows, factor, t, self._dictionary_trailer(name))):
             _fail(self.path, f"{name}: the manifest's rows, factor, type or dictionary disagree with the column's own")
         widths = meta[:, 1] & 0xFF
         if self.frames and (widths.max() > 64 or np.any(zmax % factor)):
@@ -491,10 +492,29 @@ class StoreFiles:
             _fail(self.path, f"{name}: its count of NULLs disagrees with its validity")
         return valid
 
+    def _legacy_strings(self, name: str) -> list[str] | None:
+        """A version-4 store's dictionary: its strings listed in the manifest (sorted, distinct), else None."""
+        d = self.column_entry(name).get("dictionary")
+        if d is not None and not (isinstance(d, list) and all(isinstance(s, str) for s in d) and d == sorted(set(d))):
+            _fail(self.path, f"{name}: its dictionary is not sorted distinct strings")
+        return d
+
+    def _dictionary_trailer(self, name: str) -> tuple[int, int] | None:
+        """(strings, digest) its trailer holds of a column's dictionary; a version-4 store's: (0, the CRC of its
+        strings joined by NULs)."""
+        if self.manifest.get("version") == 4:
+            d = self._legacy_strings(name)
+            return None if d is None else (0, zlib.crc32("\x00".join(d).encode()))
+        return _dictionary_words(self.column_entry(name), self.path, name)
+
     def dictionary(self, name: str) -> Dictionary | None:
         """A VARCHAR column's dictionary: its length and digest from the manifest now, its strings read when
-        first asked for (checked then: offsets within the bytes, UTF-8, sorted and distinct)."""
+        first asked for (checked then: offsets within the bytes, UTF-8, sorted and distinct); a version-4
+        store's from its manifest."""
         entry = self.column_entry(name)
+        if self.manifest.get("version") == 4:
+            d = self._legacy_strings(name)
+            return None if d is None else Dictionary(d)
         words = _dictionary_words(entry, self.path, name)
         return None if words is None else Dictionary(count=words[0], digest=words[1],
                                                      load=lambda: self._dictionary_strings(name, words[0]))
