@@ -32,16 +32,20 @@ ABSENT = -1  # the code of a string a part's dictionary lacks: no row has it
 
 
 # --- lowering --------------------------------------------------------------------------------------------
-def lower(e: Expr | None, dictionaries: dict, ranges: dict[str, tuple[int, int]], nulls: dict | None = None) -> Expr | None:
+def lower(e: Expr | None, dictionaries: dict, ranges: dict[str, tuple[int, int]], nulls: dict | None = None,
+          sides: dict | None = None) -> Expr | None:
     """The predicate as one table part evaluates it (see the module's notes). `ranges`: each column's
     smallest and largest value in the part, which keep lowered constants within 64 bits; `nulls`: each
-    column's NULLs in the part (IS NULL of a column without any is FALSE)."""
+    column's NULLs (IS NULL of a column without any is FALSE); `sides`: string_sides of every part (so that
+    the parts lower alike and share one kernel), else this part's."""
     if e is None:
         return None
+    if sides is None:
+        sides = string_sides(e, [dictionaries])
     if isinstance(e, (And, Or)):
-        return type(e)(tuple(lower(a, dictionaries, ranges, nulls) for a in e.args))
+        return type(e)(tuple(lower(a, dictionaries, ranges, nulls, sides) for a in e.args))
     if isinstance(e, Not):
-        return Not(lower(e.arg, dictionaries, ranges, nulls))
+        return Not(lower(e.arg, dictionaries, ranges, nulls, sides))
     if isinstance(e, IsNull):
         return e if (nulls or {}).get(e.arg.name) else Literal(False, BOOLEAN)
     if isinstance(e, Compare):
@@ -49,7 +53,7 @@ def lower(e: Expr | None, dictionaries: dict, ranges: dict[str, tuple[int, int]]
         if isinstance(left, Literal) and not isinstance(right, Literal):
             left, right, op = right, left, FLIPPED[op]
         if isinstance(left, Column) and left.type.name == "VARCHAR" and isinstance(right, Column):
-            return _columns_compare(left, op, right, dictionaries)
+            return _columns_compare(left, op, right, dictionaries, sides.get((left.name, right.name)))
         if isinstance(left, Column) and left.type.name == "VARCHAR":
             return _string_compare(left, op, str(right.value), dictionaries[left.name])
         if isinstance(left, Column) and isinstance(right, Literal) and (left.type.is_numeric or left.type.name == "DATE"):
@@ -89,25 +93,41 @@ def _string_compare(col: Column, op: str, s: str, dictionary) -> Compare:
 SMALL_DICTIONARY = 4096  # strings a dictionary may have to be ranked into another's order by a search each
 
 
-def _columns_compare(left: Column, op: str, right: Column, dictionaries: dict) -> Compare:
-    """Two VARCHAR columns compared: by their codes where this part's two dictionaries are one. Where one is
-    small, the larger's code k as 2k and the smaller's codes as a table of ranks in the larger's order (a
-    string equal to its k-th, 2k; one between its (k-1)-th and k-th, 2k - 1), read at each row: the l_comment
-    of millions against a column of a few strings needs a table of a few. Else each code's rank among both
-    dictionaries' strings merged (a table a column)."""
-    a, b = dictionaries[left.name], dictionaries[right.name]
+def string_sides(e: Expr | None, dictionaries: list[dict]) -> dict:
+    """Of each comparison of two VARCHAR columns in e: the column whose codes are ranked by a table in the
+    other's order (the one of fewer strings in its largest part, where that is SMALL_DICTIONARY or fewer),
+    or None (both ranked among the strings merged). One choice for every part of a table (`dictionaries`:
+    each part's): the parts lower alike, so one kernel serves them."""
+    out = {}
+    for node in e.walk() if e is not None else ():
+        if isinstance(node, Compare) and isinstance(node.left, Column) and isinstance(node.right, Column) \
+                and node.left.type.name == "VARCHAR" and node.left.name != node.right.name:
+            names = (node.left.name, node.right.name)
+            sizes = {n: max(len(d[n]) for d in dictionaries) for n in names}
+            small = min(names, key=lambda n: (sizes[n], n))
+            out[names] = small if sizes[small] <= SMALL_DICTIONARY else None
+    return out
+
+
+def _columns_compare(left: Column, op: str, right: Column, dictionaries: dict, small: str | None) -> Compare:
+    """Two VARCHAR columns compared: one column by its codes (the same column). Where `small` names one of
+    them (string_sides), the other's code k as 2k and `small`'s codes as a table of ranks in the other's order
+    (a string equal to its k-th, 2k; one between its (k-1)-th and k-th, 2k - 1), read at each row: the
+    l_comment of millions against a column of a few strings needs a table of a few. Else each code's rank
+    among both dictionaries' strings merged (a table a column)."""
     codes = Column(left.name, BIGINT), Column(right.name, BIGINT)
-    if left.name == right.name or a == b:
+    if left.name == right.name:
         return Compare(op, *codes)
-    if min(len(a), len(b)) <= SMALL_DICTIONARY:
-        small_first = len(a) < len(b)
-        (small, small_codes), (large, large_codes) = ((a, codes[0]), (b, codes[1])) if small_first else \
-            ((b, codes[1]), (a, codes[0]))
+    if small is not None:
+        small_first = small == left.name
+        (small_codes, small_strings), (large_codes, large) = \
+            ((codes[0], dictionaries[left.name]), (codes[1], dictionaries[right.name])) if small_first else \
+            ((codes[1], dictionaries[right.name]), (codes[0], dictionaries[left.name]))
         ranked = Recode(small_codes, tuple(2 * k - (0 if k < len(large) and large[k] == s else 1)
-                                           for s, k in ((s, bisect.bisect_left(large, s)) for s in small)))
+                                           for s, k in ((s, bisect.bisect_left(large, s)) for s in small_strings)))
         doubled = Arith("*", large_codes, Literal(2, BIGINT), BIGINT)
         return Compare(op, ranked, doubled) if small_first else Compare(op, doubled, ranked)
-    ranks = merged_ranks(a, b)
+    ranks = merged_ranks(dictionaries[left.name], dictionaries[right.name])
     return Compare(op, Recode(codes[0], ranks[0]), Recode(codes[1], ranks[1]))
 
 

@@ -67,18 +67,20 @@ class Column:
     def __post_init__(self):
         self.dictionary = as_dictionary(self.dictionary)
 
-    def validity_words(self) -> np.ndarray | None:
-        """The validity as the GPU reads it: 32 uint32 words a frame, a bit a row from each word's lowest (the
-        last frame's padded); None where the column holds no NULL. Made once."""
+    def validity_words(self, rows: int) -> np.ndarray:
+        """The validity of the column's `rows` rows as the GPU reads it: 32 uint32 words a frame, a bit a row from
+        each word's lowest (the last frame's padded); every bit set where the column holds no NULL (a part of a
+        table whose other parts hold some: one kernel reads every part alike). Made once."""
         valid = self.validity()
-        if valid is None:
-            return None
         with self.lock:
             if self._valid_words is None:
-                frames = -(-len(valid) // FRAME_ROWS)
-                bits = np.zeros(frames * FRAME_ROWS // 8, dtype=np.uint8)
-                bits[:-(-len(valid) // 8)] = np.packbits(valid, bitorder="little")
-                self._valid_words = bits.view("<u4")
+                frames = -(-rows // FRAME_ROWS)
+                if valid is None:
+                    self._valid_words = np.full(frames * FRAME_ROWS // 32, 0xFFFFFFFF, dtype="<u4")
+                else:
+                    bits = np.zeros(frames * FRAME_ROWS // 8, dtype=np.uint8)
+                    bits[:-(-len(valid) // 8)] = np.packbits(valid, bitorder="little")
+                    self._valid_words = bits.view("<u4")
             return self._valid_words
 
     def frame_nulls(self) -> np.ndarray | None:

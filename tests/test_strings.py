@@ -227,3 +227,73 @@ def test_a_version_4_store_with_its_dictionaries_in_its_manifest_is_still_read(t
     with pytest.raises(store.StoreError, match="store version 3, this gquery reads 4 and 5") as e:
         gquery.open(str(path))
     assert "\n" not in str(e.value)
+
+
+def uneven_parts(folder):
+    """Three parquet parts that differ where one kernel must still serve them all: s of 3,000, then 6,000 and 5
+    distinct strings against w's 4,000 (the smaller side of s < w changes from part to part), NULLs in k and s
+    in the first part only, none in the others; a parted store of them."""
+    rng = np.random.default_rng(11)
+    pool = sorted({"".join(rng.choice(LETTERS, int(rng.integers(1, 7)))) for _ in range(40_000)})
+    folder.mkdir()
+    for part, (n_s, nulls) in enumerate(((3000, 0.1), (6000, 0.0), (5, 0.0)), start=1):
+        rows = 20_000
+        s = [pool[i] for i in rng.choice(len(pool), n_s, replace=False)]
+        w = [pool[i] for i in rng.choice(len(pool), 4000, replace=False)]
+        s_rows = [s[i] for i in np.concatenate([np.arange(n_s), rng.integers(0, n_s, rows - n_s)])]
+        null = rng.random(rows) < nulls
+        pq.write_table(pa.table({
+            "s": pa.array([None if z else v for v, z in zip(s_rows, null)], pa.string()),
+            "w": pa.array([w[i] for i in np.concatenate([np.arange(4000), rng.integers(0, 4000, rows - 4000)])], pa.string()),
+            "k": pa.array([None if z else int(v) for v, z in zip(rng.integers(0, 50, rows), null[::-1])], pa.int64()),
+            "q": pa.array(rng.integers(-500, 5000, rows), pa.int64()),
+        }), folder / f"lineitem.{part}.parquet")
+    return store.write_parted(tpch.find_lineitem(folder), folder.parent / "uneven.gq", echo=lambda m: None)
+
+
+UNEVEN = [
+    "SELECT COUNT(*), SUM(q) FROM t WHERE s < w",
+    "SELECT COUNT(*) FROM t WHERE w >= s OR k IS NULL",
+    "SELECT COUNT(*), COUNT(k), SUM(k), MIN(s) FROM t WHERE s IS NOT NULL AND NOT (s = w)",
+    "SELECT k, COUNT(*), COUNT(s) FROM t WHERE k IS NULL OR k < 10 GROUP BY k ORDER BY k NULLS FIRST",
+]
+
+
+def test_parts_that_differ_in_nulls_and_dictionary_sizes_lower_to_one_kernel(tmp_path):
+    """The planner lowers a predicate alike in every part (prune.string_sides: one side of s < w ranked by a
+    table in every part; IS NULL tested in every part where any holds a NULL), so the parts share one kernel:
+    no 'parts lower the query to different kernels' refusal; the CPU answers as DuckDB."""
+    from gquery.gpu.fusedplan import plan_fused
+
+    path = uneven_parts(tmp_path / "uneven")
+    t = store.open_store(path)
+    con = duckdb.connect()
+    for text in UNEVEN:
+        query = sql.parse(text, answer.schema_of(t), table="t")
+        plan = plan_fused(query, answer.parts_of(t), "pinned", 132)  # NotOnGpu where the parts lowered apart
+        assert len(plan.tables) == 3 and plan.spec.nullable, text
+        if " w" in text:  # s's codes ranked by a table (4,000 strings at most in w's largest part: w is the small side)
+            assert "[" in plan.spec.predicate and "* " in plan.spec.predicate, plan.spec.predicate
+        want = con.execute(text.replace("FROM t", f"FROM read_parquet('{tmp_path / 'uneven'}/*.parquet')")).fetchall()
+        assert same(answer.cpu_answer(query, t).result, want, "ORDER BY" in text), text
+
+
+@pytest.mark.gpu
+def test_parts_that_differ_in_nulls_and_dictionary_sizes_answer_on_the_gpu_as_duckdb(tmp_path):
+    """The same parts on the GPU, every mode: a part without a NULL reads its validity as every bit set."""
+    from gquery.gpu.executor import Engine, close_last
+
+    path = uneven_parts(tmp_path / "uneven")
+    con = duckdb.connect()
+    engine = Engine()
+    try:
+        t = store.open_store(path, engine.memory)
+        for text in UNEVEN:
+            query = sql.parse(text, answer.schema_of(t), table="t")
+            want = con.execute(text.replace("FROM t", f"FROM read_parquet('{tmp_path / 'uneven'}/*.parquet')")).fetchall()
+            for mode in ("resident", "pinned", "registered", "pageable"):
+                got = answer.gpu_answer(query, t, engine, mode, repeat=1, warmup=False)
+                assert same(got.result, want, "ORDER BY" in text), (mode, text, got.rows[:3], want[:3])
+        engine.memory.release_table(t)
+    finally:
+        close_last(engine)

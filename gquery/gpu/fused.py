@@ -254,8 +254,9 @@ class FusedRunner:
         device_meta = self._device_metas(in_place)
 
         def valid_on_device(table, c: str) -> int:
-            """A column's validity words on the device: copied once and kept with the table (rows / 8 bytes)."""
-            return int(eng._resident(table, (c, "fused", "valid"), table.columns[c].validity_words()))
+            """A column's validity words on the device (every bit set in a part without a NULL in it): copied once
+            and kept with the table (rows / 8 bytes)."""
+            return int(eng._resident(table, (c, "fused", "valid"), table.columns[c].validity_words(table.rows)))
 
         for i, tp in enumerate(plan.tables):  # uploaded before the query's clock starts
             for slot in spec.nullable:

@@ -40,7 +40,7 @@ from gquery.errors import UsageError
 from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, NotOnGpu, SlicedKernel, TopCut, hash_slots,
                                 kernel_spec, top_cut)
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
-from gquery.prune import ALWAYS, CHECK, NEVER, classify, decided_buckets, frame_zones, lower, narrowed
+from gquery.prune import ALWAYS, CHECK, NEVER, classify, decided_buckets, frame_zones, lower, narrowed, string_sides
 from gquery.query import Query
 
 # Two touched runs become one chunk when the ruled-out frames between them cost the link less than a
@@ -467,8 +467,12 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     nullable = frozenset(n for t in tables for n in names if t.columns[n].nulls)  # read with their validity
     ranges_by_table = [t.ranges(names) for t in tables]
     ranges = {n: (min(r[n][0] for r in ranges_by_table), max(r[n][1] for r in ranges_by_table)) for n in names}
-    lowered = [lower(query.where, {n: t.columns[n].dictionary for n in names}, r, {n: t.columns[n].nulls for n in names})
-               for t, r in zip(tables, ranges_by_table)]
+    # IS NULL of a column that holds NULLs in any part is tested in every part (one kernel: a part without any
+    # reads its validity as every bit set, Column.validity_words)
+    dictionaries = [{n: t.columns[n].dictionary for n in names} for t in tables]
+    sides = string_sides(query.where, dictionaries)  # two string columns compared alike in every part
+    lowered = [lower(query.where, d, r, {n: n in nullable for n in names}, sides)
+               for d, r in zip(dictionaries, ranges_by_table)]
     # a group column's values are bounded per part, and narrowed by the predicate: its groups are counted
     # from each part's smallest value a selected row can have
     selectable = [narrowed(low, r) for low, r in zip(lowered, ranges_by_table)]
