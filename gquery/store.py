@@ -39,6 +39,7 @@ import os
 import shutil
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -259,6 +260,7 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
                           if sort_by not in schema.types else f"--sort-by {sort_by}: not among the stored columns")
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
+    ahead = ThreadPoolExecutor(1, thread_name_prefix="gquery-encode-ahead")
     try:
         tmp.mkdir(parents=True)
         writer = _Writer(tmp)
@@ -272,16 +274,21 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
                     "sorted_by": sort_by, "columns": {}, "key": None, "source": _source_info(source)}
         left_out = manifest["schema"]["left_out"]
         said = time.monotonic()
+        # the next column read and made engine values (a string column's sort, Arrow's: the GIL let go) while
+        # this one is packed, written and verified; one read at a time
+        pending = ahead.submit(reader.values, names[0]) if names else None
         for k, name in enumerate(names):
             if time.monotonic() - said >= PROGRESS_SECONDS:  # a store of many columns takes seconds: say how far
                 said = time.monotonic()
                 echo(f"encoding {path.name}: {k} of {len(names)} columns done, {name} next")
             try:
-                values, dictionary, valid = reader.values(name)
+                values, dictionary, valid = pending.result()
             except ValueError as e:  # a value the engines cannot hold (gquery.schema.NotHeld)
                 left_out[name] = str(e)
                 del manifest["schema"]["types"][name]
                 continue
+            finally:
+                pending = ahead.submit(reader.values, names[k + 1]) if k + 1 < len(names) else None
             if order is not None:
                 values = values[order]
                 valid = None if valid is None else valid[order]
@@ -322,8 +329,11 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
             shutil.rmtree(old, ignore_errors=True)
         os.replace(tmp, path)  # the one step that makes the store visible
     except BaseException:
+        ahead.shutdown(wait=True, cancel_futures=True)  # a read under way ends before its folder goes
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        ahead.shutdown(wait=False, cancel_futures=True)
     clustered = f", clustered by {sort_by}" if sort_by else ""
     nulls = [f"{n} {e['nulls']:,}" for n, e in manifest["columns"].items() if e.get("nulls")]
     held = f", NULLs held: {', '.join(nulls)}" if nulls else ""
