@@ -29,7 +29,7 @@ from gquery.query import DATE, SqlType, VARCHAR
 if TYPE_CHECKING:  # annotations only: pyarrow is imported where a file is read
     import pyarrow as pa
 
-MAX_DICTIONARY = (1 << 31) - 1  # distinct strings a VARCHAR column may have to be held as codes (Arrow's int32 indices)
+MAX_DICTIONARY = (1 << 31) - 1  # distinct strings a VARCHAR column held as codes may have (Arrow's int32 indices)
 
 
 class Dictionary(Sequence):
@@ -104,7 +104,7 @@ class Dictionary(Sequence):
             return len(self) == len(other) and self.strings.to_pylist() == list(other)
         return NotImplemented
 
-    __hash__ = None  # equal by value, and mutable in nothing a hash could keep
+    __hash__ = None  # equal by value: a hash would have to read every string
 
     def __reduce__(self):  # pickled (a Dask worker's part) with its strings, not its lock or loader
         return Dictionary, (self.strings, None, None, self.digest)

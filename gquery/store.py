@@ -153,7 +153,8 @@ def _manifest(path: Path) -> dict:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         _fail(path, "not a gquery store manifest")
     if manifest.get("version") not in READ_VERSIONS:
-        _fail(path, f"store version {manifest.get('version')!r}, this gquery reads {' and '.join(map(str, READ_VERSIONS))}")
+        versions = " and ".join(map(str, READ_VERSIONS))
+        _fail(path, f"store version {manifest.get('version')!r}, this gquery reads {versions}")
     if manifest.get("checksum") != _manifest_checksum(manifest):
         _fail(path, "its manifest does not match its checksum (edited or damaged)")
     return manifest
@@ -347,7 +348,8 @@ def _verify_column(folder: Path, manifest: dict, name: str, values: np.ndarray, 
     try:
         same = np.array_equal(files.packed(name).decode(), values)
         read = files.dictionary(name)
-        same_strings = (read is None) == (dictionary is None) and (read is None or read.strings.equals(dictionary.strings))
+        same_strings = (read is None) == (dictionary is None) and (
+            read is None or read.strings.equals(dictionary.strings))
     except StoreError as e:
         raise StoreError(f"{name} packed does not read back: {e}") from None
     if not same:

@@ -76,7 +76,7 @@ class KernelSpec:
     value_slots: tuple[int, ...]
     predicate: str  # C boolean expression of v<slot> and k<constant>; "" for no predicate
     constants: int
-    set_slots: tuple[int, ...]  # constants that are arrays (a long IN list's sorted set, a rank table): a pointer and a length each
+    set_slots: tuple[int, ...]  # constants that are arrays (a long IN list's set, a rank table): a pointer, a length
     accumulators: tuple[Accumulator, ...]
     group_slots: tuple[int, ...]  # group columns' slots (0 to 2)
     group_cards: tuple[int, ...]  # values a group column may take in a part: the groups are their product
