@@ -286,8 +286,8 @@ class _Rows:
         column, op, literal = (e.left, e.op, e.right) if isinstance(e.left, Column) else (e.right, FLIPPED[e.op], e.left)
         codes, dictionary, s = self.column(column.name), self.dictionaries[column.name], literal.value
         if op in ("=", "<>"):
-            i = bisect_left(dictionary, s)
-            equal = codes == i if i < len(dictionary) and dictionary[i] == s else np.zeros(self.count, dtype=bool)
+            i = dictionary.code(s)
+            equal = codes == i if i is not None else np.zeros(self.count, dtype=bool)
             return equal if op == "=" else ~equal
         # the codes of strings below s are those below its insertion point, the same for <= past it
         cut = bisect_left(dictionary, s) if op in ("<", ">=") else bisect_right(dictionary, s)
@@ -296,8 +296,7 @@ class _Rows:
     def _in(self, e: InList) -> np.ndarray:
         if e.arg.type.name == "VARCHAR":
             dictionary = self.dictionaries[e.arg.name]
-            codes = [bisect_left(dictionary, v.value) for v in e.values]
-            present = [c for c, v in zip(codes, e.values) if c < len(dictionary) and dictionary[c] == v.value]
+            present = [c for c in (dictionary.code(v.value) for v in e.values) if c is not None]
             return np.isin(self.column(e.arg.name), np.array(present, dtype=np.int64))
         scale = scale_of(e.arg.type)
         wanted = []

@@ -25,7 +25,7 @@ import numpy as np
 
 from gquery.query import (BIGINT, BOOLEAN, FLIPPED, And, Arith, Column, Compare, Expr, InList, IsNull, Literal, Not,
                           Or, Recode, scale_of)
-from gquery.schema import merged_ranks
+from gquery.schema import merged_ranks, position
 
 NEVER, CHECK, ALWAYS = 0, 1, 2
 ABSENT = -1  # the code of a string a part's dictionary lacks: no row has it
@@ -76,8 +76,8 @@ def lower(e: Expr | None, dictionaries: dict, ranges: dict[str, tuple[int, int]]
 
 
 def _code(dictionary, s: str) -> int:
-    k = bisect.bisect_left(dictionary, s)
-    return k if k < len(dictionary) and dictionary[k] == s else ABSENT
+    k, found = position(dictionary, s)
+    return k if found else ABSENT
 
 
 def _string_compare(col: Column, op: str, s: str, dictionary) -> Compare:
@@ -123,8 +123,8 @@ def _columns_compare(left: Column, op: str, right: Column, dictionaries: dict, s
         (small_codes, small_strings), (large_codes, large) = \
             ((codes[0], dictionaries[left.name]), (codes[1], dictionaries[right.name])) if small_first else \
             ((codes[1], dictionaries[right.name]), (codes[0], dictionaries[left.name]))
-        ranked = Recode(small_codes, tuple(2 * k - (0 if k < len(large) and large[k] == s else 1)
-                                           for s, k in ((s, bisect.bisect_left(large, s)) for s in small_strings)))
+        ranked = Recode(small_codes, tuple(2 * k - (not found)
+                                           for k, found in (position(large, s) for s in small_strings)))
         doubled = Arith("*", large_codes, Literal(2, BIGINT), BIGINT)
         return Compare(op, ranked, doubled) if small_first else Compare(op, doubled, ranked)
     ranks = merged_ranks(dictionaries[left.name], dictionaries[right.name])

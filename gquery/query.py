@@ -286,9 +286,9 @@ class Compare(Expr):
 @_hash_once
 @dataclass(frozen=True)
 class Recode(Expr):
-    """A VARCHAR column's code as its string's rank among several dictionaries' strings merged: table[code].
+    """A VARCHAR column's code as its string's rank in an order another column's codes share: table[code].
     Never parsed: the planner lowers a comparison of two VARCHAR columns, whose codes index other
-    dictionaries, to one of their ranks (prune.lower), equal strings of equal rank."""
+    dictionaries, to one of ranks (prune._columns_compare), equal strings of equal rank."""
 
     arg: Column
     table: tuple[int, ...]

@@ -73,9 +73,9 @@ class Dictionary(Sequence):
         return iter(self.strings.to_pylist())
 
     def code(self, s: str) -> int | None:
-        """The code of a string, None where the dictionary lacks it (a binary search: sorted)."""
-        k = bisect.bisect_left(self, s)
-        return k if k < self._count and self[k] == s else None
+        """The code of a string, None where the dictionary lacks it."""
+        k, found = position(self, s)
+        return k if found else None
 
     def index(self, s, start: int = 0, stop: int | None = None) -> int:
         k = self.code(s) if isinstance(s, str) else None
@@ -112,6 +112,13 @@ class Dictionary(Sequence):
     def __repr__(self) -> str:
         shown = ", ".join(repr(s) for s in self[:3]) + (", ..." if self._count > 3 else "")
         return f"Dictionary({self._count:,} strings: {shown})"
+
+
+def position(strings: Sequence[str], s: str) -> tuple[int, bool]:
+    """Where s lies among sorted distinct strings (how many are below it: a binary search), and whether it is
+    one of them (a Dictionary, or a tuple a caller wrote)."""
+    k = bisect.bisect_left(strings, s)
+    return k, k < len(strings) and strings[k] == s
 
 
 def merged_ranks(a: Dictionary, b: Dictionary) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -330,11 +330,10 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
             shutil.rmtree(old, ignore_errors=True)
         os.replace(tmp, path)  # the one step that makes the store visible
     except BaseException:
-        ahead.shutdown(wait=True, cancel_futures=True)  # a read under way ends before its folder goes
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
-        ahead.shutdown(wait=False, cancel_futures=True)
+        ahead.shutdown(cancel_futures=True)  # a read under way (it writes nothing) ends; none is begun
     clustered = f", clustered by {sort_by}" if sort_by else ""
     nulls = [f"{n} {e['nulls']:,}" for n, e in manifest["columns"].items() if e.get("nulls")]
     held = f", NULLs held: {', '.join(nulls)}" if nulls else ""
