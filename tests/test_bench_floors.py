@@ -157,3 +157,25 @@ def test_threads_ask_one_table_at_once_and_every_answer_is_the_texts_first(sf001
     assert len(set(texts)) == 6 and run["exact"] and run["calls"] == 18 and run["wall_s"] > 0
     [floor] = floors([], [], [], {"sf": 0.01, **run})
     assert floor["floor"] == THREADS_FLOOR and floor["at_most"] and floor["value"] == run["wall_s"] / run["one_thread_wall_s"]
+
+
+def test_threads_draw_no_query_asking_every_group_of_a_wide_key(sf001):
+    """Every group of l_orderkey at SF 10 is 15 million rows a call: the threads' texts leave such queries out
+    (querygen draws them: the seed's seventh is GROUP BY l_partkey unlimited), and keep its top groups."""
+    import random
+
+    import gquery
+    from gquery.answer import schema_of
+    from gquery.bench import querygen
+    from gquery.bench.queries import _every_wide_group, thread_texts
+    from gquery.sql import parse
+
+    with gquery.open(sf001.files[0], pinned=False) as t:
+        schema = schema_of(t.data)
+        texts = thread_texts(t, 12, backend="cpu")
+        rng = random.Random("threads")
+        drawn = [querygen.query(rng) for _ in range(12)]
+    assert any(_every_wide_group(parse(x, schema)) for x in drawn)
+    assert not any(_every_wide_group(parse(x, schema)) for x in texts)
+    assert _every_wide_group(parse("SELECT l_partkey, count(*) FROM lineitem GROUP BY l_partkey", schema))
+    assert not _every_wide_group(parse("SELECT l_partkey, count(*) FROM lineitem GROUP BY l_partkey ORDER BY 2 DESC LIMIT 3", schema))
