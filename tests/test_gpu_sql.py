@@ -523,6 +523,45 @@ def test_a_held_table_plans_a_repeated_text_once_and_comes_to_its_warm_scan(data
         t.sql(text)
 
 
+def test_a_repeated_text_replays_its_queued_run_until_the_memory_changes(data_dir):
+    """A repeated text's run replays what its first run queued (kept on the plan: addresses, host views, kernel
+    arguments) while the memory's generation is unchanged; texts taking turns rewrite the scratch their kernels
+    read in place (the frames' classes, the lists' starts); a change of memory (a table's device copies made)
+    makes the next run prepare again. Every answer exact all along, in turns and after."""
+    import gquery
+    from gquery.gpu import memory
+
+    source = tpch.generate(0.01, data_dir, echo=lambda m: None)
+    t = gquery.open(store.ensure_store(source, echo=lambda m: None), pinned=True)
+    texts = [sql.named_sql("mission", 30), sql.named_sql("q6"), sql.named_sql("q1"),
+             "SELECT l_returnflag, COUNT(*) FROM lineitem WHERE l_suppkey IN (" + ", ".join(map(str, range(1, 90, 2)))
+             + ") GROUP BY 1 ORDER BY 1"]
+
+    def launches():
+        found = []
+        for text in texts:
+            a = t.sql(text, mode="pinned")
+            assert a.check and len(a.plan._launches) == 1, text
+            found.append(next(iter(a.plan._launches.values())))
+        return found
+
+    same = lambda one, two: all(a is b for a, b in zip(one, two))  # noqa: E731
+    try:
+        for _ in range(40):  # reads and compiles in the background change the memory a while: then it settles
+            first = launches()
+            if same(launches(), first):
+                break
+        again = launches()
+        assert same(first, again), "a settled repeated text prepared its run again"
+        before = memory.generation()
+        assert t.sql(texts[2], mode="resident").check  # device copies of q1's columns: a new generation
+        assert memory.generation() != before
+        after = launches()
+        assert not any(a is b for a, b in zip(again, after))
+    finally:
+        t.close()
+
+
 def test_the_public_call_says_where_its_wall_clock_went_and_the_benchmark_times_it(data_dir):
     """table.sql's answer carries its wall clock and the host's phases (parse, plan, queue, gpu, finalize),
     which add up to no more than it, the GPU's events inside the gpu phase; the queries benchmark times the

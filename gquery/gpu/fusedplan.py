@@ -204,6 +204,8 @@ class FusedPlan:
     top: TopCut | None = None  # the hashed groups cut to those LIMIT can keep before the read-back (codegen.TopCut)
     # scan → choose()'s plan where it reads nothing from disk (a plan of its own: dataclasses.replace makes a new one)
     _warm: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # memory layer's tag → its runs' queued launch (gpu.fused._Launch), replayed while the memory is unchanged
+    _launches: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def choose(self, runs: int | None = None, scan: str = "auto") -> "FusedPlan":
         """The scans that read fewest bytes over the link: first the frame loop's predicate column packed or by

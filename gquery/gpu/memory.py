@@ -175,6 +175,20 @@ class DeviceColumns:
 _MAPPED: dict[int, tuple[int, int, object]] = {}  # host start → (end, device start, weakref to owner)
 _MAPPED_STARTS: list[int] = []  # _MAPPED's keys, sorted
 _TAGS = itertools.count(1)
+_GENERATIONS = itertools.count(1)
+_generation = next(_GENERATIONS)
+
+
+def generation() -> int:
+    """The memory's generation, process-wide: a fresh value after each change that may move or free an address a
+    queued run holds (an allocation made, grown or freed, memory page-locked or let go, by any memory layer). A run
+    prepared from the value read before it began is replayed only while the value is unchanged (gpu.fused)."""
+    return _generation
+
+
+def _changed() -> None:
+    global _generation
+    _generation = next(_GENERATIONS)  # a fresh value from any thread: next() is atomic
 _REGISTERED: dict[int, list] = {}  # owner's address → [Registration, tables holding it]: one a process
 _REGISTER_LOCK = threading.Lock()
 
@@ -205,17 +219,24 @@ class GpuMemory:
 
     # --- allocation -------------------------------------------------------------------------
     def device_empty(self, nbytes: int):
-        return self._cuda.mem_alloc(max(int(nbytes), 1))
+        try:
+            return self._cuda.mem_alloc(max(int(nbytes), 1))
+        finally:
+            _changed()
 
     def pinned_empty(self, n: int, dtype) -> np.ndarray:
         """Page-locked host memory (PinnedHost: freed from any thread)."""
-        return PinnedHost(int(n) * np.dtype(dtype).itemsize, mapped=False).array(n, dtype)
+        try:
+            return PinnedHost(int(n) * np.dtype(dtype).itemsize, mapped=False).array(n, dtype)
+        finally:
+            _changed()
 
     def mapped_empty(self, n: int, dtype) -> np.ndarray:
         """Page-locked host memory that kernels of every GPU can also read in place (zero-copy)."""
         host = PinnedHost(int(max(n, 1)) * np.dtype(dtype).itemsize, mapped=True)
         a = host.array(max(n, 1), dtype)
         self._record_mapped(a, host.device_pointer)
+        _changed()
         return a[:n]
 
     @staticmethod
@@ -230,6 +251,12 @@ class GpuMemory:
         zero-copy; the handle unregisters it. No copy: the user's own array is what the GPU then
         copies from. Views of it are found through mapped_pointer. (Through the driver API
         directly: PyCUDA's register_host_memory fails under NumPy 2 setting the array's base.)"""
+        try:
+            return self._register(a)
+        finally:
+            _changed()
+
+    def _register(self, a: np.ndarray) -> "Registration":
         if a.base is not None:
             raise ValueError("register the array that owns its memory (GpuMemory.owner)")
         with _REGISTER_LOCK:  # GPUs whose shares view one array register it once, and count
@@ -267,6 +294,12 @@ class GpuMemory:
                 table.cache[k] = (self.register(owner), owner)
 
     def unregister(self, handle, a: np.ndarray) -> None:
+        try:
+            self._unregister(handle, a)
+        finally:
+            _changed()
+
+    def _unregister(self, handle, a: np.ndarray) -> None:
         with _REGISTER_LOCK:
             held = _REGISTERED.get(a.ctypes.data)
             if held is not None and held[0] is handle:
@@ -321,6 +354,12 @@ class GpuMemory:
         what each part and each GPU's share holds. `mine_only`: only what this layer allocated (its
         tag is in the cache key), on the thread whose context made it: PyCUDA frees an allocation only
         there. The many-GPU engine calls this on each device's thread, then releases the rest."""
+        try:
+            self._release_table(table, mine_only)
+        finally:
+            _changed()
+
+    def _release_table(self, table, mine_only: bool = False) -> None:
         for part in getattr(table, "tables", None) or []:
             self.release_table(part, mine_only)
         for key, value in list(table.cache.items()):
@@ -418,6 +457,12 @@ class GpuMemory:
 
     def release(self) -> None:
         """Free everything this layer holds, in its tables' caches too; the caches start empty again."""
+        try:
+            self._release()
+        finally:
+            _changed()
+
+    def _release(self) -> None:
         for table in list(self._tables.values()):
             self.release_table(table, mine_only=True)
         self._tables.clear()
