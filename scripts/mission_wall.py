@@ -4,7 +4,7 @@ on the same text in the same process. Runs against whichever gquery is first on 
 same script times two commits one after the other on one card (issue "One engine": no slower).
 
     python3 scripts/mission_wall.py STORE --z 1,30,1000,3000 --label after --commit C --json out.json
-    python3 scripts/mission_wall.py --report reports before-*.json after-*.json   # one report of them all
+    python3 scripts/mission_wall.py --report reports before.json after.json   # one report: each after against the before ahead of it
 """
 
 from __future__ import annotations
@@ -137,11 +137,14 @@ def report(out_dir: str, paths: list[str]) -> None:
                                    [[f"{x['z']:,}", f"{x['query_wall_ms']:.2f}", _first(x), _sum(x), f"{x['sql_wall_ms']:.2f}",
                                      f"{x['duckdb_ms']:.2f}", x.get("scan"), f"{x['gpu_ms']:.3f}", x["exact"]]
                                     for x in r["runs"]]), ""]
-    by = {(r["label"], r["store"]): {x["z"]: x for x in r["runs"]} for r in runs}
-    compared = []
-    for (label, store), zs in by.items():
-        base = by.get((label.replace("after", "before"), store))  # "after, settled" against "before, settled"
-        if label.startswith("before") or base is None:
+    compared, latest = [], {}
+    for r in runs:  # an after run against the latest before run of its label given ahead of it (its store may differ)
+        label, store, zs = r["label"], r["store"], {x["z"]: x for x in r["runs"]}
+        if label.startswith("before"):
+            latest[label] = zs
+            continue
+        base = latest.get(label.replace("after", "before"))  # "after, settled" against "before, settled"
+        if base is None:
             continue
         for z, x in zs.items():
             b = base[z]
