@@ -526,8 +526,8 @@ def test_a_held_table_plans_a_repeated_text_once_and_comes_to_its_warm_scan(data
 def test_a_repeated_text_replays_its_queued_run_until_the_memory_changes(data_dir):
     """A repeated text's run replays what its first run queued (kept on the plan: addresses, host views, kernel
     arguments) while the memory's generation is unchanged; texts taking turns rewrite the scratch their kernels
-    read in place (the frames' classes, the lists' starts); a change of memory (a table's device copies made)
-    makes the next run prepare again. Every answer exact all along, in turns and after."""
+    read in place (the frames' classes, the lists' starts); memory freed (another table's, closed) makes the
+    next run prepare again. Every answer exact all along, in turns and after."""
     import gquery
     from gquery.gpu import memory
 
@@ -554,7 +554,9 @@ def test_a_repeated_text_replays_its_queued_run_until_the_memory_changes(data_di
         again = launches()
         assert same(first, again), "a settled repeated text prepared its run again"
         before = memory.generation()
-        assert t.sql(texts[2], mode="resident").check  # device copies of q1's columns: a new generation
+        other = gquery.open(store.ensure_store(source, echo=lambda m: None), pinned=True)
+        assert other.sql(texts[2], mode="resident").check and memory.generation() == before  # allocations move nothing
+        other.close()  # its device copies freed, its registrations let go: a new generation
         assert memory.generation() != before
         after = launches()
         assert not any(a is b for a, b in zip(again, after))

@@ -18,7 +18,7 @@ import numpy as np
 from gquery.encodings import FRAME_ROWS, PAD_WORDS
 from gquery.errors import GqueryError
 from gquery.gpu.fusedplan import SECTOR, FusedPlan, TablePlan
-from gquery.gpu.memory import generation
+from gquery.gpu.memory import freed, generation
 from gquery.plan import MAPPED_MODES
 from gquery.gpu import codegen, kernels
 from gquery.gpu.timeline import Timeline
@@ -238,6 +238,7 @@ class FusedRunner:
             if total <= META_KEPT_BYTES:
                 break
             total -= self._metas.pop(k)[0].nbytes
+            freed()  # its device copy: a run prepared before may hold its address
         return {k: int(self._metas[where[k]][1]) for k in arrays}
 
     def run(self, plan: FusedPlan) -> FusedRun:

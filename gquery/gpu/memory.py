@@ -180,13 +180,15 @@ _generation = next(_GENERATIONS)
 
 
 def generation() -> int:
-    """The memory's generation, process-wide: a fresh value after each change that may move or free an address a
-    queued run holds (an allocation made, grown or freed, memory page-locked or let go, by any memory layer). A run
-    prepared from the value read before it began is replayed only while the value is unchanged (gpu.fused)."""
+    """The memory's generation, process-wide: a fresh value after each free of an address a queued run may hold
+    (device memory freed, a scratch buffer regrown, a registration let go, a table's memory released, by any
+    memory layer). A run prepared from the value read before it began is replayed only while the value is
+    unchanged (gpu.fused). A new allocation or registration moves nothing a prepared run holds: no new value."""
     return _generation
 
 
-def _changed() -> None:
+def freed() -> None:
+    """Say that memory a prepared run may hold was freed: every prepared run is prepared again."""
     global _generation
     _generation = next(_GENERATIONS)  # a fresh value from any thread: next() is atomic
 _REGISTERED: dict[int, list] = {}  # owner's address → [Registration, tables holding it]: one a process
@@ -219,24 +221,17 @@ class GpuMemory:
 
     # --- allocation -------------------------------------------------------------------------
     def device_empty(self, nbytes: int):
-        try:
-            return self._cuda.mem_alloc(max(int(nbytes), 1))
-        finally:
-            _changed()
+        return self._cuda.mem_alloc(max(int(nbytes), 1))
 
     def pinned_empty(self, n: int, dtype) -> np.ndarray:
         """Page-locked host memory (PinnedHost: freed from any thread)."""
-        try:
-            return PinnedHost(int(n) * np.dtype(dtype).itemsize, mapped=False).array(n, dtype)
-        finally:
-            _changed()
+        return PinnedHost(int(n) * np.dtype(dtype).itemsize, mapped=False).array(n, dtype)
 
     def mapped_empty(self, n: int, dtype) -> np.ndarray:
         """Page-locked host memory that kernels of every GPU can also read in place (zero-copy)."""
         host = PinnedHost(int(max(n, 1)) * np.dtype(dtype).itemsize, mapped=True)
         a = host.array(max(n, 1), dtype)
         self._record_mapped(a, host.device_pointer)
-        _changed()
         return a[:n]
 
     @staticmethod
@@ -251,12 +246,6 @@ class GpuMemory:
         zero-copy; the handle unregisters it. No copy: the user's own array is what the GPU then
         copies from. Views of it are found through mapped_pointer. (Through the driver API
         directly: PyCUDA's register_host_memory fails under NumPy 2 setting the array's base.)"""
-        try:
-            return self._register(a)
-        finally:
-            _changed()
-
-    def _register(self, a: np.ndarray) -> "Registration":
         if a.base is not None:
             raise ValueError("register the array that owns its memory (GpuMemory.owner)")
         with _REGISTER_LOCK:  # GPUs whose shares view one array register it once, and count
@@ -297,7 +286,7 @@ class GpuMemory:
         try:
             self._unregister(handle, a)
         finally:
-            _changed()
+            freed()
 
     def _unregister(self, handle, a: np.ndarray) -> None:
         with _REGISTER_LOCK:
@@ -357,7 +346,7 @@ class GpuMemory:
         try:
             self._release_table(table, mine_only)
         finally:
-            _changed()
+            freed()
 
     def _release_table(self, table, mine_only: bool = False) -> None:
         for part in getattr(table, "tables", None) or []:
@@ -415,6 +404,7 @@ class GpuMemory:
         if self._accumulator is None or len(self._accumulator[1]) < tables * ACC_WORDS:
             if self._accumulator is not None:
                 self._accumulator[0].free()
+                freed()
             self._accumulator = (self.device_empty(8 * ACC_WORDS * tables), self.pinned_empty(ACC_WORDS * tables, np.uint64))
         d, h = self._accumulator
         return d, h[:tables * ACC_WORDS]
@@ -425,6 +415,7 @@ class GpuMemory:
         if buf is None or buf[1] < nbytes:
             if buf is not None:
                 buf[0].free()
+                freed()
             buf = self._scratch[name] = (self.device_empty(nbytes), nbytes)
         return buf[0]
 
@@ -460,7 +451,7 @@ class GpuMemory:
         try:
             self._release()
         finally:
-            _changed()
+            freed()
 
     def _release(self) -> None:
         for table in list(self._tables.values()):
