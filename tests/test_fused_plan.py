@@ -413,7 +413,7 @@ def test_the_index_scans_buckets_cover_every_value_the_predicate_can_select():
 
 def test_the_cold_lists_are_read_once_they_pay_for_themselves():
     """Without warm-up, a byte on disk counts: the lists (not yet read) are chosen only once the runs they
-    serve would have paid for reading them."""
+    serve would have paid for reading them. Until then a call choosing as an earlier one did reuses its tables."""
     t = indexed_table()
     opt_plan = plan_fused(query(Compare("<", col("k"), Literal(30, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
     column = t.columns["k"]
@@ -421,6 +421,10 @@ def test_the_cold_lists_are_read_once_they_pay_for_themselves():
     column.stored, column.on_disk = ("packed", "indexed"), {"indexed": 50 << 20}
     column.load = lambda enc, lists=indexed_table().columns["k"].get("indexed"): lists
     assert opt_plan.choose(runs=1).tables[0].index is None
+    # the same scans chosen again: their tables, and so the runs they queued, reused; the note counts this call's runs
+    one, two = opt_plan.choose(runs=1), opt_plan.choose(runs=2)
+    assert one is not two and all(a is b for a, b in zip(one.tables, two.tables)) and two._launches is one._launches
+    assert "for 2 runs" in two.describe() and "for 1 run," in one.describe()
     bought = opt_plan.choose(runs=10_000)
     assert bought.tables[0].index is not None and "for 10000 runs" in bought.describe()
     # the lists read, nothing is left on disk: the choice is the warm one, made once

@@ -204,6 +204,8 @@ class FusedPlan:
     top: TopCut | None = None  # the hashed groups cut to those LIMIT can keep before the read-back (codegen.TopCut)
     # scan → choose()'s plan where it reads nothing from disk (a plan of its own: dataclasses.replace makes a new one)
     _warm: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # (scan, the frames as planned, each table by index) → choose()'s last plan so over some runs (its tables reused)
+    _cold: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     # memory layer's tag → its runs' queued launch (gpu.fused._Launch), replayed while the memory is unchanged
     _launches: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -225,12 +227,18 @@ class FusedPlan:
         if runs is not None and not self._reads_disk(*self._decide(None, scan)):
             runs = None
         plan, by_index = self._decide(runs, scan)
-        chosen = plan._with_index_scans(by_index, runs, scan)
+        key = (scan, plan is self, tuple(by_index))
+        same = self._cold.get(key)  # the same scans chosen by an earlier call: its tables, and the runs it queued
+        chosen = plan._with_index_scans(by_index, runs, scan, None if same is None else same.tables)
+        if same is not None:
+            chosen._launches = same._launches  # the same tables read the same way: a run replays what they queued
         for tp in chosen.tables:  # top bytes still on disk read here, on the asking thread (not the GPU's)
             if tp.sliced is not None and tp.index is None:
                 tp.table.columns[tp.sliced.column].get("sliced")
         if runs is None:
             self._warm[scan] = chosen
+        else:
+            self._cold[key] = chosen
         return chosen
 
     def _reads_disk(self, plan: "FusedPlan", by_index: list[bool]) -> bool:
@@ -267,15 +275,17 @@ class FusedPlan:
                 by_index.append(scan == "index" or (scan == "auto" and index < frames))
         return plan, by_index
 
-    def _with_index_scans(self, by_index: list[bool], runs: int | None, scan: str) -> "FusedPlan":
+    def _with_index_scans(self, by_index: list[bool], runs: int | None, scan: str,
+                          tables: list | None = None) -> "FusedPlan":
         """This plan with the tables chosen to be scanned by index given their index scans (the lists read), and
-        the reason."""
+        the reason. `tables`: those an earlier call made of the same choice, reused."""
         options = [tp for tp in self.tables if tp.index_option is not None]
         if not options or scan in ("frames", "sliced"):
             return self
         costs = [self._costs(tp, runs) for tp in options]
-        tables = [dataclasses.replace(tp, index=_index_scan(tp, self.spec) if ix else None) if tp.index_option is not None
-                  else tp for tp, ix in zip(self.tables, by_index)]
+        if tables is None:
+            tables = [dataclasses.replace(tp, index=_index_scan(tp, self.spec) if ix else None)
+                      if tp.index_option is not None else tp for tp, ix in zip(self.tables, by_index)]
         chosen = sum(1 for tp in tables if tp.index is not None)
         column = options[0].index_option.column
         per = (f" for {runs} run{'s' * (runs > 1)}, a byte still on disk weighed as {COLD_READ_WEIGHT} read over the link"
