@@ -216,12 +216,14 @@ def columnar(groups: dict, funcs: tuple, arrays: bool = False) -> "ColumnarParti
     return ColumnarPartial(funcs, keys, states, len(groups), sum(g[0][-1] for g in groups.values()))
 
 
+@pytest.mark.parametrize("every_key", [False, True], ids=["some-keys", "every-key"])
 @pytest.mark.parametrize("arrays", [False, True], ids=["lists", "arrays"])
 @pytest.mark.parametrize("seed", range(40))
-def test_columns_of_groups_order_and_cut_as_the_groups_do(seed, arrays):
+def test_columns_of_groups_order_and_cut_as_the_groups_do(seed, arrays, every_key):
     """NumPy's order of a columnar partial (finalize's fast road) gives the rows the dict of groups gives:
     ties by the group key, descending and ascending, strings, sums past 64 bits, AVG's doubles, LIMIT,
-    and a NULL (a state of no rows) sent to finalize's own loop."""
+    and a NULL (a state of no rows) sent to finalize's own loop. `every_key`: ORDER BY names every group
+    column (no two groups tie, so the fast road adds no key of its own to break ties)."""
     rng = random.Random(seed)
     n = rng.choice([1, 2, 5, 40, 300])
     big = rng.random() < 0.3
@@ -233,6 +235,9 @@ def test_columns_of_groups_order_and_cut_as_the_groups_do(seed, arrays):
         low = rng.randint(-3, 3)
         groups[key] = [[total, rows], [total, rows], [rows], [low if rows else None, rows], [low if rows else None, rows]]
     order = rng.sample(["s", "a", "c", "mn", "mx", "l_returnflag", "l_suppkey"], rng.randint(0, 3))
+    if every_key:  # both group columns and up to two aggregates, in any order
+        order = ["l_returnflag", "l_suppkey", *rng.sample(["s", "a", "c", "mn", "mx"], rng.randint(0, 2))]
+        rng.shuffle(order)
     text = ("SELECT l_returnflag, l_suppkey, sum(l_quantity) AS s, avg(l_quantity) AS a, count(*) AS c, "
             "min(l_suppkey) AS mn, max(l_suppkey) AS mx FROM lineitem GROUP BY 1, 2"
             + (" ORDER BY " + ", ".join(f"{o} {rng.choice(['ASC', 'DESC'])}" for o in order) if order else "")
