@@ -128,7 +128,7 @@ class _Launch:
     init: np.ndarray | None  # the words before any row (not hashed)
     stage_bufs: list  # pageable: the pinned buffers a chunk is staged through
     copier: object  # pageable: the host threads that stage it
-    chunks: list  # each chunk's (ring slot, compute lane, {(column, buffer): host view to copy}, the slot's addresses, frames, kernel arguments)
+    chunks: list  # each chunk's (ring slot, also its compute stream; {(column, buffer): host view to copy}, the slot's addresses, frames, kernel arguments)
     scans: list  # each index scan's (codegen.IndexKernel, compute lane, warps, kernel arguments)
     h2d_bytes: int
     zero_bytes: int  # read in place whatever the rows: the lists, tested frames' predicate words, low bits (estimated)
@@ -278,7 +278,7 @@ class FusedRunner:
         t_queue = time.perf_counter()
         if launch.chunks:
             fn, wave = self._compiled(spec, None, plan.sliced_kernel)
-        for n, (slot, lane, parts, ring, frames, args) in enumerate(launch.chunks):
+        for n, (slot, parts, ring, frames, args) in enumerate(launch.chunks):  # a slot's chunks on its compute stream
             if stage_bufs:  # pageable: host threads copy the chunk into a pinned buffer first
                 s = n % len(stage_bufs)
                 if stage_free[s] is not None:
@@ -298,14 +298,14 @@ class FusedRunner:
                 tl.gpu("h2d", "copy", n, begin, copied)
                 if stage_bufs:
                     stage_free[n % len(stage_bufs)] = copied
-            stream = compute[lane]
+            stream = compute[slot]
             if parts:
                 stream.wait_for_event(copied)
             begin = tl.event(stream)
             fn.prepared_async_call((_blocks(frames, wave), 1, 1), (BLOCK_THREADS, 1, 1), stream, *args)
             end = tl.event(stream)
-            tl.gpu("kernel", f"stream {lane}", n, begin, end)
-            ring_free[slot] = last_kernel[lane] = end
+            tl.gpu("kernel", f"stream {slot}", n, begin, end)
+            ring_free[slot] = last_kernel[slot] = end
         for n, (index, lane, warps, args) in enumerate(launch.scans):  # index scans: a launch a table, after the chunks
             stream = compute[lane]
             function, wave = self._compiled(spec, index)
@@ -460,12 +460,9 @@ class FusedRunner:
         accumulating = plan.word_tables
         acc_d = int(memory.scratch_device("fused:acc", 8 * words_per_table * accumulating))
         keys_d = int(memory.scratch_device("fused:keys", 8 * groups * accumulating)) if spec.hashed else None
-        if spec.hashed:
-            self._slot_kernels(spec)
+        if spec.hashed:  # (its slot kernels are found where the run launches them)
             acc_h = init = None
         else:
-            if plan.top is not None:
-                self._slot_kernels(spec)
             acc_h = memory.scratch_host("fused:acc", words_per_table * accumulating, np.uint64, pinned=True)
             init = memory.scratch_host("fused:init", words_per_table * accumulating, np.uint64, pinned=True)
         hash_args = (lambda i: [keys_d + 8 * (i % accumulating) * groups, groups - 1]) if spec.hashed else (lambda i: [])
@@ -512,7 +509,7 @@ class FusedRunner:
             values_in_place = sum(1 for c in ch.zero_copy if c not in predicate_columns)  # read a selected row each
             args += [0 if ch.always else classes_d + class_at[i] + ch.first, ch.frames, rows,
                      table_words + 8 * COUNTER_WORDS, values_in_place, table_words, *hash_args(i)]
-            queued.append((slot, slot, parts, ring[slot], ch.frames, args))
+            queued.append((slot, parts, ring[slot], ch.frames, args))
         list_bytes, by_index = 0, []
         for n, ((i, ix), at) in enumerate(zip(scans, start_at)):  # index scans: a launch a table, after the chunks
             tp = plan.tables[i]
