@@ -116,7 +116,8 @@ class FusedRun:
 @dataclass
 class _Launch:
     """A plan's run as FusedRunner._prepare found it, replayed while the memory's generation is `generation`:
-    addresses as integers and host views, no CUDA object (the plan keeps it, and may outlive the engine)."""
+    addresses as integers and views of the table's arrays, no CUDA object and no scratch (the plan keeps it,
+    and may outlive the engine; scratch is found by name at each run, so none is kept past its regrowth)."""
 
     generation: int
     slots: int  # ring slots: 3 where a chunk ships columns, else 1 (and the copy stream computes too)
@@ -124,10 +125,8 @@ class _Launch:
     groups: int  # a table's groups of words (a hashed table's slots)
     acc_d: int  # the tables of words on the device
     keys_d: int | None  # a hashed table's keys on the device
-    acc_h: np.ndarray | None  # where the words are read back (not hashed)
-    init: np.ndarray | None  # the words before any row (not hashed)
-    stage_bufs: list  # pageable: the pinned buffers a chunk is staged through
-    copier: object  # pageable: the host threads that stage it
+    host_words: int  # words read back whole into "fused:acc", from "fused:init" before a run (0: hashed)
+    staged: dict  # pageable: each (column, buffer)'s bytes staged through "fusedstage<0|1>:..." (else empty)
     chunks: list  # each chunk's (ring slot, also its compute stream; {(column, buffer): host view to copy}, the slot's addresses, frames, kernel arguments)
     scans: list  # each index scan's (codegen.IndexKernel, compute lane, warps, kernel arguments)
     h2d_bytes: int
@@ -260,7 +259,9 @@ class FusedRunner:
         else:
             copy = eng.streams(1)[0]
             compute = [copy]
-        stage_bufs, copier = launch.stage_bufs, launch.copier
+        stage_bufs = [{k: memory.scratch_host(f"fusedstage{s}:{k[0]}.{k[1]}", n, np.uint8, pinned=True)
+                       for k, n in launch.staged.items()} for s in range(2)] if launch.staged else []
+        copier = memory.copier(host_threads()) if stage_bufs else None
         acc_d, keys_d, groups = launch.acc_d, launch.keys_d, launch.groups
         tl = Timeline(cuda, copy, pool=eng._events)
         if spec.hashed:  # the tables set on the GPU (they may take gigabytes): counters 0, every slot empty
@@ -273,7 +274,7 @@ class FusedRunner:
         else:
             if plan.top is not None:
                 _, *slot_read, slot_wave = self._slot_kernels(spec)
-            memory.htod_async(acc_d, launch.init, copy)
+            memory.htod_async(acc_d, memory.scratch_host("fused:init", launch.host_words, np.uint64, pinned=True), copy)
         ring_free, stage_free, last_kernel = [None] * slots, [None] * len(stage_bufs), {}
         t_queue = time.perf_counter()
         if launch.chunks:
@@ -324,7 +325,7 @@ class FusedRunner:
             done, read = self._gather(spec, acc_d, keys_d, words_per_table, groups, accumulating, *slot_read, slot_wave,
                                       copy, tl, top)
         else:
-            acc_h = launch.acc_h
+            acc_h = memory.scratch_host("fused:acc", launch.host_words, np.uint64, pinned=True)
             memory.dtoh_async(acc_h, acc_d, copy)
             done = tl.event(copy)
             done.synchronize()
@@ -424,19 +425,21 @@ class FusedRunner:
                 need[(c, "words")] = max(need.get((c, "words"), 0), 4 * (w1 - w0 + PAD_WORDS) + 64)
                 need[(c, "meta")] = max(need.get((c, "meta"), 0), 16 * ch.frames)
         ring = [{k: int(memory.scratch_device(f"fused{s}:{k[0]}.{k[1]}", n)) for k, n in need.items()} for s in range(slots)]
-        staging = plan.mode == "pageable"
-        stage_bufs = ([{k: memory.scratch_host(f"fusedstage{s}:{k[0]}.{k[1]}", n, np.uint8, pinned=True)
-                        for k, n in need.items()} for s in range(2)] if staging and need else [])
-        copier = memory.copier(host_threads()) if stage_bufs else None
+        staged = need if plan.mode == "pageable" and need else {}  # pageable: each chunk staged through pinned buffers
+        for s in range(2 if staged else 0):  # sized here, found by name at each run
+            for k, n in staged.items():
+                memory.scratch_host(f"fusedstage{s}:{k[0]}.{k[1]}", n, np.uint8, pinned=True)
 
-        classes = memory.scratch_mapped("fused:classes", sum(len(tp.classes) for tp in plan.tables), np.int8)
+        frames = sum(len(tp.classes) for tp in plan.tables)
+        classes = memory.scratch_mapped("fused:classes", frames, np.int8)
         class_at, at = [], 0
         for tp in plan.tables:
             class_at.append(at)
             at += len(tp.classes)
         classes_d = memory.mapped_pointer(classes) if len(classes) else 0
         sets = [k for tp in plan.tables for k in tp.constants if isinstance(k, tuple)]  # long IN lists, sorted
-        set_memory = memory.scratch_mapped("fused:sets", max(1, sum(len(k) for k in sets)), np.int64)
+        set_words = max(1, sum(len(k) for k in sets))
+        set_memory = memory.scratch_mapped("fused:sets", set_words, np.int64)
         set_at, at = {}, 0
         for k in sets:
             set_at[id(k)] = at
@@ -448,7 +451,8 @@ class FusedRunner:
                     ((memory.mapped_pointer(set_memory[set_at[id(k)]:]) if k else 0, len(k)) if isinstance(k, tuple) else (k,))]
 
         scans = [(i, tp.index) for i, tp in enumerate(plan.tables) if tp.index is not None and tp.index.entries]
-        starts = memory.scratch_mapped("fused:starts", max(1, sum(len(ix.starts) for _, ix in scans)), np.int64)
+        start_words = max(1, sum(len(ix.starts) for _, ix in scans))
+        starts = memory.scratch_mapped("fused:starts", start_words, np.int64)
         start_at, at = [], 0
         for _, ix in scans:
             start_at.append(at)
@@ -460,11 +464,10 @@ class FusedRunner:
         accumulating = plan.word_tables
         acc_d = int(memory.scratch_device("fused:acc", 8 * words_per_table * accumulating))
         keys_d = int(memory.scratch_device("fused:keys", 8 * groups * accumulating)) if spec.hashed else None
-        if spec.hashed:  # (its slot kernels are found where the run launches them)
-            acc_h = init = None
-        else:
-            acc_h = memory.scratch_host("fused:acc", words_per_table * accumulating, np.uint64, pinned=True)
-            init = memory.scratch_host("fused:init", words_per_table * accumulating, np.uint64, pinned=True)
+        host_words = 0 if spec.hashed else words_per_table * accumulating  # read back whole (not hashed; a hashed
+        # plan's slot kernels are found where the run launches them)
+        for name in ("fused:acc", "fused:init") if host_words else ():  # sized here, found by name at each run
+            memory.scratch_host(name, host_words, np.uint64, pinned=True)
         hash_args = (lambda i: [keys_d + 8 * (i % accumulating) * groups, groups - 1]) if spec.hashed else (lambda i: [])
 
         queued, h2d_bytes = [], 0
@@ -534,18 +537,22 @@ class FusedRunner:
                       + sum(int(SECTOR * tp.sliced.low_rows) for tp, top in zip(plan.tables, by_top) if top))  # estimated
 
         def write() -> None:
-            at = 0
+            """The scratch found by name (the arrays prepared from: none has been regrown since, or the
+            generation would have changed), written as this plan needs it."""
+            at, classes = 0, memory.scratch_mapped("fused:classes", frames, np.int8)
             for tp in plan.tables:
                 classes[at:at + len(tp.classes)] = tp.classes
                 at += len(tp.classes)
+            set_memory = memory.scratch_mapped("fused:sets", set_words, np.int64)
             for k in sets:
                 set_memory[set_at[id(k)]:set_at[id(k)] + len(k)] = k
+            starts = memory.scratch_mapped("fused:starts", start_words, np.int64)
             for (_, ix), at in zip(scans, start_at):
                 starts[at:at + len(ix.starts)] = ix.starts
-            if init is not None:
-                init[:] = self._initial(spec, accumulating)
+            if host_words:
+                memory.scratch_host("fused:init", host_words, np.uint64, pinned=True)[:] = self._initial(spec, accumulating)
 
-        return _Launch(made, slots, words_per_table, groups, acc_d, keys_d, acc_h, init, stage_bufs, copier, queued,
+        return _Launch(made, slots, words_per_table, groups, acc_d, keys_d, host_words, staged, queued,
                        by_index, h2d_bytes, zero_bytes, sum(ix.entries for _, ix in scans),
                        sum(tp.table.logical_bytes(spec.columns) for tp in plan.tables), write)
 

@@ -181,8 +181,8 @@ _generation = next(_GENERATIONS)
 
 def generation() -> int:
     """The memory's generation, process-wide: a fresh value after each free of an address a queued run may hold
-    (device memory freed, a scratch buffer regrown, a registration let go, a table's memory released, by any
-    memory layer). A run prepared from the value read before it began is replayed only while the value is
+    (device memory freed, a scratch buffer regrown, device or host, a registration let go, a table's memory
+    released, by any memory layer). A run prepared from the value read before it began is replayed only while the value is
     unchanged (gpu.fused). A new allocation or registration moves nothing a prepared run holds: no new value."""
     return _generation
 
@@ -424,7 +424,10 @@ class GpuMemory:
         key = f"{name}:mapped:{np.dtype(dtype).str}"
         arr = self._scratch.get(key)
         if arr is None or len(arr) < n:
+            grown = arr is not None
             arr = self._scratch[key] = self.mapped_empty(max(n, 1), dtype)
+            if grown:
+                freed()  # the old array goes with its last view: a run prepared on its address prepares again
         return arr[:n]
 
     def scratch_host(self, name: str, n: int, dtype, pinned: bool) -> np.ndarray:
@@ -432,7 +435,10 @@ class GpuMemory:
         key = f"{name}:{'pinned' if pinned else 'pageable'}:{np.dtype(dtype).str}"
         arr = self._scratch.get(key)
         if arr is None or len(arr) < n:
+            grown = arr is not None
             arr = self._scratch[key] = self.pinned_empty(n, dtype) if pinned else np.empty(n, dtype)
+            if grown:
+                freed()  # as scratch_mapped's
         return arr[:n]
 
     # --- copies ---------------------------------------------------------------------------
