@@ -384,6 +384,20 @@ def _read_in_background(wanted: list, after: list = ()) -> None:
     threading.Thread(target=read, name="gquery-read-ahead").start()
 
 
+AHEAD_THREADS = ("gquery-read-ahead", "gquery-compile-ahead")  # the work a call leaves for the calls after it
+
+
+def settle(timeout_s: float = AFTER_WAIT_S) -> bool:
+    """Wait (at most `timeout_s`) for the reads and compiles calls left running in the background; whether
+    any was. A benchmark's warm-up ends here, so that its timed calls are those of a settled table (a call
+    that finds the lists read chooses them) whatever the host's disk took to read them."""
+    deadline, waited = time.monotonic() + timeout_s, False
+    for thread in [t for t in threading.enumerate() if t.name in AHEAD_THREADS]:
+        waited = True
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return waited
+
+
 def exiting() -> bool:
     """The main thread has finished: the process is exiting (threads read and compile no more)."""
     return not threading.main_thread().is_alive()

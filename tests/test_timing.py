@@ -1,5 +1,6 @@
 """How runs are timed (gquery.timing): by count and by time, bounded."""
 
+import threading
 import time
 
 from gquery import timing
@@ -45,3 +46,28 @@ def test_runs_of_no_time_are_bounded():
 def test_warm_up_runs_once_at_least():
     run, calls = counter(sleep_ms=50.0)
     assert timing.warm_up(run, min_ms=25.0) == [1]
+
+
+def test_a_benchmark_settles_after_what_calls_left_reading_in_the_background():
+    from gquery import answer
+
+    done = []
+    reader = threading.Thread(target=lambda: (time.sleep(0.2), done.append(1)), name="gquery-read-ahead")
+    reader.start()
+    assert answer.settle(5.0) is True and done == [1]  # waited for the read to end
+    assert answer.settle(5.0) is False  # nothing left running: no wait
+
+
+def test_settling_is_bounded_by_its_timeout():
+    from gquery import answer
+
+    release = threading.Event()
+    reader = threading.Thread(target=release.wait, name="gquery-compile-ahead")
+    reader.start()
+    t0 = time.perf_counter()
+    try:
+        assert answer.settle(0.05) is True
+        assert time.perf_counter() - t0 < 2.0 and reader.is_alive()
+    finally:
+        release.set()
+        reader.join()
