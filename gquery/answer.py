@@ -239,24 +239,33 @@ def table_partial(query: Query, spec, t) -> ColumnarPartial:
 
     from gquery.gpu.codegen import accumulator_index, null_digit
 
-    rest = np.asarray(t.index, dtype=np.int64)
-    digits = []
-    for n, card in enumerate(reversed(spec.group_cards)):  # the group's index: its columns' digits, the last fastest
-        if n == len(spec.group_cards) - 1:
-            digits.append(rest)  # the first column's digit is what is left (an index is below the cards' product)
-        else:
-            digits.append(rest % card)
-            rest = rest // card
+    if spec.wide_keys:  # a wide key's three words: its NULL flags (bit j: column j), then each column's digit
+        words = np.asarray(t.index, dtype=np.int64).reshape(-1, 3)
+        digits = [(np.ascontiguousarray(words[:, 1 + j]).view(np.uint64), (words[:, 0] >> j & 1).astype(bool))
+                  for j in range(len(spec.group_cards))]
+    else:
+        rest = np.asarray(t.index, dtype=np.int64)
+        digits = []
+        for n, card in enumerate(reversed(spec.group_cards)):  # the group's index: its columns' digits, the last fastest
+            if n == len(spec.group_cards) - 1:
+                digits.append(rest)  # the first column's digit is what is left (an index is below the cards' product)
+            else:
+                digits.append(rest % card)
+                rest = rest // card
+        digits = [(digit, None if null_digit(spec, j) is None else digit == null_digit(spec, j))
+                  for j, digit in enumerate(reversed(digits))]
     keys = []
-    for j, (c, base, step, digit) in enumerate(zip(query.group_by, t.plan.group_bases, spec.group_steps, reversed(digits))):
-        values = digit + base if base else digit  # int64: a group column's values are its column's
+    for j, (c, base, step, (digit, null)) in enumerate(zip(query.group_by, t.plan.group_bases, spec.group_steps, digits)):
+        if spec.wide_keys:  # the digit counts up from the base modulo 2^64: the sum wraps to the value's int64
+            values = (digit + np.uint64(base % 2**64)).view(np.int64)
+        else:
+            values = digit + base if base else digit  # int64: a group column's values are its column's
         if step != 1:
             values = values * step
         d = t.plan.table.columns[c.name].dictionary
-        null = null_digit(spec, j)
-        nulls = None if null is None or not (digit == null).any() else (digit == null).tolist()  # the NULL group
+        nulls = None if null is None or not null.any() else null.tolist()  # the NULL group
         if d is not None:  # a VARCHAR's codes as its strings, at once (the NULL group's digit is no code)
-            values = d.decode(values if nulls is None else np.where(digit == null, 0, values))
+            values = d.decode(values if nulls is None else np.where(null, 0, values))
         if nulls is not None:
             keys.append([None if n else v for v, n in zip(values if d is not None else values.tolist(), nulls)])
         else:

@@ -1,15 +1,18 @@
 """Every fused-kernel shape of the GPU tests (predicates, aggregates, groups, 64- and 128-bit arithmetic,
 split sums), in every mode, on small odd-sized tables (one of them clustered, so chunks of frames that
 pass whole and chunks that test), and the index scan over l_suppkey's bucket lists and the frames reading
-it by its top byte in the modes that read in place, then the grouped shapes with their groups hashed, and
-hashed groups cut by ORDER BY ... LIMIT before the read-back, and columns with NULLs, each answer checked against the CPU reference: run under compute-sanitizer (memcheck, racecheck) on a GPU host."""
+it by its top byte in the modes that read in place, then the grouped shapes with their groups hashed,
+hashed groups cut by ORDER BY ... LIMIT before the read-back, columns with NULLs, and keys past 62 bits,
+each answer checked against the CPU reference: run under compute-sanitizer (memcheck, racecheck) on a GPU
+host."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from test_gpu_sql import DENSE_CUT, INDEXED, MODES, NULL_QUERIES, QUERIES, SCHEMA, TOP_CUT, nulled_table, random_table  # noqa: E402
+from test_gpu_sql import (DENSE_CUT, INDEXED, MODES, NULL_QUERIES, QUERIES, SCHEMA, TOP_CUT, WIDE_KEYS,  # noqa: E402
+                          nulled_table, random_table, wide_table)
 
 from gquery import answer, sql  # noqa: E402
 from gquery.gpu.codegen import NotOnGpu  # noqa: E402
@@ -63,6 +66,9 @@ nulled = [nulled_table(1025, 5), nulled_table(40_001, 6, sort_by="l_tax")]
 check(nulled, [(t, "auto") for t in NULL_QUERIES], ())
 codegen.GLOBAL_ACC_BYTES = 0
 check(nulled, [(t, "auto") for t in NULL_QUERIES if "GROUP BY" in t], (), hashed=True)
+# keys past 62 bits: three words a hash slot (hash_slot_wide), a few keys on many rows, one a row, NULL keys
+check([wide_table(5003, 7, few=True, nulls=True), wide_table(20_001, 8, few=False)], [(t, "auto") for t in WIDE_KEYS], (),
+      hashed=True)
 engine.close()
 print(f"sanitize_fused: {checked} answers checked, failures {failures}")
 sys.exit(1 if failures or not checked else 0)

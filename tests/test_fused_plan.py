@@ -185,8 +185,13 @@ def test_group_accumulators_in_shared_memory_else_in_device_memory_else_hashed_e
     narrowed = plan_fused(query(Compare("<", col("t"), Literal(8010, DATE)), total(PRODUCT), group_by=(col("k"), col("p"))),
                           [table(50_000, sort_by="t")], "pinned", 132)
     assert narrowed.spec.hashed and narrowed.hash_slots <= 2 * 2048  # only the frames the predicate can select from count
-    with pytest.raises(codegen.NotOnGpu, match="62 bits"):  # a key spanning 2^63 values: its index does not fit
-        plan_fused(query(None, Aggregate("count", None, BIGINT), group_by=(col("p"),)), [table(p_hi=2**62)], "pinned", 132)
+    wide = plan_fused(query(None, Aggregate("count", None, BIGINT), group_by=(col("p"),)), [table(p_hi=2**62)], "pinned", 132)
+    assert wide.spec.hashed and wide.spec.wide_keys and wide.spec.key_words == 3  # 2^63 values: past a one-word index
+    source = codegen.source(wide.spec, 128)
+    assert "hash_slot_wide(keys, hash_mask, group, group0, group1, 4096LL)" in source and "#define GROUPS" not in source
+    assert "three words" in wide.describe()
+    pair = query(None, Aggregate("count", None, BIGINT), group_by=(col("p"), col("k")))  # 2^63 x 16,384: 77 bits
+    assert plan_fused(pair, [table(p_hi=2**62)], "pinned", 132).spec.wide_keys
     monkeypatch.setattr(codegen, "HASH_ACC_BYTES", 1 << 20)  # fewer slots than twice the rows: a run may overflow them
     assert plan_fused(pairs, [table()], "pinned", 132).hash_slots == 16_384  # (refused then: tests/test_gpu_sql.py)
     monkeypatch.setattr(codegen, "HASH_ACC_BYTES", 1 << 15)
@@ -263,9 +268,13 @@ SHAPES = [
 def _shape_builds(shape: int) -> list:
     if shape < len(SHAPES):
         spec = plan_fused(SHAPES[shape], [table(3000)], "pinned", 132).spec
-    else:  # 128-bit products and sums kept as two halves
+    elif shape == len(SHAPES):  # 128-bit products and sums kept as two halves
         spec = plan_fused(query(None, total(Arith("*", col("p"), col("p"), decimal(30, 4)))), [table(3000, p_hi=2**62)],
                           "pinned", 132).spec
+    else:  # a key past 62 bits (2^63 x 16,384 groups): three words a slot
+        spec = plan_fused(query(Compare("<", col("k"), Literal(300, INTEGER)), total(PRODUCT), Aggregate("min", col("t"), DATE),
+                                group_by=(col("p"), col("k"))), [table(3000, p_hi=2**62)], "pinned", 132).spec
+        assert spec.wide_keys
     # the frame loop, and the index scan over the first predicate column (low bits of 2 bytes, or none); the
     # frame loop reading a predicate column that no aggregate reads by its top byte (low bits of 0 to 8 bytes)
     index = [codegen.IndexKernel(spec.predicate_slots[0], low) for low in (2, 0)] if spec.predicate_slots else []
@@ -280,7 +289,7 @@ def _no_spills(report: str) -> None:
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not on the PATH")
-@pytest.mark.parametrize("shape", range(len(SHAPES) + 1))
+@pytest.mark.parametrize("shape", range(len(SHAPES) + 2))
 def test_generated_kernels_compile_without_spills(shape, tmp_path):
     for k, build in enumerate(_shape_builds(shape)):
         source = tmp_path / f"fused{k}.cu"
@@ -293,7 +302,7 @@ def test_generated_kernels_compile_without_spills(shape, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(nvrtc.library() is None, reason="NVRTC is not installed on this host")
-@pytest.mark.parametrize("shape", range(len(SHAPES) + 1))
+@pytest.mark.parametrize("shape", range(len(SHAPES) + 2))
 def test_generated_kernels_compile_in_process_without_spills(shape, no_local_memory):
     """NVRTC, as the engine compiles (gpu/kernels.py): the headers handed over in memory, none of the
     toolkit's; every entry loaded on the GPU uses no local memory."""
@@ -693,3 +702,21 @@ def test_a_hashed_runs_slots_in_any_order_read_back_into_the_cpu_references_rows
                                                     np.array(words, np.uint64)[order].reshape(-1))
         run = FusedRun([TableRun(tp, index, counts, values, 0, 0)], None, plan)
         assert finalize(q, answer.fused_partial(q, run)).rows == want.rows
+
+
+def test_a_wide_keys_words_read_back_as_its_columns_values_and_nulls():
+    """A three-word key (NULL flags, then each column's digit counted up from its base modulo 2^64) read back
+    as the group columns' values, the type's two ends and a NULL among them: what the GPU's gather hands over."""
+    from gquery.answer import table_partial
+    from gquery.gpu.fused import TableRun
+
+    plan = plan_fused(query(None, Aggregate("count", None, BIGINT), group_by=(col("p"), col("k"))), [table(p_hi=2**62)],
+                      "pinned", 132)
+    tp = plan.tables[0]
+    base_p, base_k = tp.group_bases
+    groups = [(-2**62, 1), (2**62 - 1, 9_999), (0, None), (base_p, base_k)]
+    words = [[0 if k is not None else 2, (p - base_p) % 2**64, 0 if k is None else k - base_k] for p, k in groups]
+    index = np.array(words, dtype=np.uint64).view(np.int64)  # the digits as the device's words
+    counts = np.array([3, 1, 2, 5], dtype=np.int64)
+    partial = table_partial(plan.query, plan.spec, TableRun(tp, index, counts, [], 0, 0))
+    assert plan.spec.wide_keys and partial.groups == {(p, k): [[n]] for (p, k), n in zip(groups, counts.tolist())}

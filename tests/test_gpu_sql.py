@@ -242,7 +242,7 @@ def test_groups_cut_to_those_order_by_limit_keeps_are_exact(engine, design, monk
     if design != "dense":
         monkeypatch.setattr(codegen, "GLOBAL_ACC_BYTES", 0)  # l_suppkey's groups hashed too
     table = random_table(70_001, 15, big=design == "big")
-    # big: l_extendedprice spans 2^63 values, past a hashed key's 62 bits
+    # big: l_suppkey's texts (l_extendedprice spans 2^63 values: its keys are wide, test_keys_past_62_bits_...)
     texts = DENSE_CUT if design == "dense" else [t for t in TOP_CUT if design != "big" or t.startswith("SELECT l_suppkey")]
     for text in texts:
         query = sql.parse(text, SCHEMA)
@@ -257,6 +257,61 @@ def test_groups_cut_to_those_order_by_limit_keeps_are_exact(engine, design, monk
         spread = answer.gpu_answer(sql.parse(TOP_CUT[-2], SCHEMA), table, engine, "pinned", repeat=1, warmup=False)
         assert len(spread.partial.groups) < 100
     engine.memory.release_table(table)
+
+
+WIDE_KEYS = [  # keys past 62 bits (wide_table): three words a hash slot, NULL flags and two 64-bit digits
+    "SELECT l_extendedprice, COUNT(*), SUM(l_quantity), MIN(l_shipdate) FROM lineitem GROUP BY 1 ORDER BY 1",
+    "SELECT l_extendedprice, l_suppkey, COUNT(*), MAX(l_tax) FROM lineitem WHERE l_discount < 5 GROUP BY 1, 2 ORDER BY 1, 2",
+    "SELECT l_suppkey, l_extendedprice, SUM(l_quantity) AS q FROM lineitem GROUP BY 1, 2 ORDER BY q DESC, 1, 2 LIMIT 6",
+    "SELECT l_extendedprice, COUNT(*) AS n FROM lineitem GROUP BY 1 ORDER BY n DESC, 1 LIMIT 3",
+    "SELECT l_extendedprice, l_tax, COUNT(*), SUM(l_extendedprice) FROM lineitem GROUP BY 1, 2 ORDER BY 1 DESC, 2 LIMIT 12",
+]
+
+
+def wide_table(rows: int, seed: int, few: bool, nulls: bool = False) -> Table:
+    """random_table's columns with l_extendedprice over every BIGINT value, -2^63 to 2^63 - 1: a few keys, each on
+    many rows (`few`: warps claim one slot at once), or one a row; NULL at some rows of it and of l_tax (`nulls`)."""
+    t = random_table(rows, seed)
+    rng = np.random.default_rng(seed + 7)
+    values = {n: t.columns[n].values() for n in t.columns}
+    ends = np.array([-2**63, 2**63 - 1, 0, -1, 7, 2**62, -2**62 - 3], dtype=np.int64)
+    values["l_extendedprice"] = (rng.choice(ends, rows) if few else
+                                 rng.integers(-2**63, 2**63 - 1, rows, dtype=np.int64, endpoint=True))
+    values["l_extendedprice"][:2] = ends[:2]  # the type's two ends, whatever the draw
+    valid = {"l_extendedprice": rng.random(rows) > 0.1, "l_tax": rng.random(rows) > 0.2} if nulls else None
+    return Table.from_values(values, SCHEMA, {n: c.dictionary for n, c in t.columns.items() if c.dictionary},
+                             f"wide({rows}, {seed}, {few}, {nulls})", valid=valid)
+
+
+@pytest.mark.parametrize("few,nulls", [(True, False), (False, False), (True, True)])
+def test_keys_past_62_bits_hash_as_three_words_and_are_exact(engine, few, nulls):
+    """GROUP BY a BIGINT over its whole range (2^64 values), alone or with a second column: no one-word index
+    holds the key, so a slot keeps its NULL flags and a digit a column (hash_slot_wide in fused.cuh); many rows of
+    a few keys claim slots at once, or every row its own; ORDER BY an aggregate LIMIT cuts them (partitions by the
+    key's hash), a group column's order reads every group; NULL a key of its own; every mode; the CPU reference's
+    rows."""
+    table = wide_table(70_001, 41, few, nulls)
+    for text in WIDE_KEYS:
+        for mode in MODES:
+            got = check(engine, table, text, mode, chunk_frames=8)
+            assert got.plan.spec.wide_keys and got.plan.spec.hashed, (text, mode)
+            assert (got.plan.top is not None) == (" LIMIT " in text and "BY 1 DESC" not in text), (text, mode)
+    engine.memory.release_table(table)
+
+
+def test_parts_of_wide_keys_add_into_one_hash_table(engine):
+    """Two parts whose keys span every BIGINT value (one with NULL keys): their digits count from one base modulo
+    2^64, so they add into one table of three-word keys, read back once; the CPU reference's rows in every mode."""
+    from gquery.table import PartedTable
+
+    tables = [wide_table(30_001, 43, few=True), wide_table(20_001, 44, few=False, nulls=True)]
+    parted = PartedTable(50_002, [], [30_001, 20_001], "two wide parts", {}, tables)
+    for text in WIDE_KEYS:
+        for mode in MODES:
+            got = check(engine, parted, text, mode, chunk_frames=8)
+            assert got.plan.spec.wide_keys and got.plan.word_tables == 1, (text, mode)
+    for t in tables:
+        engine.memory.release_table(t)
 
 
 def test_parts_far_apart_add_into_one_hash_table_and_are_cut_there(engine):

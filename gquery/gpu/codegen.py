@@ -33,8 +33,9 @@ SHARED_ACC_BYTES = 40 << 10  # what the groups' accumulators may take of a block
 # (they are copied in, initial, and back with the answer): past it the CPU answers
 GLOBAL_ACC_BYTES = 256 << 20
 # Past that, a group's words are found by its key in a hash table in device memory (hashed): a key is the dense
-# index, so it must stay below this; and the table (twice the slots of the groups a run can select) may take
-# up to HASH_ACC_BYTES over all its tables, else the CPU answers
+# index, one word, where it stays below HASH_KEY_LIMIT; past it (a BIGINT key's whole range, two wide columns) the
+# key is three words, its NULL flags and each column's digit (wide_keys); the table (twice the slots of the groups a
+# run can select) may take up to HASH_ACC_BYTES over all its tables, else the CPU answers
 HASH_KEY_LIMIT = 2**62
 HASH_ACC_BYTES = 16 << 30
 HASH_PROBES = 4096  # slots a key probes at most: past them its rows are counted, and the run refused
@@ -82,6 +83,7 @@ class KernelSpec:
     group_cards: tuple[int, ...]  # values a group column may take in a part: the groups are their product
     group_steps: tuple[int, ...] = ()  # what every value of a group column is a multiple of (its common factor)
     hashed: bool = False  # groups too many for a dense array: a group's words are found by its index in a hash table
+    wide_keys: bool = False  # hashed, the index past HASH_KEY_LIMIT: a key of three words (hash_slot_wide in fused.cuh)
     nullable: tuple[int, ...] = ()  # slots of columns with NULLs: each a bit a row, n<slot> (ok<slot> at a row)
     comment: str = ""
 
@@ -91,6 +93,11 @@ class KernelSpec:
         for c in self.group_cards:
             g *= c
         return g
+
+    @property
+    def key_words(self) -> int:
+        """Words of a hashed slot's key: the index, or a wide key's state (its NULL flags) and two digits."""
+        return 3 if self.wide_keys else 1
 
     @property
     def words(self) -> int:
@@ -269,9 +276,7 @@ def kernel_spec(query: Query, lowered: Expr | None, ranges: dict[str, tuple[int,
                       group_slots, tuple(group_cards), tuple(group_steps) or (1,) * len(group_slots),
                       nullable=tuple(sorted(slots[c] for c in nullable)), comment=_shape(query))
     if group_slots and spec.groups * spec.words * 8 * tables > GLOBAL_ACC_BYTES:  # too large a dense array: hashed
-        if spec.groups >= HASH_KEY_LIMIT:
-            raise NotOnGpu(f"{spec.groups:,} possible groups: a group's index takes more than 62 bits")
-        spec = replace(spec, hashed=True)
+        spec = replace(spec, hashed=True, wide_keys=spec.groups >= HASH_KEY_LIMIT)
     return spec, em.values
 
 
@@ -281,7 +286,7 @@ def hash_slots(spec: KernelSpec, rows: int, tables: int) -> int:
     tables (and one more for the read-back) would take more than HASH_ACC_BYTES of device memory: then a run
     whose groups overflow its table is refused (gpu.fused), and the CPU answers. NotOnGpu below 1,024 slots."""
     def fits(slots: int) -> bool:
-        return slots * (spec.words + 1) * 8 * (tables + 1) <= HASH_ACC_BYTES
+        return slots * (spec.words + spec.key_words) * 8 * (tables + 1) <= HASH_ACC_BYTES
 
     bound = max(1, min(spec.groups, rows))
     slots = 1 << (2 * bound - 1).bit_length()
@@ -336,7 +341,7 @@ def top_cut(query: Query, spec: KernelSpec) -> TopCut | None:
     """The cut of a spec's groups (hashed, or dense and many: slot_kernels) before read-back where the query keeps
     the first LIMIT rows ordered by an aggregate that one slot word holds (COUNT, SUM, MIN, MAX; not AVG, nor a
     sum kept as two) or by a group column of integers, decimals or dates (its digit of the index orders as its
-    values); None otherwise."""
+    values; not where the key is wide); None otherwise."""
     if not slot_kernels(spec) or not query.order_by or not query.limit:
         return None
     at, descending = query.order_by[0]
@@ -354,7 +359,7 @@ def top_cut(query: Query, spec: KernelSpec) -> TopCut | None:
                 return None  # a sum kept as two; a value NULL where no row had one (ordered last)
             word, wide = 1 + sum(x.words for x in spec.accumulators[:k]), spec.accumulators[k].kind == "sum"
         cut = TopCut(query.limit, word, wide, 0, 0, not descending, str(a))
-    elif expr in query.group_by and expr.type.name not in ("VARCHAR", "DOUBLE") and \
+    elif expr in query.group_by and expr.type.name not in ("VARCHAR", "DOUBLE") and not spec.wide_keys and \
             null_digit(spec, query.group_by.index(expr)) is None:  # a NULL key is ordered last either way
         j = query.group_by.index(expr)
         shift = sum(card.bit_length() - 1 for card in spec.group_cards[j + 1:])  # the cards are powers of two
@@ -430,7 +435,7 @@ def _header(spec: KernelSpec, name: str, params: list[str], block_threads: int, 
     init = ", ".join(f"{w}ull" for w in _group_initial(spec))
     return [f"// {spec.comment}{note}", f"// columns: {', '.join(f'v{i} = {c}' for i, c in enumerate(spec.columns))}",
             '#include "fused.cuh"', "",
-            f"#define GROUPS {spec.groups}", f"#define WORDS {spec.words}",
+            *([f"#define GROUPS {spec.groups}"] if spec.in_shared else []), f"#define WORDS {spec.words}",
             f"__constant__ u64 INITIAL[WORDS] = {{{init}}};  // a group's words before any row", "",
             f'extern "C" __global__ void __launch_bounds__({block_threads})',
             f"{name}(" + ",\n      ".join(params) + ") {"]
@@ -668,8 +673,19 @@ def _grouped_add(spec: KernelSpec) -> list[str]:
     """A warp's selected rows (`sel`, their values v<slot> decoded) added to their groups: each lane's group
     and contributions (identities where not selected); then for each group among the warp's rows, its
     lanes' contributions summed by shuffles and added by one lane with one atomic each."""
-    out = [f"            const long long g = sel ? (long long)({_group_index(spec)}) : -1;",
-           "            rows_selected += sel;"]
+    if spec.wide_keys:  # the key's NULL flags and digits; a warp's lanes of one group found by all three
+        flags, digits = _wide_key(spec)
+        out = [f"            const long long g = sel ? {flags} : -1;"]
+        out += [f"            const u64 d{j} = sel ? {d} : 0;" for j, d in enumerate(digits)]
+        match = ["const long long group = __shfl_sync(FULL_MASK, g, __ffs(todo) - 1);",
+                 "const u64 group0 = __shfl_sync(FULL_MASK, d0, __ffs(todo) - 1);",
+                 "const u64 group1 = __shfl_sync(FULL_MASK, d1, __ffs(todo) - 1);",
+                 "const bool mine = sel && g == group && d0 == group0 && d1 == group1;"]
+    else:
+        out = [f"            const long long g = sel ? (long long)({_group_index(spec)}) : -1;"]
+        match = ["const long long group = __shfl_sync(FULL_MASK, g, __ffs(todo) - 1);",
+                 "const bool mine = sel && g == group;"]
+    out.append("            rows_selected += sel;")
     for k, a in enumerate(spec.accumulators):
         taken = f"o{k}" if a.valid else "sel"  # a row it takes: selected, and its argument not NULL
         if a.valid:
@@ -682,9 +698,7 @@ def _grouped_add(spec: KernelSpec) -> list[str]:
         elif a.kind in ("min", "max"):
             identity = "I64_MAX" if a.kind == "min" else "I64_MIN"
             out.append(f"            const long long x{k} = {taken} ? (long long){a.code} : {identity};")
-    out += ["            for (unsigned todo = selected; todo;) {",
-            "                const long long group = __shfl_sync(FULL_MASK, g, __ffs(todo) - 1);",
-            "                const bool mine = sel && g == group;",
+    out += ["            for (unsigned todo = selected; todo;) {", *(f"                {m}" for m in match),
             "                const unsigned same = __ballot_sync(FULL_MASK, mine);",
             "                todo &= ~same;"]
     for k, a in enumerate(spec.accumulators):
@@ -698,7 +712,9 @@ def _grouped_add(spec: KernelSpec) -> list[str]:
         if a.valid:
             out.append(f"                const unsigned c{k} = __popc(__ballot_sync(FULL_MASK, mine && o{k}));")
     if spec.hashed:  # the group's slot found by its index; the rows of a key without one (the table too small) counted
-        out += [f"                const long long slot = lane_id() == 0 ? hash_slot(keys, hash_mask, group, {HASH_PROBES}LL) : 0;",
+        find = (f"hash_slot_wide(keys, hash_mask, group, group0, group1, {HASH_PROBES}LL)" if spec.wide_keys
+                else f"hash_slot(keys, hash_mask, group, {HASH_PROBES}LL)")
+        out += [f"                const long long slot = lane_id() == 0 ? {find} : 0;",
                 "                if (slot < 0) atomicAdd(counters + 2, (u64)__popc(same));  // the host refuses the run",
                 "                if (lane_id() == 0 && slot >= 0) {  // warp_sum leaves the total in lane 0",
                 "                    u64* const to = group_acc + slot * WORDS;"]
@@ -722,7 +738,8 @@ def _grouped_add(spec: KernelSpec) -> list[str]:
 
 
 def _hash_params(spec: KernelSpec) -> list[str]:
-    """A hashed spec's table of keys, a slot each (EMPTY_KEY where none), and its slots less one."""
+    """A hashed spec's table of keys, a slot each (EMPTY_KEY where none; a wide key's three words), and its slots
+    less one."""
     return ["long long* __restrict__ keys", "long long hash_mask"] if spec.hashed else []
 
 
@@ -741,11 +758,15 @@ def _slot_kernels(spec: KernelSpec) -> list[str]:
         return []
     stride = "for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < slots; i += (long long)gridDim.x * blockDim.x)"
     order = "int word, int wide, int shift, long long mask, int ascending"
-    slot_key = "keys[i]" if spec.hashed else "acc[i * WORDS] ? i : EMPTY_KEY"  # dense: `keys` is not read
+    n = spec.key_words  # a slot's key words: its state first (EMPTY_KEY where empty)
+    slot_key = f"keys[i * {n}]" if spec.hashed else "acc[i * WORDS] ? i : EMPTY_KEY"  # dense: `keys` is not read
+    partition = "top_partition_wide(keys + i * 3, bits)" if spec.wide_keys else "top_partition(key, bits)"
     key = "order_key(key, acc + i * WORDS, word, wide, shift, mask, ascending)"
+    copy_key = (f"for (int w = 0; w < {n}; ++w) out_keys[at * {n} + w] = keys[i * {n} + w];" if spec.wide_keys
+                else "out_keys[at] = key;")
     init = ["", 'extern "C" __global__ void fused_hash_init(u64* __restrict__ acc, long long* __restrict__ keys, long long slots) {',
             f"    {stride} {{",
-            "        keys[i] = EMPTY_KEY;",
+            f"        keys[i * {n}] = EMPTY_KEY;" if spec.wide_keys else "        keys[i] = EMPTY_KEY;",
             "        for (int w = 0; w < WORDS; ++w) acc[i * WORDS + w] = INITIAL[w];",
             "    }", "}"] if spec.hashed else []
     return init + ["",
@@ -755,7 +776,7 @@ def _slot_kernels(spec: KernelSpec) -> list[str]:
             f"    {stride} {{",
             f"        const long long key = {slot_key};",
             "        if (key == EMPTY_KEY) continue;",
-            "        u64* const mine = best + top_partition(key, bits);",
+            f"        u64* const mine = best + {partition};",
             f"        const u64 k = {key};",
             "        if (k > *(volatile u64*)mine) atomicMax((unsigned long long*)mine, (unsigned long long)k);",
             "    }", "}", "",
@@ -772,7 +793,7 @@ def _slot_kernels(spec: KernelSpec) -> list[str]:
             f"        if (threshold && {key} < threshold) continue;  // not among the rows LIMIT keeps",
             "        const u64 at = atomicAdd(filled, (u64)1);",
             "        if (at >= (u64)room) continue;  // counted, not written: the host refuses the run",
-            "        out_keys[at] = key;",
+            f"        {copy_key}",
             "        for (int w = 0; w < WORDS; ++w) out_words[at * WORDS + w] = acc[i * WORDS + w];",
             "    }",
             "    if (mine) atomicAdd((unsigned long long*)rows, (unsigned long long)mine);",
@@ -788,6 +809,20 @@ def _flush_register(a: Accumulator, k: int, offset: int) -> str:
     if a.kind == "count":
         return counted.strip()
     return f"atomic{'Min' if a.kind == 'min' else 'Max'}((long long*)(group_acc + {offset}), a{k});{counted}"
+
+
+def _wide_key(spec: KernelSpec) -> tuple[str, list[str]]:
+    """A wide key's C expressions: its NULL flags (bit j: group column j is NULL), and each column's digit as an
+    unsigned word, (v_j / step_j) - g_j wrapped to 64 bits (a BIGINT's whole range is 2^64 values), 0 where NULL;
+    the second 0 where one column groups."""
+    flags, digits = [], []
+    for j, (s, step) in enumerate(zip(spec.group_slots, spec.group_steps)):
+        digit = f"((u64)(v{s} / {step}LL) - (u64)g{j})" if step != 1 else f"((u64)v{s} - (u64)g{j})"
+        if s in spec.nullable:
+            flags.append(f"(ok{s} ? 0LL : {1 << j}LL)")
+            digit = f"(ok{s} ? {digit} : 0ull)"
+        digits.append(digit)
+    return " | ".join(flags) if flags else "0LL", (digits + ["0ull"])[:2]
 
 
 def _group_index(spec: KernelSpec) -> str:
@@ -839,8 +874,8 @@ def read_groups(spec: KernelSpec, words) -> tuple[np.ndarray, np.ndarray, list[n
 
 
 def read_hashed(spec: KernelSpec, keys: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray, list, list]:
-    """read_groups of a hashed run: the slots it filled (each group's index and words, gathered in no order), in
-    that order (finalize orders the groups, and a parted table's are added by key, result.ColumnarPartial)."""
+    """read_groups of a hashed run: the slots it filled (each group's index, or a wide key's three words, and its
+    words, gathered in no order), in that order (finalize orders the groups, and a parted table's are added by key, result.ColumnarPartial)."""
     return (keys, *_read_table(spec, np.asarray(words, dtype=np.uint64).reshape(-1, spec.words), None))
 
 

@@ -81,8 +81,8 @@ def compile_plan(plan: FusedPlan, arch: str) -> None:
 
 @dataclass
 class TableRun:
-    """One table's answer: the groups that selected a row (their indices), each one's rows, and each
-    accumulator's exact value for each of them (codegen.read_groups)."""
+    """One table's answer: the groups that selected a row (their indices; a wide key's three words a row), each
+    one's rows, and each accumulator's exact value for each of them (codegen.read_groups)."""
 
     plan: TablePlan
     index: np.ndarray
@@ -101,7 +101,8 @@ class TableRun:
     def groups(self) -> dict[int, tuple[int, list]]:
         """Per group index, (its rows, its accumulators' values): as read_group gives one."""
         values = [python_values(v) for v in self.values]
-        return {g: (n, list(v)) for g, n, v in zip(self.index.tolist(), self.counts.tolist(), zip(*values) if values
+        index = [tuple(k) for k in self.index.tolist()] if self.index.ndim > 1 else self.index.tolist()  # a wide key's words
+        return {g: (n, list(v)) for g, n, v in zip(index, self.counts.tolist(), zip(*values) if values
                                                     else ((),) * len(self.counts))}
 
 
@@ -270,7 +271,7 @@ class FusedRunner:
                 words_at = acc_d + 8 * k * words_per_table
                 memory.zero_async(words_at, 8 * COUNTER_WORDS, copy)
                 hash_init.prepared_async_call((_blocks(groups, slot_wave), 1, 1), (BLOCK_THREADS, 1, 1), copy,
-                                              words_at + 8 * COUNTER_WORDS, keys_d + 8 * k * groups, groups)
+                                              words_at + 8 * COUNTER_WORDS, keys_d + 8 * spec.key_words * k * groups, groups)
         else:
             if plan.top is not None:
                 _, *slot_read, slot_wave = self._slot_kernels(spec)
@@ -463,12 +464,13 @@ class FusedRunner:
         words_per_table = COUNTER_WORDS + groups * spec.words
         accumulating = plan.word_tables
         acc_d = int(memory.scratch_device("fused:acc", 8 * words_per_table * accumulating))
-        keys_d = int(memory.scratch_device("fused:keys", 8 * groups * accumulating)) if spec.hashed else None
+        keys_d = int(memory.scratch_device("fused:keys", 8 * spec.key_words * groups * accumulating)) if spec.hashed else None
         host_words = 0 if spec.hashed else words_per_table * accumulating  # read back whole (not hashed; a hashed
         # plan's slot kernels are found where the run launches them)
         for name in ("fused:acc", "fused:init") if host_words else ():  # sized here, found by name at each run
             memory.scratch_host(name, host_words, np.uint64, pinned=True)
-        hash_args = (lambda i: [keys_d + 8 * (i % accumulating) * groups, groups - 1]) if spec.hashed else (lambda i: [])
+        hash_args = ((lambda i: [keys_d + 8 * spec.key_words * (i % accumulating) * groups, groups - 1]) if spec.hashed
+                     else (lambda i: []))
 
         queued, h2d_bytes = [], 0
         for n, (i, ch) in enumerate(chunks):
@@ -565,14 +567,15 @@ class FusedRunner:
         reaches the limit-th best of those gathered (codegen.TopCut says why that is exact).
         (the last event, [(counters, read_hashed's groups, rows selected) a table])."""
         memory = self.engine.memory
-        out_keys = memory.scratch_device("fused:hash-keys", 8 * slots)
+        n = spec.key_words if spec.hashed else 1  # a gathered slot's key words (dense: its index)
+        out_keys = memory.scratch_device("fused:hash-keys", 8 * n * slots)
         out_words = memory.scratch_device("fused:hash-words", 8 * slots * spec.words)
         small = COUNTER_WORDS + 2  # a table's counters, then how many slots its run filled and their rows
         counts_d = memory.scratch_device("fused:hash-counts", 8 * small)
         counts_h = memory.scratch_host("fused:hash-counts", small, np.uint64, pinned=True)
         out, done = [], None
         for t in range(tables):
-            table_keys = 0 if keys_d is None else int(keys_d) + 8 * t * slots  # dense: a slot's key is its index
+            table_keys = 0 if keys_d is None else int(keys_d) + 8 * n * t * slots  # dense: a slot's key is its index
             table_words = int(acc_d) + 8 * (t * words_per_table + COUNTER_WORDS)
             threshold, order = 0, codegen.NO_TOP_ARGS
             if top is not None:
@@ -593,14 +596,15 @@ class FusedRunner:
             memory.dtoh_async(counts_h, int(counts_d), copy)
             copy.synchronize()
             counters, filled, rows = counts_h[:COUNTER_WORDS].copy(), int(counts_h[COUNTER_WORDS]), int(counts_h[-1])
-            keys_h = memory.scratch_host("fused:hash-keys", max(1, filled), np.int64, pinned=True)
+            keys_h = memory.scratch_host("fused:hash-keys", max(1, n * filled), np.int64, pinned=True)
             words_h = memory.scratch_host("fused:hash-words", max(1, filled * spec.words), np.uint64, pinned=True)
             if filled:
                 memory.dtoh_async(keys_h, int(out_keys), copy)
                 memory.dtoh_async(words_h, int(out_words), copy)
             done = tl.event(copy)
             done.synchronize()
-            out.append((counters, codegen.read_hashed(spec, keys_h[:filled].copy(), words_h[:filled * spec.words]), rows))
+            keys = keys_h[:n * filled].reshape(filled, n) if n > 1 else keys_h[:filled]  # a wide key's three words a row
+            out.append((counters, codegen.read_hashed(spec, keys.copy(), words_h[:filled * spec.words]), rows))
         return done, out
 
 

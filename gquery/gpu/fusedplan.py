@@ -406,10 +406,16 @@ class FusedPlan:
         return out
 
     def _combine(self) -> str:
-        agg = "registers" if self.spec.groups == 1 else \
-            f"a hash table of {self.hash_slots:,} slots x {self.spec.words} words in device memory, a group's slot found " \
-            f"by its index (of {self.spec.groups:,})" if self.spec.hashed else \
-            f"{self.spec.groups:,} group(s) x {self.spec.words} words in {'shared' if self.spec.in_shared else 'device'} memory"
+        if self.spec.groups == 1:
+            agg = "registers"
+        elif self.spec.hashed:
+            found = (f"by its key of three words, NULL flags and a 64-bit digit a column (its index, of "
+                     f"{self.spec.groups:,}, passes 62 bits)" if self.spec.wide_keys else f"by its index (of {self.spec.groups:,})")
+            agg = (f"a hash table of {self.hash_slots:,} slots x {self.spec.words} words in device memory, a group's slot "
+                   f"found {found}")
+        else:
+            agg = (f"{self.spec.groups:,} group(s) x {self.spec.words} words in "
+                   f"{'shared' if self.spec.in_shared else 'device'} memory")
         back = (f"the groups that can be among the first {self.top.limit:,} by {self.top.key} copied back" if self.top
                 else "one copy back")
         return f"exact 128-bit sums, counts, min and max in {agg}; atomically added per table; {back}"
@@ -507,7 +513,9 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     if shared is None and spec.hashed and len(tables) > 1:  # a hash table needs no dense range: one for every part
         one = _one_base(query, tables, selectable, steps, nullable)
         wide = one and tuple(1 << (span - 1).bit_length() for span in one[1])
-        if one is not None and math.prod(wide) < HASH_KEY_LIMIT:  # else a table a part, each its own index's range
+        # one index must stay within one word (else a table a part, each its own index's range); a wide key's
+        # digits count from any base modulo 2^64, so its parts always share one
+        if one is not None and (math.prod(wide) < HASH_KEY_LIMIT or spec.wide_keys):
             cards, shared, specs = wide, one[0], {}
             spec, _ = spec_of(lowered[0])
     reasons = [f"kernel columns {', '.join(spec.columns)}; predicate `{spec.predicate or 'none'}`; "

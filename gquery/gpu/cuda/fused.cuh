@@ -110,6 +110,40 @@ __device__ __forceinline__ long long hash_slot(long long* keys, long long mask, 
     return -1;
 }
 
+// A group's slot where its key passes 62 bits (codegen.KernelSpec.wide_keys): three words a slot, its state and
+// its two columns' digits (each up to 64 bits: no digit value is free to mark an empty slot). The state is
+// EMPTY_KEY, BUSY_KEY while the claiming thread writes the digits, else the key's NULL flags (a bit a column
+// whose value is NULL, its digit 0). A probe that finds a slot BUSY waits for its digits: the claimer, in another
+// warp (one lane of a warp probes), writes them, fences, and sets the state.
+#define BUSY_KEY (-2LL)
+__device__ __forceinline__ u64 wide_key_hash(long long flags, u64 d0, u64 d1) {
+    u64 h = (d0 * 0x9E3779B97F4A7C15ull) ^ ((d1 + (u64)flags) * 0xC2B2AE3D27D4EB4Full);
+    return h ^ (h >> 29);
+}
+
+__device__ __forceinline__ long long hash_slot_wide(long long* keys, long long mask, long long flags, u64 d0, u64 d1,
+                                                    long long probes) {
+    long long at = (long long)(wide_key_hash(flags, d0, d1) & (u64)mask);
+    for (long long probe = 0; probe <= mask && probe < probes; ++probe, at = (at + 1) & mask) {
+        long long* const slot = keys + 3 * at;
+        long long state = *(volatile long long*)slot;
+        if (state == EMPTY_KEY) {
+            state = (long long)atomicCAS((unsigned long long*)slot, (unsigned long long)EMPTY_KEY, (unsigned long long)BUSY_KEY);
+            if (state == EMPTY_KEY) {  // claimed: the digits, then the state that says they are there
+                ((volatile u64*)slot)[1] = d0;
+                ((volatile u64*)slot)[2] = d1;
+                __threadfence();
+                atomicExch((unsigned long long*)slot, (unsigned long long)flags);
+                return at;
+            }
+        }
+        while (state == BUSY_KEY) state = *(volatile long long*)slot;
+        __threadfence();  // the digits written before the state was set are seen after it
+        if (state == flags && ((volatile u64*)slot)[1] == d0 && ((volatile u64*)slot)[2] == d1) return at;
+    }
+    return -1;
+}
+
 // ORDER BY's first key of a filled slot (codegen.TopCut) as an unsigned word that orders as the key: the slot's
 // index's digit of a group column (word < 0), its word, or a signed 128-bit sum saturated to 64 bits (it orders
 // alike, or ties); flipped for ASC, so the greatest is always first; then offset by 2^63.
@@ -131,6 +165,11 @@ __device__ __forceinline__ u64 order_key(long long key, const u64* words, int wo
 // A group's partition of 2^bits, from its index (a multiplicative hash's top bits): the same in every run.
 __device__ __forceinline__ long long top_partition(long long key, int bits) {
     return (long long)(((u64)key * 0xD6E8FEB86659FD93ull) >> (64 - bits));
+}
+
+// A wide key's partition (hash_slot_wide's slot of three words): from its words' hash alike.
+__device__ __forceinline__ long long top_partition_wide(const long long* slot, int bits) {
+    return top_partition((long long)wide_key_hash(slot[0], (u64)slot[1], (u64)slot[2]), bits);
 }
 
 __device__ __forceinline__ long long warp_min(long long v) {
