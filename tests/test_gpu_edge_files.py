@@ -108,3 +108,50 @@ def test_hand_made_files_equal_the_cpu_reference_and_duckdb(engine, tmp_path, na
         duck.close()
         engine.memory.release_table(table)
     assert on_gpu >= len(QUERIES) - 2
+
+
+WIDE_KEY_QUERIES = [  # keys past 62 bits: BIGINT columns over their whole range, NULL among them
+    "SELECT l_orderkey, COUNT(*), SUM(l_quantity), MIN(l_shipdate) FROM lineitem GROUP BY l_orderkey ORDER BY l_orderkey",
+    "SELECT l_orderkey, l_partkey, COUNT(*), MAX(l_extendedprice) FROM lineitem GROUP BY 1, 2 ORDER BY 1, 2",
+    "SELECT l_partkey, SUM(l_extendedprice) AS v FROM lineitem WHERE l_quantity > 0 GROUP BY 1 ORDER BY v DESC, 1 LIMIT 4",
+    "SELECT l_orderkey, COUNT(l_partkey) AS n FROM lineitem GROUP BY 1 ORDER BY n DESC, 1 NULLS FIRST LIMIT 3",
+]
+
+
+def test_bigint_keys_over_their_whole_range_group_on_the_gpu_as_duckdb_groups_them(engine, tmp_path):
+    """GROUP BY BIGINT columns holding -2^63 and 2^63 - 1 (and NULL): no one-word index holds such a key, so the
+    GPU hashes it as three words (codegen.KernelSpec.wide_keys); through the store, every mode, DuckDB's rows."""
+    rng = np.random.default_rng(11)
+    rows = 5000
+    ends = np.array([-2**63, 2**63 - 1, 0, -1, 2**62, 12345], dtype=np.int64)
+    orderkey = rng.choice(ends, rows).tolist()
+    partkey = rng.integers(-2**63, 2**63 - 1, rows, dtype=np.int64, endpoint=True).tolist()
+    partkey[:len(ends)] = ends.tolist()
+    for i in range(0, rows, 7):
+        orderkey[i] = None
+    data = pa.table({
+        "l_orderkey": pa.array(orderkey, pa.int64()), "l_partkey": pa.array(partkey, pa.int64()),
+        "l_suppkey": pa.array(rng.integers(1, 100, rows), pa.int32()),
+        "l_quantity": pa.array([D(int(v)) for v in rng.integers(-50, 51, rows)], pa.decimal128(15, 2)),
+        "l_extendedprice": pa.array([D(int(v)).scaleb(-2) for v in rng.integers(-10**9, 10**9, rows)], pa.decimal128(15, 2)),
+        "l_discount": pa.array([D(int(v)).scaleb(-2) for v in rng.integers(0, 11, rows)], pa.decimal128(15, 2)),
+        "l_shipdate": pa.array(rng.integers(8000, 10500, rows).astype(np.int32), pa.date32()),
+        "l_returnflag": pa.array(rng.choice(["A", "N", "R"], rows))})
+    folder = tmp_path / "bigint-ends"
+    folder.mkdir()
+    pq.write_table(data, folder / "lineitem.parquet")
+    source = find_lineitem(folder)
+    table = store.open_store(store.ensure_store(source, echo=lambda m: None), engine.memory)
+    duck = DuckDBTable(source, list(table.columns), threads=2)
+    try:
+        for k, text in enumerate(WIDE_KEY_QUERIES):
+            query = sql.parse(text, table.schema)
+            theirs = duck.run_sql(text, repeat=1)
+            assert theirs.unavailable is None, (text, theirs.unavailable)
+            for mode in MODES:
+                got = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False)
+                assert got.plan.spec.wide_keys, (text, mode)
+                assert same(got.result, theirs.rows, True), (text, mode, got.rows[:5], theirs.rows[:5])
+    finally:
+        duck.close()
+        engine.memory.release_table(table)
