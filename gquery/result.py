@@ -430,6 +430,9 @@ def _grouped(values: list, group, groups: int, kind: str) -> list | None:
     return out if out.dtype == np.int64 else out.tolist()
 
 
+SMALL_RANKS = 256  # values _sortable ranks in Python (past it, np.unique over an object array)
+
+
 def _sortable(values: list):
     """The values as a NumPy array that orders as Python orders them: int64, float64, or the ranks of
     anything else (strings, integers past 64 bits); None where one is None or NaN."""
@@ -451,6 +454,9 @@ def _sortable(values: list):
         return a
     if any(v is None for v in values) or len({type(v) for v in values}) > 1:
         return None
+    if len(values) <= SMALL_RANKS:  # a few keys: ranked by Python's sort, as np.unique ranks them, without its setup
+        rank = {v: i for i, v in enumerate(sorted(set(values)))}
+        return np.array([rank[v] for v in values], dtype=np.int64)
     return np.unique(np.array(values, dtype=object), return_inverse=True)[1].astype(np.int64)
 
 

@@ -291,3 +291,21 @@ def test_a_columnar_partial_merged_into_is_its_dict_from_then_on():
     p = columnar({(1,): [[5]], (2,): [[3]]}, ("count",))
     p.merge(Partial(("count",), {(2,): [[4]], (3,): [[1]]}, 5))
     assert finalize(q, p).rows == [(2, 7), (1, 5), (3, 1)] and p.rows_selected == 13
+
+
+@pytest.mark.parametrize("n", [1, 4, 256, 257, 3000])
+def test_keys_rank_alike_by_pythons_sort_and_by_numpys(n):
+    """result._sortable ranks a few keys (up to SMALL_RANKS) with Python's sort and more with np.unique: the
+    same ranks either way, for strings (NUL, 4-byte UTF-8, prefixes), dates and decimals."""
+    import numpy as np
+
+    from gquery import result
+
+    rng = random.Random(n)
+    kinds = [lambda: rng.choice(["", "a", "ab", "b", "\x00", "é", "🙂", "Z"]) + rng.choice(["", "x", "\x00"]),
+             lambda: datetime.date(rng.randint(1, 9999), rng.randint(1, 12), rng.randint(1, 28)),
+             lambda: Decimal(rng.randint(-10**20, 10**20)).scaleb(-rng.randint(0, 3))]
+    for draw in kinds:
+        values = [draw() for _ in range(n)]
+        want = np.unique(np.array(values, dtype=object), return_inverse=True)[1].astype(np.int64)
+        assert result._sortable(values).tolist() == want.tolist()

@@ -297,3 +297,15 @@ def test_parts_that_differ_in_nulls_and_dictionary_sizes_answer_on_the_gpu_as_du
         engine.memory.release_table(t)
     finally:
         close_last(engine)
+
+
+def test_a_small_dictionary_decodes_from_its_list_as_a_large_one_by_arrow(monkeypatch):
+    """Dictionary.decode: up to SMALL_DICTIONARY strings from a Python list kept once read, past it an Arrow
+    take: the same strings for the same codes, repeated and in any order."""
+    from gquery import schema
+
+    strings = sorted({"", "a", "ab", "\x00", "é", "🙂", "N", "R", "A"})
+    codes = np.array([3, 0, 0, len(strings) - 1, 5, 3], dtype=np.int64)
+    small = schema.Dictionary(strings).decode(codes)
+    monkeypatch.setattr(schema, "SMALL_DICTIONARY", 0)
+    assert small == schema.Dictionary(strings).decode(codes) == [strings[c] for c in codes]

@@ -15,6 +15,8 @@ value that could pass 2^127 is refused here (the CPU answers). A sum whose rows 
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -378,8 +380,10 @@ def _shape(query: Query) -> str:
     return f"{aggs}{where}{group}"
 
 
-def accumulator_index(query: Query, spec: KernelSpec) -> list[int | None]:
-    """For each of query.aggregates, the index of its accumulator in spec (None: COUNT of the rows)."""
+@functools.lru_cache(maxsize=4096)
+def accumulator_index(query: Query, spec: KernelSpec) -> tuple[int | None, ...]:
+    """For each of query.aggregates, the index of its accumulator in spec (None: COUNT of the rows); found once
+    a (query, spec): every run of a repeated text reads its accumulators by it."""
     nullable = {spec.columns[i] for i in spec.nullable}
     out, k, seen = [], 0, {}
     for a in query.aggregates:
@@ -391,7 +395,7 @@ def accumulator_index(query: Query, spec: KernelSpec) -> list[int | None]:
             seen[(kind, a.arg)] = k
             k += 1
         out.append(seen[(kind, a.arg)])
-    return out
+    return tuple(out)
 
 
 # a sliced or listed column's low bits, by their bytes
