@@ -506,7 +506,8 @@ def to_python(value, t: SqlType):
 
 def python_column(values: list, t: SqlType) -> list:
     """to_python over a column of engine values, the common types without a call a value."""
-    if hasattr(values, "tolist"):  # a NumPy array: its Python ints at once (NumPy scalars are slow one by one)
+    whole = hasattr(values, "tolist")  # a NumPy array of int64: no NULL among its values
+    if whole:  # its Python ints at once (NumPy scalars are slow one by one)
         values = values.tolist()
     if t.name == "DATE" and values and None not in values and \
             PYTHON_DAYS[0] <= min(values) and max(values) <= PYTHON_DAYS[1]:  # every one a Python date: in C
@@ -514,7 +515,9 @@ def python_column(values: list, t: SqlType) -> list:
     if t.is_decimal and t.scale:
         e = f"E-{t.scale}"
         return [None if v is None else Decimal(f"{int(v)}{e}") for v in values]
-    if t.is_integer:
+    if t.is_integer:  # Python ints already (an int64 array's, or taken from one): kept, not made again one by one
+        if whole or set(map(type, values)) == {int}:
+            return values if whole else list(values)
         return [None if v is None else int(v) for v in values]
     if t.name == "DATE":
         low, high = PYTHON_DAYS

@@ -118,3 +118,16 @@ def test_cpu_mission_beyond_int64_products():
     cols = LineitemColumns.from_values([1, 2, 3, 40], q, p)
     assert cpu_mission(cols, 40) == Decimal(sum(x * y for x, y in zip(q[:3], p[:3]))).scaleb(-4)
     assert cpu_mission(cols, 1) is None
+
+
+def test_an_integer_column_becomes_pythons_ints_whatever_it_was_given_as():
+    """query.python_column of an integer type: an int64 array's values, a list taken from one (kept as it is), a
+    list with NULL or NumPy scalars in it (made one by one): Python ints and None, as DuckDB's client gives."""
+    import numpy as np
+
+    from gquery.query import BIGINT, python_column
+
+    for given, want in ((np.array([7, -2**63]), [7, -2**63]), ([1, 2**63 - 1], [1, 2**63 - 1]), ([1, None], [1, None]),
+                        ([np.int64(4), 5], [4, 5]), ([], [])):
+        got = python_column(given, BIGINT)
+        assert got == want and all(v is None or type(v) is int for v in got) and got is not given
