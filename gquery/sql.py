@@ -136,22 +136,25 @@ def template(text: str) -> Template | None:
         return None
 
 
-def parse_template(t: Template, text: str, spans: list[tuple[int, int]], schema: Schema, table: str = TABLE) -> Query:
+def parse_template(t: Template, text: str, spans: list[tuple[int, int]], schema: Schema, table: str = TABLE,
+                   every_literal: bool = False) -> Query:
     """The Query of `text`, the template's text with its parameters bound as literals lying at `spans` in it
     (parameters.bound_spans), from the tree parsed once: each placeholder $k becomes the k-th literal's own
-    parse, and every node's place in the text is moved to where it lies in `text` (the binder reads a
-    number as written there: DuckDB types 1.50 by its digits). parse(text)'s Query, without parsing the
-    whole text again."""
+    parse, placed where it lies in `text` (the binder reads a number as written there: DuckDB types 1.50 by
+    its digits), and every other node's place moved there too, but where `every_literal` of the text is a
+    placeholder (a shape's template: shape_of), when no other node's place is read. parse(text)'s Query,
+    without parsing the whole text again."""
     literals = [text[start:start + length] for start, length in spans]
-    shifts = [(start, length - was) for (start, was), (_, length) in zip(t.spans, spans)]
-
-    def moved(at: int) -> int:
-        return at + sum(d for start, d in shifts if start < at)
-
     bound = t.tree.copy()
     holes = list(bound.find_all(exp.Placeholder))
-    for node in bound.walk():
-        _moved_meta(node, moved)
+    if not every_literal:  # a prepared statement's own numbers lie after parameters bound longer or shorter
+        shifts = [(start, length - was) for (start, was), (_, length) in zip(t.spans, spans)]
+
+        def moved(at: int) -> int:
+            return at + sum(d for start, d in shifts if start < at)
+
+        for node in bound.walk():
+            _moved_meta(node, moved)
     for hole in holes:
         k = int(hole.this) - 1
         node = _literal_tree(literals[k]).copy()
@@ -213,7 +216,7 @@ def parse_shaped(text: str, schema: Schema, table: str, shapes: dict) -> Query:
         query = parse(text, schema, table)
         t = template(shape)
         try:
-            same = t is not None and parse_template(t, text, spans, schema, table) == query
+            same = t is not None and parse_template(t, text, spans, schema, table, every_literal=True) == query
         except Exception:  # noqa: BLE001 (a template that cannot bind this text serves no text of its shape)
             same = False
         if len(shapes) < SHAPES_KEPT:
@@ -221,7 +224,7 @@ def parse_shaped(text: str, schema: Schema, table: str, shapes: dict) -> Query:
         return query
     if kept is not None:
         try:
-            return parse_template(kept, text, spans, schema, table)
+            return parse_template(kept, text, spans, schema, table, every_literal=True)
         except Exception:  # noqa: BLE001 (parse says what is wrong with this text, in its own words)
             pass
     return parse(text, schema, table)
