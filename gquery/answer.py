@@ -252,8 +252,8 @@ def table_partial(query: Query, spec, t) -> ColumnarPartial:
             else:
                 digits.append(rest % card)
                 rest = rest // card
-        digits = [(digit, None if null_digit(spec, j) is None else digit == null_digit(spec, j))
-                  for j, digit in enumerate(reversed(digits))]
+        null_digits = [null_digit(spec, j) for j in range(len(digits))]  # each column's digit of NULL, where it has one
+        digits = [(digit, None if null is None else digit == null) for digit, null in zip(reversed(digits), null_digits)]
     keys = []
     for j, (c, base, step, (digit, null)) in enumerate(zip(query.group_by, t.plan.group_bases, spec.group_steps, digits)):
         if spec.wide_keys:  # the digit counts up from the base modulo 2^64: the sum wraps to the value's int64

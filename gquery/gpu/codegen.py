@@ -879,7 +879,8 @@ def read_groups(spec: KernelSpec, words) -> tuple[np.ndarray, np.ndarray, list[n
 
 def read_hashed(spec: KernelSpec, keys: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray, list, list]:
     """read_groups of a hashed run: the slots it filled (each group's index, or a wide key's three words, and its
-    words, gathered in no order), in that order (finalize orders the groups, and a parted table's are added by key, result.ColumnarPartial)."""
+    words, gathered in no order), in that order (finalize orders the groups, and a parted table's are added by
+    key, result.ColumnarPartial)."""
     return (keys, *_read_table(spec, np.asarray(words, dtype=np.uint64).reshape(-1, spec.words), None))
 
 
