@@ -19,7 +19,7 @@ from gquery.errors import GqueryError
 from gquery.host import host_threads
 from gquery.query import Query
 from gquery.result import ColumnarPartial, Partial, Result, finalize, python_values
-from gquery.table import PartedTable, Table
+from gquery.table import COMPILE_AHEAD, READ_AHEAD, PartedTable, Table
 
 GPU_BACKENDS = ("gpu", "auto")
 PLANS_KEPT = 1024  # fused plans a table keeps (a plan holds its chunks): queries past it are planned each time
@@ -351,7 +351,7 @@ def _compile_in_background(builds: list, arch: str) -> None:
                 pass
 
     if builds:  # not a daemon: exit waits for a compile under way (see _read_in_background)
-        threading.Thread(target=run, name="gquery-compile-ahead").start()
+        threading.Thread(target=run, name=COMPILE_AHEAD).start()
 
 
 _reading: set = set()  # (column, encoding) a thread is reading now
@@ -390,10 +390,7 @@ def _read_in_background(wanted: list, after: list = ()) -> None:
     # (pthread_exit), and one page-locking a column there has the GPU's context pushed: PyCUDA then aborts
     # the process ("context stack was not empty upon module cleanup"), or frees memory twice. Exit waits for
     # the read under way instead, and the thread reads no more once the main thread is done.
-    threading.Thread(target=read, name="gquery-read-ahead").start()
-
-
-AHEAD_THREADS = ("gquery-read-ahead", "gquery-compile-ahead")  # the work a call leaves for the calls after it
+    threading.Thread(target=read, name=READ_AHEAD).start()
 
 
 def settle(timeout_s: float = AFTER_WAIT_S) -> bool:
@@ -401,7 +398,7 @@ def settle(timeout_s: float = AFTER_WAIT_S) -> bool:
     any was. A benchmark's warm-up ends here, so that its timed calls are those of a settled table (a call
     that finds the lists read chooses them) whatever the host's disk took to read them."""
     deadline, waited = time.monotonic() + timeout_s, False
-    for thread in [t for t in threading.enumerate() if t.name in AHEAD_THREADS]:
+    for thread in [t for t in threading.enumerate() if t.name in (READ_AHEAD, COMPILE_AHEAD)]:
         waited = True
         thread.join(max(0.0, deadline - time.monotonic()))
     return waited

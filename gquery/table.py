@@ -214,6 +214,10 @@ def read_all(columns: list[Column], encoding: str) -> None:
         parallel_map(lambda c: c.get(encoding), todo, COLUMNS_AT_ONCE)
 
 
+READ_AHEAD = "gquery-read-ahead"  # the name of a thread reading columns ahead of the calls that need them
+COMPILE_AHEAD = "gquery-compile-ahead"  # and of one compiling kernels ahead (answer._compile_in_background)
+
+
 def read_ahead(tables: list, names) -> threading.Thread:
     """Read the named stored columns' zone maps, then their packed words, on a thread of its own while the
     caller goes on (a process's first query reads them while the GPU's context is being made). A read
@@ -228,7 +232,7 @@ def read_ahead(tables: list, names) -> threading.Thread:
         except Exception:  # noqa: BLE001 (the query reads the column again and raises its one-line error)
             pass
 
-    thread = threading.Thread(target=run, name="gquery-read-ahead")  # not a daemon: answer._read_in_background says why
+    thread = threading.Thread(target=run, name=READ_AHEAD)  # not a daemon: answer._read_in_background says why
     thread.start()
     return thread
 

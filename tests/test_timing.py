@@ -52,7 +52,7 @@ def test_a_benchmark_settles_after_what_calls_left_reading_in_the_background():
     from gquery import answer
 
     done = []
-    reader = threading.Thread(target=lambda: (time.sleep(0.2), done.append(1)), name="gquery-read-ahead")
+    reader = threading.Thread(target=lambda: (time.sleep(0.2), done.append(1)), name=answer.READ_AHEAD)
     reader.start()
     assert answer.settle(5.0) is True and done == [1]  # waited for the read to end
     assert answer.settle(5.0) is False  # nothing left running: no wait
@@ -62,7 +62,7 @@ def test_settling_is_bounded_by_its_timeout():
     from gquery import answer
 
     release = threading.Event()
-    reader = threading.Thread(target=release.wait, name="gquery-compile-ahead")
+    reader = threading.Thread(target=release.wait, name=answer.COMPILE_AHEAD)
     reader.start()
     t0 = time.perf_counter()
     try:
