@@ -263,16 +263,20 @@ class GpuMemory:
         for zero-copy reads; they stay so until release_table(table) or release(). Whichever thread read
         them: this layer's context is made current there for the registration (a thread that waited for
         the GPU's own thread here, holding a column's lock, could wait for a job that waits for that lock)."""
-        cuda = self._cuda
-        current = cuda.Context.get_current()
+        self.in_context(self._pin_in_place, table, arrays)
+
+    def in_context(self, fn, *args):
+        """fn(*args) with this layer's context current on the calling thread: pushed for the call where another
+        context, or none, is current here."""
+        current = self._cuda.Context.get_current()
         foreign = self._context is not None and (current is None or current.handle != self._context.handle)
         if foreign:
             self._context.push()
         try:
-            self._pin_in_place(table, arrays)
+            return fn(*args)
         finally:
             if foreign:
-                cuda.Context.pop()
+                self._cuda.Context.pop()
 
     def _pin_in_place(self, table, arrays) -> None:
         self.hold(table)
