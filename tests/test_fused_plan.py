@@ -230,6 +230,13 @@ def test_a_whole_tables_hashed_groups_are_cut_to_those_order_by_limit_can_keep()
     many = plan_fused(ordered(query(None, Aggregate("count", None, BIGINT), group_by=(col("k"), col("q"))), ((2, True),), 3),
                       [table()], "pinned", 132, whole=True)  # 16,384 x 64 groups in a dense array: cut there too
     assert not many.spec.hashed and many.top.word == 0 and "fused_slots_gather" in codegen.source(many.spec, 128)
+    # its million words set on the GPU before a run (no image copied over PCIe), a hashed table's keys emptied too
+    init = codegen.source(many.spec, 128).split("void fused_init(")[1].split("\n}")[0]
+    assert "acc[i * WORDS + w] = INITIAL[w]" in init and "EMPTY_KEY" not in init
+    hashed = plan_fused(query(Compare("<", col("k"), Literal(300, INTEGER)), total(PRODUCT), group_by=(col("p"), col("s"))),
+                        [table()], "pinned", 132).spec
+    assert hashed.hashed and "keys[i] = EMPTY_KEY;" in codegen.source(hashed, 128).split("void fused_init(")[1]
+    assert "void fused_init(" not in codegen.source(plan_fused(dense, [table()], "pinned", 132).spec, 128)  # a few: an image
     wide = query(None, total(Arith("*", col("p"), col("p"), decimal(30, 4))), group_by=(col("k"), col("t")))
     kept_as_two = plan_fused(ordered(wide, ((2, True),), 3), [table(3000, p_hi=2**62)], "pinned", 132, whole=True)
     assert kept_as_two.spec.hashed and kept_as_two.spec.accumulators[0].kind == "wide" and kept_as_two.top is None

@@ -753,8 +753,9 @@ def slot_kernels(spec: KernelSpec) -> bool:
 
 
 def _slot_kernels(spec: KernelSpec) -> list[str]:
-    """The kernels beside the scan over a table of groups' words (slot_kernels): a hashed spec's sets every slot's
-    words to a group's INITIAL words and its key to EMPTY_KEY before a run; then, for a hash table or a dense array
+    """The kernels beside the scan over a table of groups' words (slot_kernels): one sets every slot's words to a
+    group's INITIAL words before a run (and a hashed slot's key to EMPTY_KEY): megabytes of words set at the device's
+    bandwidth, not copied over PCIe from a host image each run; then, for a hash table or a dense array
     (a slot's key its index where the group selected a row), one keeps each partition's greatest ORDER BY key
     (TopCut), and one gathers the filled slots whose key reaches a threshold (0: every one), keys and words in no
     order, adding up every filled slot's rows."""
@@ -768,11 +769,12 @@ def _slot_kernels(spec: KernelSpec) -> list[str]:
     key = "order_key(key, acc + i * WORDS, word, wide, shift, mask, ascending)"
     copy_key = (f"for (int w = 0; w < {n}; ++w) out_keys[at * {n} + w] = keys[i * {n} + w];" if spec.wide_keys
                 else "out_keys[at] = key;")
-    init = ["", 'extern "C" __global__ void fused_hash_init(u64* __restrict__ acc, long long* __restrict__ keys, long long slots) {',
-            f"    {stride} {{",
-            f"        keys[i * {n}] = EMPTY_KEY;" if spec.wide_keys else "        keys[i] = EMPTY_KEY;",
+    empty = ([f"        keys[i * {n}] = EMPTY_KEY;" if spec.wide_keys else "        keys[i] = EMPTY_KEY;"] if spec.hashed
+             else [])  # dense: no keys
+    init = ["", 'extern "C" __global__ void fused_init(u64* __restrict__ acc, long long* __restrict__ keys, long long slots) {',
+            f"    {stride} {{", *empty,
             "        for (int w = 0; w < WORDS; ++w) acc[i * WORDS + w] = INITIAL[w];",
-            "    }", "}"] if spec.hashed else []
+            "    }", "}"]
     return init + ["",
             'extern "C" __global__ void fused_slots_best(const long long* __restrict__ keys, const u64* __restrict__ acc, '
             "long long slots,",

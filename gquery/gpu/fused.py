@@ -30,7 +30,7 @@ from gquery.table import read_all
 BLOCK_THREADS = 128  # 4 warps: a warp a frame
 MIN_BLOCKS_PER_SM = 4  # the generated kernels fit 128 registers without spills
 COUNTER_WORDS = 3  # a table's: values read in place, frames whose metadata was read in place, rows a hashed run found no slot for
-IMAGES_KEPT = 64  # shapes whose accumulators' initial words a runner keeps (100,000 groups: 2.4 MB each)
+IMAGES_KEPT = 64  # shapes whose accumulators' initial words a runner keeps (fewer than codegen.TOP_MIN_GROUPS groups)
 META_KEPT_BYTES = 1 << 30  # columns' frame metadata a runner keeps in device memory for reads in place (SF 1000: 94 MB a column)
 
 
@@ -126,7 +126,7 @@ class _Launch:
     groups: int  # a table's groups of words (a hashed table's slots)
     acc_d: int  # the tables of words on the device
     keys_d: int | None  # a hashed table's keys on the device
-    host_words: int  # words read back whole into "fused:acc", from "fused:init" before a run (0: hashed)
+    host_words: int  # words read back whole into "fused:acc" (0: hashed); a few groups' also set from "fused:init"
     staged: dict  # pageable: each (column, buffer)'s bytes staged through "fusedstage<0|1>:..." (else empty)
     chunks: list  # each chunk's (ring slot, also its compute stream; {(column, buffer): host view to copy}, the slot's addresses, frames, kernel arguments)
     scans: list  # each index scan's (codegen.IndexKernel, compute lane, warps, kernel arguments)
@@ -173,9 +173,9 @@ class FusedRunner:
         return self.engine.device.sm_count * max(1, min(kernels.blocks_per_sm(f, BLOCK_THREADS) for f in functions))
 
     def _slot_kernels(self, spec: codegen.KernelSpec):
-        """The kernels over a table of groups' words (codegen._slot_kernels), from the frame loop's build: (a hashed
-        spec's that sets its table before a run, else None; the one keeping its partitions' best ORDER BY keys;
-        the one gathering the slots a run filled; the blocks of a wave)."""
+        """The kernels over a table of groups' words (codegen._slot_kernels), from the frame loop's build: (the one
+        that sets the table before a run; the one keeping its partitions' best ORDER BY keys; the one gathering the
+        slots a run filled; the blocks of a wave)."""
         key = ("slots", spec)
         found = self._functions.get(key)
         if found is None:
@@ -183,15 +183,14 @@ class FusedRunner:
             best, gather = kernels.function(build, "fused_slots_best"), kernels.function(build, "fused_slots_gather")
             best.prepare("PPqPiiiiqi")
             gather.prepare("PPqPPPqiiiqiQP")
-            init = kernels.function(build, "fused_hash_init") if spec.hashed else None
-            if init is not None:
-                init.prepare("PPq")
-            found = self._functions[key] = (init, best, gather, self._wave(*filter(None, (init, best, gather))))
+            init = kernels.function(build, "fused_init")
+            init.prepare("PPq")
+            found = self._functions[key] = (init, best, gather, self._wave(init, best, gather))
         return found
 
     def _initial(self, spec: codegen.KernelSpec, tables: int) -> np.ndarray:
-        """The accumulators' words before any row, each table's counters and groups: made once a shape
-        (100,000 groups are 2.4 MB of words)."""
+        """The accumulators' words before any row, each table's counters and groups: made once a shape of a
+        few groups (more are set on the GPU: codegen.slot_kernels)."""
         found = self._images.get((spec, tables))
         if found is None:
             if len(self._images) >= IMAGES_KEPT:  # many shapes of many groups: memory, not time, bounds them
@@ -265,16 +264,16 @@ class FusedRunner:
         copier = memory.copier(host_threads()) if stage_bufs else None
         acc_d, keys_d, groups = launch.acc_d, launch.keys_d, launch.groups
         tl = Timeline(cuda, copy, pool=eng._events)
-        if spec.hashed:  # the tables set on the GPU (they may take gigabytes): counters 0, every slot empty
-            hash_init, *slot_read, slot_wave = self._slot_kernels(spec)
+        if codegen.slot_kernels(spec):  # tables of many groups set on the GPU (megabytes, a hash table's gigabytes):
+            # counters 0, every group's words initial, every hashed slot empty
+            slot_init, *slot_read, slot_wave = self._slot_kernels(spec)
             for k in range(accumulating):
                 words_at = acc_d + 8 * k * words_per_table
                 memory.zero_async(words_at, 8 * COUNTER_WORDS, copy)
-                hash_init.prepared_async_call((_blocks(groups, slot_wave), 1, 1), (BLOCK_THREADS, 1, 1), copy,
-                                              words_at + 8 * COUNTER_WORDS, keys_d + 8 * spec.key_words * k * groups, groups)
-        else:
-            if plan.top is not None:
-                _, *slot_read, slot_wave = self._slot_kernels(spec)
+                slot_init.prepared_async_call((_blocks(groups, slot_wave), 1, 1), (BLOCK_THREADS, 1, 1), copy,
+                                              words_at + 8 * COUNTER_WORDS,
+                                              keys_d + 8 * spec.key_words * k * groups if spec.hashed else 0, groups)
+        else:  # a few groups' words: copied from their image
             memory.htod_async(acc_d, memory.scratch_host("fused:init", launch.host_words, np.uint64, pinned=True), copy)
         ring_free, stage_free, last_kernel = [None] * slots, [None] * len(stage_bufs), {}
         t_queue = time.perf_counter()
@@ -467,8 +466,9 @@ class FusedRunner:
         keys_d = int(memory.scratch_device("fused:keys", 8 * spec.key_words * groups * accumulating)) if spec.hashed else None
         host_words = 0 if spec.hashed else words_per_table * accumulating  # read back whole (not hashed; a hashed
         # plan's slot kernels are found where the run launches them)
-        for name in ("fused:acc", "fused:init") if host_words else ():  # sized here, found by name at each run
-            memory.scratch_host(name, host_words, np.uint64, pinned=True)
+        imaged = host_words and not codegen.slot_kernels(spec)  # its words copied from an image (else set on the GPU)
+        for name in ("fused:acc", "fused:init") if imaged else ("fused:acc",) if host_words else ():  # sized here,
+            memory.scratch_host(name, host_words, np.uint64, pinned=True)  # found by name at each run
         hash_args = ((lambda i: [keys_d + 8 * spec.key_words * (i % accumulating) * groups, groups - 1]) if spec.hashed
                      else (lambda i: []))
 
@@ -551,7 +551,7 @@ class FusedRunner:
             starts = memory.scratch_mapped("fused:starts", start_words, np.int64)
             for (_, ix), at in zip(scans, start_at):
                 starts[at:at + len(ix.starts)] = ix.starts
-            if host_words:
+            if imaged:
                 memory.scratch_host("fused:init", host_words, np.uint64, pinned=True)[:] = self._initial(spec, accumulating)
 
         return _Launch(made, slots, words_per_table, groups, acc_d, keys_d, host_words, staged, queued,
