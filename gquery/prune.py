@@ -19,7 +19,7 @@ planner weighs shipping a column in bulk against reading selected rows in place 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -187,6 +187,21 @@ class Zones:
     rows: np.ndarray
     low: dict[str, np.ndarray]
     high: dict[str, np.ndarray]
+    # a column's (smallest values as doubles, values each frame spans): what every estimate divides by, found
+    # once a column (a table's columns keep theirs: Column.zone_spans)
+    spans: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    def spans_of(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        found = self.spans.get(name)
+        if found is None:
+            found = self.spans[name] = zone_spans(self.low[name], self.high[name])
+        return found
+
+
+def zone_spans(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(each frame's smallest value as a double, the values it spans as a double)."""
+    low_f = low.astype(np.float64)
+    return low_f, high.astype(np.float64) - low_f + 1
 
 
 def classify(e: Expr | None, z: Zones) -> tuple[np.ndarray, np.ndarray]:
@@ -194,25 +209,31 @@ def classify(e: Expr | None, z: Zones) -> tuple[np.ndarray, np.ndarray]:
     n = len(z.rows)
     if e is None:
         return np.full(n, ALWAYS, np.int8), np.ones(n)
-    cls, frac = _classify(e, z, n)
-    frac = np.where(cls == NEVER, 0.0, np.where(cls == ALWAYS, 1.0, frac))
-    return cls.astype(np.int8), frac
+    cls, frac = _classify(e, z, n)  # (frac: an array of its own, set in place)
+    frac[cls == NEVER] = 0.0
+    frac[cls == ALWAYS] = 1.0
+    return cls.astype(np.int8, copy=False), frac
 
 
-def _classify(e: Expr, z: Zones, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _classify(e: Expr, z: Zones, n: int, estimate: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+    """(each frame's class, the fraction of its rows e selects; None where not `estimate`d: an And's range
+    of a column is estimated once, its comparisons' own estimates unused)."""
     if isinstance(e, And):  # fractions multiply (independent columns); ranges on one column intersect first
-        parts = [_classify(a, z, n) for a in e.args]
+        ranges = [_range_of(a) for a in e.args]
+        parts = [_classify(a, z, n, r is None) for a, r in zip(e.args, ranges)]
         frac, ranged = np.ones(n), {}
-        for a, (_, f) in zip(e.args, parts):
-            r = _range_of(a)
+        for r, (_, f) in zip(ranges, parts):
             if r is None:
-                frac = frac * f
+                frac *= f
             else:
                 lo, hi = ranged.get(r[0], (-(2**63), 2**63 - 1))
                 ranged[r[0]] = (max(lo, r[1]), min(hi, r[2]))
         for name, (lo, hi) in ranged.items():
-            frac = frac * _range_fraction(z.low[name], z.high[name], lo, hi)
-        return np.minimum.reduce([c for c, _ in parts]), frac
+            frac *= _range_fraction(z.high[name], *z.spans_of(name), lo, hi)
+        classes = parts[0][0].copy()
+        for c, _ in parts[1:]:
+            np.minimum(classes, c, out=classes, casting="unsafe")
+        return classes, frac
     if isinstance(e, Or):
         parts = [_classify(a, z, n) for a in e.args]
         return np.maximum.reduce([c for c, _ in parts]), 1 - np.prod([1 - f for _, f in parts], axis=0)
@@ -222,7 +243,8 @@ def _classify(e: Expr, z: Zones, n: int) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(e, Literal) and e.type == BOOLEAN:
         return np.full(n, ALWAYS if e.value else NEVER), np.full(n, 1.0 if e.value else 0.0)
     if isinstance(e, Compare) and isinstance(e.left, Column) and isinstance(e.right, Literal):
-        return _compare(e.op, z.low[e.left.name], z.high[e.left.name], int(e.right.value))
+        name = e.left.name
+        return _compare(e.op, z.low[name], z.high[name], int(e.right.value), z.spans_of(name) if estimate else None)
     if isinstance(e, InList) and isinstance(e.arg, Column):
         lo, hi = z.low[e.arg.name], z.high[e.arg.name]
         hits = np.zeros(n)
@@ -248,32 +270,44 @@ def _range_of(e: Expr) -> tuple[str, int, int] | None:
     return None if bound is None else (e.left.name, *bound)
 
 
-def _range_fraction(low: np.ndarray, high: np.ndarray, lo: int, hi: int) -> np.ndarray:
+def _range_fraction(high: np.ndarray, low_f: np.ndarray, span: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """The share of each frame's span [low, high] that lies in [lo, hi] (values taken as uniform)."""
-    span = high.astype(np.float64) - low + 1
-    inside = np.minimum(high.astype(np.float64), float(hi)) - np.maximum(low.astype(np.float64), float(lo)) + 1
-    return np.clip(inside / span, 0.0, 1.0)
+    inside = np.minimum(high.astype(np.float64), float(hi))
+    inside -= np.maximum(low_f, float(lo))
+    inside += 1
+    inside /= span
+    return np.clip(inside, 0.0, 1.0, out=inside)
 
 
-def _compare(op: str, lo: np.ndarray, hi: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
-    """Three answers for x op c when x lies in [lo, hi] (c is within int64: lowering clamps it)."""
-    span = hi.astype(np.float64) - lo + 1
+def _compare(op: str, lo: np.ndarray, hi: np.ndarray, c: int, spans: tuple | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Three answers for x op c when x lies in [lo, hi] (c is within int64: lowering clamps it), and the fraction
+    of each frame's rows that pass where `spans` (zone_spans) are given."""
     if op in ("<", "<="):
         c_ = c if op == "<" else c + 1  # x < c_
         always, never = hi < c_, lo >= c_
-        frac = (c_ - lo.astype(np.float64)) / span
     elif op in (">", ">="):
         c_ = c if op == ">=" else c + 1  # x >= c_
         always, never = lo >= c_, hi < c_
-        frac = (hi.astype(np.float64) - c_ + 1) / span
     elif op == "=":
         always, never = (lo == c) & (hi == c), (c < lo) | (c > hi)
-        frac = 1 / span
     else:  # <>
         always, never = (c < lo) | (c > hi), (lo == c) & (hi == c)
+    cls = always.view(np.int8) - never.view(np.int8)  # the two exclude each other (lo <= hi)
+    cls += CHECK  # ALWAYS 2, CHECK 1, NEVER 0
+    if spans is None:
+        return cls, None
+    low_f, span = spans
+    if op in ("<", "<="):
+        frac = c_ - low_f
+        frac /= span
+    elif op in (">", ">="):
+        frac = hi.astype(np.float64) - c_ + 1
+        frac /= span
+    elif op == "=":
+        frac = 1 / span
+    else:
         frac = 1 - 1 / span
-    cls = np.where(always, ALWAYS, np.where(never, NEVER, CHECK))
-    return cls, np.clip(frac, 0.0, 1.0)
+    return cls, np.clip(frac, 0.0, 1.0, out=frac)
 
 
 def frame_zones(table, columns, rows: int) -> Zones:
@@ -284,10 +318,11 @@ def frame_zones(table, columns, rows: int) -> Zones:
     frame_rows = np.full(frames, FRAME_ROWS, np.int64)
     if frames:
         frame_rows[-1] = rows - FRAME_ROWS * (frames - 1)
-    low, high = {}, {}
+    low, high, spans = {}, {}, {}
     for name in columns:
         low[name], high[name] = table.columns[name].zones()
-    return Zones(frame_rows, low, high)
+        spans[name] = table.columns[name].zone_spans()
+    return Zones(frame_rows, low, high, spans)
 
 
 # --- buckets of a sliced column ----------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ import numpy as np
 from gquery.columns import LineitemColumns
 from gquery.contract import QUERY_COLUMNS
 from gquery.encodings import ENCODINGS, FRAME_ROWS, Indexed, Packed, Plain, Sliced, encode_column, frame_view, index_key
+from gquery.prune import zone_spans
 from gquery.query import BIGINT, SqlType, decimal
 from gquery.schema import Dictionary, Schema, as_dictionary
 
@@ -58,6 +59,7 @@ class Column:
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
     _zones: tuple | None = field(default=None, repr=False, compare=False)
     _zone_map: tuple | None = field(default=None, repr=False, compare=False)  # zones(), made once
+    _zone_spans: tuple | None = field(default=None, repr=False, compare=False)  # zone_spans(), made once
     on_disk: dict = field(default_factory=dict, repr=False, compare=False)  # stored encoding → bytes its read takes
     nulls: int = 0  # rows that hold NULL (their values hold the column's smallest: schema.engine_values)
     _valid: np.ndarray | None = field(default=None, repr=False, compare=False)  # validity(), once read
@@ -187,6 +189,13 @@ class Column:
             lo = meta[:, 0] * np.int64(factor)
             self._zone_map = (lo, zmax, (int(lo.min()), int(zmax.max())) if len(lo) else None)
         return self._zone_map[:2]
+
+    def zone_spans(self) -> tuple[np.ndarray, np.ndarray]:
+        """The zone map's (smallest values as doubles, values each frame spans): what the planner's estimates
+        divide by, made once (a new constant's plan then compares and divides, no more)."""
+        if self._zone_spans is None:
+            self._zone_spans = zone_spans(*self.zones())
+        return self._zone_spans
 
     def range(self) -> tuple[int, int] | None:
         """(smallest, largest) value of the column, exact; None when it has no rows."""

@@ -458,15 +458,19 @@ def _segments(classes: np.ndarray, a: int, b: int, split: int) -> list[tuple[int
     """A run as (first, end, whole): a stretch of at least `split` frames that all pass is a
     segment of its own (its predicate columns are not shipped); the rest are tested frames, a short
     stretch that passes whole joining its neighbours."""
-    always = classes[a:b] == ALWAYS
-    cuts = [0, *(np.flatnonzero(np.diff(always.astype(np.int8))) + 1).tolist(), b - a]
+    always = np.concatenate([[False], classes[a:b] == ALWAYS, [False]])
+    edges = np.flatnonzero(np.diff(always.view(np.int8)))  # each stretch that passes: its first frame, then its end
+    firsts, ends = edges[0::2], edges[1::2]
+    long = ends - firsts >= split
     out: list[tuple[int, int, bool]] = []
-    for s, e in zip(cuts, cuts[1:]):
-        whole = bool(always[s]) and e - s >= split
-        if out and not whole and not out[-1][2]:
-            out[-1] = (out[-1][0], a + e, False)
-        else:
-            out.append((a + s, a + e, whole))
+    at = 0  # the tested frames (and short stretches that pass) between long stretches join into one segment
+    for s, e in zip(firsts[long].tolist(), ends[long].tolist()):
+        if s > at:
+            out.append((a + at, a + s, False))
+        out.append((a + s, a + e, True))
+        at = e
+    if at < b - a:
+        out.append((a + at, b, False))
     return out
 
 
