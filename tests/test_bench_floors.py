@@ -179,3 +179,19 @@ def test_threads_draw_no_query_asking_every_group_of_a_wide_key(sf001):
     assert not any(_every_wide_group(parse(x, schema)) for x in texts)
     assert _every_wide_group(parse("SELECT l_partkey, count(*) FROM lineitem GROUP BY l_partkey", schema))
     assert not _every_wide_group(parse("SELECT l_partkey, count(*) FROM lineitem GROUP BY l_partkey ORDER BY 2 DESC LIMIT 3", schema))
+
+
+def test_a_new_text_is_timed_after_a_sibling_of_its_shape_with_another_constant():
+    """The queries benchmark's new text follows a call of its sibling: the same text with its last number one
+    more (the mission's Z, Q6's quantity, LIMIT), so its shape is compiled but its constants are new: parsed,
+    planned and prepared afresh. A text without a number is spelled otherwise."""
+    from gquery.bench.queries import sibling, text_of
+    from gquery.sql import shape_of
+
+    assert sibling(text_of("mission", 30)) == text_of("mission", 31)
+    assert sibling(text_of("top-parts")) == text_of("top-parts").replace("LIMIT 10", "LIMIT 11")
+    assert sibling(text_of("q6")) == text_of("q6").replace("< 24", "< 25")
+    for name in ("q1", "per-day", "top-orders"):
+        text = text_of(name)
+        assert sibling(text) != text and shape_of(sibling(text))[0] == shape_of(text)[0]
+    assert sibling("SELECT COUNT(*) FROM lineitem") == "SELECT COUNT(*) FROM lineitem\n"

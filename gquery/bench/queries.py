@@ -18,8 +18,9 @@ them) after warm-up calls and the reads and compiles they left in the background
 con.execute(text).fetchall() over its own in-memory table of the columns the queries read, all cores,
 timed alike in the same process. Beside them:
 gpu_ms (CUDA events, the same call's), host_ms (where the call's wall clock went: answer.HOST_PHASES),
-and new_text_ms (the first call of a text whose kernel shape a call of the same query spelled otherwise
-compiled just before: a new text is parsed and planned afresh). cold_compile: a shape compiled for the
+and new_text_ms (the first call of a text just after a text of its shape with another constant, its last
+number one more (sibling): its kernel compiled, the text parsed, planned and prepared afresh, as a user's next
+question with another constant meets them). cold_compile: a shape compiled for the
 first time on the host, then found on disk by a second process. threads: 8 threads asking 30 random
 queries each through one table, against one thread asking the same calls back to back. first_answer:
 a fresh process's import, open and first query.
@@ -219,6 +220,19 @@ def text_of(name: str, z: int | None = None) -> str:
     return GROUPED[name] if name in GROUPED else named_sql(name, z)
 
 
+def sibling(text: str) -> str:
+    """The text with its last number one more (Z = 30 -> 31, LIMIT 10 -> 11, Q6's quantity 24 -> 25): a text of
+    the same shape with another constant. A text without a number is spelled otherwise (a newline more)."""
+    from gquery.sql import shape_of
+
+    found = shape_of(text)
+    numbers = [(start, length) for start, length in (found[1] if found else []) if text[start:start + length].isdigit()]
+    if not numbers:
+        return text + "\n"
+    start, length = numbers[-1]
+    return text[:start] + str(int(text[start:start + length]) + 1) + text[start + length:]
+
+
 def _called(table, text: str) -> tuple[float, object]:
     """(wall ms, answer) of one public call, the rows in hand."""
     t0 = time.perf_counter()
@@ -228,12 +242,13 @@ def _called(table, text: str) -> tuple[float, object]:
 
 
 def measure(table, duck, text: str, repeat: int) -> dict:
-    """One query's figures: its first call (a new text of a shape compiled and columns read by a call of
-    the same query spelled otherwise just before), warm-up calls (until what they left reading or compiling in
+    """One query's figures: its first call (a new text: a call of its sibling text just before compiled its shape
+    and read its columns), warm-up calls (until what they left reading or compiling in
     the background is done, and some more), then at least `repeat` (and WALL_RUNS)
     timed calls and 0.1 s of them; the median call's wall clock, GPU time and host phases; DuckDB's
     execute(...).fetchall() timed alike; every call's rows equal, and equal to DuckDB's."""
-    _called(table, text + "\n")  # the shape compiled, its columns read: as a new text of it finds them
+    before = sibling(text)
+    _called(table, before)  # the shape compiled, its columns read: as a new constant's text finds them
     first_ms, first = _called(table, text)
     call = lambda: _called(table, text)  # noqa: E731
     warm = timing.warm_up(call)
@@ -246,7 +261,7 @@ def measure(table, duck, text: str, repeat: int) -> dict:
     d = duck.run_sql(text, repeat=max(repeat, WALL_RUNS), warmup=3)
     p = a.profile
     return {"sql": text, "wall_ms": wall, "duckdb_ms": d.median_ms, "gpu_ms": p.total_ms, "host_ms": a.host_ms,
-            "overhead_ms": wall - p.total_ms, "new_text_ms": first_ms,
+            "overhead_ms": wall - p.total_ms, "new_text_ms": first_ms, "new_text_after": before,
             "new_text_overhead_ms": first_ms - first.profile.total_ms, "new_text_host_ms": first.host_ms,
             "ratio": d.median_ms / wall if d.median_ms else None,
             "match": bool(d.unavailable is None and same(a.result, d.rows, bool(a.query.order_by))),
@@ -526,7 +541,8 @@ def markdown(data: dict, command: str) -> str:
         "columns read, ordered as the design is, all cores, in the same process. GPU ms: the median call's CUDA events "
         "from the first copy to the result on the host. host ms: wall ms - GPU ms; beside it the median call's "
         "phases by the host's clock (" + "; ".join(f"{k}: {v}" for k, v in HOST_PHASES.items()) + "). new text ms: "
-        "the first call of this text, where an earlier text compiled its kernel's shape (parsed and planned afresh). "
+        "the first call of this text just after its sibling's (its last number one more: Z + 1, LIMIT 11, ...), which "
+        "compiled the kernel's shape: the text parsed, planned and prepared afresh. "
         "PCIe B/row: bytes copied plus bytes read in place, per row. frames pruned: frames the zone maps ruled out.",
         "",
         "## Cold compile",
