@@ -64,6 +64,12 @@ class Profile:
     host_path: str = ""  # how host memory reached the GPU: pinned copy, registered in place, staged
     per_gpu: list = field(default_factory=list)  # several tables or GPUs: each GPU's rows, busy time, memory peak
 
+    def later(self, read) -> "Profile":
+        """The intervals made by `read()` when first asked for (a fused run's, from its CUDA events: a call that
+        never looks at them does not wait for them to be read). `read` answers alike however often it is called."""
+        self.__dict__["_read"] = read
+        return self
+
     @property
     def pcie_bytes(self) -> int:
         """Bytes that crossed PCIe for this query: bulk copies and zero-copy reads."""
@@ -134,6 +140,22 @@ class Profile:
                    [Interval(**i) for i in d.get("intervals", [])], d.get("setup_ms", 0.0), d.get("kernel_bytes"),
                    d.get("encoding", "plain"), d.get("zero_copy_bytes", 0), d.get("physical_bytes"),
                    d.get("counters", {}), d.get("host_path", ""), d.get("per_gpu", []))
+
+
+def _intervals(profile: Profile) -> list[Interval]:
+    read = profile.__dict__.get("_read")
+    if read is not None:
+        profile.__dict__["_intervals"] = read()
+        profile.__dict__.pop("_read", None)
+    return profile.__dict__["_intervals"]
+
+
+def _set_intervals(profile: Profile, intervals: list[Interval]) -> None:
+    profile.__dict__["_intervals"] = intervals
+    profile.__dict__.pop("_read", None)
+
+
+Profile.intervals = property(_intervals, _set_intervals)  # the dataclass's field, read when first asked for (later)
 
 
 def fractions(summary: dict, limits: dict) -> dict:

@@ -256,6 +256,14 @@ def test_groups_cut_to_those_order_by_limit_keeps_are_exact(engine, design, monk
     if design == "hashed":  # distinct sums: about the 10 kept cross the link, of 2,050 groups (big: most keys saturate)
         spread = answer.gpu_answer(sql.parse(TOP_CUT[-2], SCHEMA), table, engine, "pinned", repeat=1, warmup=False)
         assert len(spread.partial.groups) < 100
+    if design == "dense":  # 65,536 groups without LIMIT: their words set on the GPU before each run, read back whole
+        for text in DENSE_CUT[1:]:
+            whole = text.split(" LIMIT")[0]
+            for mode in MODES:
+                got = check(engine, table, whole, mode, chunk_frames=8)
+                assert got.plan.top is None and not got.plan.spec.hashed and codegen.slot_kernels(got.plan.spec)
+            runs = answer.gpu_answer(sql.parse(whole, SCHEMA), table, engine, "pinned", repeat=3, warmup=True)
+            assert runs.rows == answer.cpu_answer(sql.parse(whole, SCHEMA), table).rows
     engine.memory.release_table(table)
 
 
