@@ -350,6 +350,7 @@ def _compile_in_background(builds: list, arch: str) -> None:
             except Exception:  # noqa: BLE001 (the run that launches it compiles it again and says why)
                 pass
 
+    builds = [b for b in builds if not kernels.compiled(b, arch)]  # a thread only where a compile is left to do
     if builds:  # not a daemon: exit waits for a compile under way (see _read_in_background)
         threading.Thread(target=run, name=COMPILE_AHEAD).start()
 

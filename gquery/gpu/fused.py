@@ -10,6 +10,7 @@ and CUDA events around every stage, on the engine's streams, events, rings and m
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from dataclasses import dataclass
@@ -35,10 +36,12 @@ IMAGES_KEPT = 64  # shapes whose accumulators' initial words a runner keeps (few
 META_KEPT_BYTES = 1 << 30  # columns' frame metadata a runner keeps in device memory for reads in place (SF 1000: 94 MB a column)
 
 
+@functools.lru_cache(maxsize=1024)
 def fused_build(spec: codegen.KernelSpec, index: codegen.IndexKernel | None = None,
                 sliced: codegen.SlicedKernel | None = None) -> kernels.Build:
     """The frame loop's build (`sliced`: a predicate column it reads by its top byte), or the index scan's
-    (`index`: the slot it walks and its low bits' bytes)."""
+    (`index`: the slot it walks and its low bits' bytes). Made once a shape: a new constant's plan finds its
+    builds (their source generated, its text hashed) without generating them again."""
     code = (codegen.source(spec, BLOCK_THREADS, sliced) if index is None
             else codegen.list_source(spec, index, BLOCK_THREADS))
     return kernels.build("fused", code=code.replace(f"__launch_bounds__({BLOCK_THREADS})",

@@ -131,6 +131,11 @@ _cubins_lock = threading.Lock()
 _compiling: dict = {}  # (build, arch, compiler) → an Event set when the thread compiling it is done
 
 
+def compiled(b: Build, arch: str) -> bool:
+    """Whether the build's machine code for `arch` is in memory (cubin returns it at once)."""
+    return (b, arch, compiler()) in _cubins
+
+
 def cubin(b: Build, arch: str) -> bytes:
     """A build's machine code for `arch`, compiled once: kept in memory (a compile on a query's own
     thread serves the GPU's thread), and on disk keyed by its source, the headers it includes (read
