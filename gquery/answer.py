@@ -14,8 +14,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from gquery import timing
 from gquery.errors import GqueryError
+from gquery.gpu.codegen import NotOnGpu, accumulator_index, null_digit  # noqa: F401 (api catches answer.NotOnGpu)
+from gquery.gpu.fused import compile_plan, empty_run, plan_builds, possible_builds, runner_of
+from gquery.gpu.fusedplan import plan_fused
 from gquery.host import host_threads
 from gquery.query import Query
 from gquery.result import ColumnarPartial, Partial, Result, finalize, python_values
@@ -235,10 +240,6 @@ def fused_partial(query: Query, run) -> Partial:
 
 def table_partial(query: Query, spec, t) -> ColumnarPartial:
     """One table's groups of a fused run, as columns: the group columns' keys and each aggregate's state."""
-    import numpy as np
-
-    from gquery.gpu.codegen import accumulator_index, null_digit
-
     if spec.wide_keys:  # a wide key's three words: its NULL flags (bit j: column j), then each column's digit
         words = np.asarray(t.index, dtype=np.int64).reshape(-1, 3)
         digits = [(np.ascontiguousarray(words[:, 1 + j]).view(np.uint64), (words[:, 0] >> j & 1).astype(bool))
@@ -312,9 +313,6 @@ def gpu_plan(query: Query, data, sm_count: int, mode: str = "pinned", repeat: in
     table can be scanned so. `arch` given: a plan made anew has its kernels compiled here too, off the
     GPU's thread (gpu.fused.compile_plan). `whole`: False where the answer's partial is added to other parts'
     (a Dask task's): every group read back (fusedplan.plan_fused)."""
-    from gquery.gpu.fused import compile_plan, plan_builds, possible_builds
-    from gquery.gpu.fusedplan import plan_fused
-
     t0 = time.perf_counter()
     key = (query, mode, chunk_frames)
     kept = plans.get(key) if plans is not None else None  # [the plan, the runs it has answered]
@@ -415,8 +413,6 @@ def gpu_runs(query: Query, data, engine, mode: str = "pinned", repeat: int = 1, 
              scan: str = "auto", planned: tuple | None = None) -> GpuRuns:
     """The query's plan (gpu_plan, unless `planned` brings it with its milliseconds) and runs on one GPU,
     on the calling thread (the engine's device thread: see api)."""
-    from gquery.gpu.fused import empty_run, runner_of
-
     plan, plan_ms = planned or gpu_plan(query, data, engine.device.sm_count, mode, repeat, warmup, chunk_frames,
                                         one_shot, plans, scan)
     if plan.empty:  # nothing to read: no GPU job (gpu.fused.empty_run)

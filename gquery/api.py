@@ -29,9 +29,11 @@ import threading
 import time
 
 from gquery.errors import GqueryError, UsageError, deep_expressions
+from gquery.gpu.device import GpuUnavailable, device_thread, parse_gpus, probe, warm_up
 from gquery.options import check_repeat
+from gquery.plan import MODES
 from gquery.sources import LineitemSource
-from gquery.table import Table
+from gquery.table import Table, read_ahead
 
 BACKENDS = ("auto", "gpu", "cpu", "duckdb")
 PARSED_KEPT = 4096  # texts a table keeps parsed: a loop over generated texts must not grow it without bound
@@ -45,8 +47,6 @@ _lock = threading.Lock()
 def engine():
     """The process's GPU engine, made on GPU 0's own thread on first use (raises GpuUnavailable, one
     line, without a GPU). Run its work there: gpu.device.device_thread(0).call(...)."""
-    from gquery.gpu.device import device_thread
-
     return device_thread(0).call(_engine_here)
 
 
@@ -91,7 +91,6 @@ def shutdown() -> None:
     for e in multi:
         e.close()
     if single is not None:
-        from gquery.gpu.device import device_thread
         from gquery.gpu.executor import close_last
 
         device_thread(0).call(close_last, single)
@@ -99,8 +98,6 @@ def shutdown() -> None:
 
 def gpu_reason() -> str | None:
     """None where a GPU is usable, else why not (one line)."""
-    from gquery.gpu.device import probe
-
     return probe()[1]
 
 
@@ -156,12 +153,7 @@ class TableHandle:
         least `repeat` runs and 0.1 s of them, as a benchmark times (gquery.timing): by default a call is
         one run, what a user waits for. `gpus`: a number or "all": the frames divided among the GPUs, each
         its share's fused kernel."""
-        from gquery import answer, sql
-        from gquery.answer import parts_of
-        from gquery.table import read_ahead
-
-        from gquery.gpu.device import parse_gpus, probe
-        from gquery.plan import MODES
+        from gquery import answer, sql  # (sqlglot's import waits for a first query, beside the GPU's context)
 
         started = time.perf_counter()
         data = self._live()
@@ -192,11 +184,9 @@ class TableHandle:
             raise GqueryError(f"no usable GPU: {reason}")
         result = None
         if reason is None:
-            from gquery.gpu.codegen import NotOnGpu
-
             if _engine is None and (isinstance(data, Table) or data.tables is not None):
                 # the process's first GPU query: its columns are read while GPU 0's context is made
-                read_ahead(parts_of(data), query.columns())
+                read_ahead(answer.parts_of(data), query.columns())
             try:
                 if gpus != 1:  # each share on its own GPU's thread, handed out from here
                     result = answer.gpu_answer_multi(query, data, engines(gpus), mode, repeat, warmup)
@@ -214,7 +204,7 @@ class TableHandle:
                     back = (time.perf_counter() - handed) * 1e3
                     result = answer.gpu_finish(query, done)
                     result.host_ms["queue"] += back - done.run_ms
-            except NotOnGpu as e:  # in the class, but not the fused kernel's: the CPU answers, saying why
+            except answer.NotOnGpu as e:  # in the class, but not the fused kernel's: the CPU answers, saying why
                 if backend == "gpu":
                     raise
                 reason = str(e)
@@ -297,8 +287,6 @@ class Prepared:
 
 def _on_gpu(job):
     """A GPU job on GPU 0's thread, waited for: from any thread, with its context current there."""
-    from gquery.gpu.device import device_thread
-
     return device_thread(0).call(job)
 
 
@@ -309,7 +297,6 @@ class _EngineMemory:
     behind its own), and the columns wait for it only to be page-locked. Without a GPU nothing is."""
 
     def __init__(self, checked: bool):
-        from gquery.gpu.device import device_thread, warm_up
         from gquery.gpu.kernels import warm_up_compiler
 
         warm_up()  # the driver's start and the context, without the GIL, from now
@@ -324,8 +311,6 @@ class _EngineMemory:
 
     @staticmethod
     def _pin(made, table, arrays) -> None:
-        from gquery.gpu.device import GpuUnavailable
-
         try:
             engine = made.result()
         except GpuUnavailable:  # opened unchecked on a host without a GPU: the CPU reads it as it is

@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+import numpy as np
+
 from gquery.query import Query, SqlType, python_column, scale_of
 
 # --- partial aggregates --------------------------------------------------------------------------------
@@ -126,8 +128,6 @@ class ColumnarPartial(Partial):
         """The parts' groups added by key with NumPy (a parted table's, or several GPUs'): rows and sums
         added, minima and maxima kept, exactly (a sum that might pass 64 bits is added as Python
         integers). None where a key or a state is NULL: merge() adds those."""
-        import numpy as np
-
         if any(p.keys is None for p in parts):
             return None
         keys = [_joined([p.keys[c] for p in parts]) for c in range(len(parts[0].keys))]
@@ -163,8 +163,6 @@ def _taken(column, at) -> list:
 
 def _joined(columns: list):
     """Parts' columns one after another: one int64 array where every part's is one, else Python values."""
-    import numpy as np
-
     if all(isinstance(c, np.ndarray) and c.dtype == np.int64 for c in columns):
         return np.concatenate(columns)
     return [v for c in columns for v in python_values(c)]
@@ -260,7 +258,6 @@ class Result:
 def _decimal_array(values: list, arrow):
     """A decimal128 array of unscaled integers that all fit int64: each one's low word, its sign the high
     word. None where one is NULL or past 64 bits (Python's Decimals make those)."""
-    import numpy as np
     import pyarrow as pa
 
     try:
@@ -360,8 +357,6 @@ def _columnar_order(query: Query, partial: ColumnarPartial):
     """The groups' indices in the answer's order, found by NumPy: ORDER BY's columns (their engine
     values, as finalize orders them), ties by the group key ascending (finalize's sorted(groups)).
     None where a value is NULL or NaN (NULLs sort last either way: finalize's own loop says so)."""
-    import numpy as np
-
     outputs = _outputs(query)
     keys = []  # np.lexsort's: the last the first compared
     ordered = {outputs[index][2] for index, _ in query.order_by}  # the group columns ORDER BY names
@@ -407,8 +402,6 @@ def _grouped(values: list, group, groups: int, kind: str) -> list | None:
     """Each group's values (`group`: each value's group) added ("add"), or its least ("min") or greatest
     ("max"), exactly: int64 where no total can pass 64 bits, else Python integers. None where a value is
     NULL."""
-    import numpy as np
-
     try:
         a = np.asarray(values)
     except OverflowError:
@@ -436,8 +429,6 @@ SMALL_RANKS = 256  # values _sortable ranks in Python (past it, np.unique over a
 def _sortable(values: list):
     """The values as a NumPy array that orders as Python orders them: int64, float64, or the ranks of
     anything else (strings, integers past 64 bits); None where one is None or NaN."""
-    import numpy as np
-
     if values is None:
         return None
     if isinstance(values, np.ndarray) and values.dtype == np.int64:
