@@ -716,11 +716,12 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, classes: np.ndarra
     by_top = sliced.column if sliced is not None else None
 
     def bulk_bytes(c: str, first: int, end: int) -> int:
-        """A column's bytes for frames [first, end) copied whole: its words and metadata, or its top bytes."""
+        """A column's bytes for frames [first, end) copied whole: its words (their metadata is in device memory,
+        gpu.fused), or its top bytes."""
         if c == by_top:
             return FRAME_ROWS * (end - first)
         w0, w1 = frame_words(meta[c], first, end)
-        return 4 * (w1 - w0) + META_BYTES * (end - first)
+        return 4 * (w1 - w0)
 
     def tested_bytes(c: str, tested: np.ndarray) -> int:
         """A predicate column's bytes for the tested frames alone, read in place."""
