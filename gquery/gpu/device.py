@@ -282,7 +282,39 @@ class DeviceThread(JobThread):
         """fn(*args) on this device's thread, waited for; inline when already on it."""
         if self.on_thread():
             return fn(*args)
-        return self.submit(fn, *args).result()
+        waited = _Waited()
+        self._jobs.put((waited, self._in_context, (fn, *args)))
+        return waited.result()
+
+
+class _Waited:
+    """The answer of a job its caller waits for (DeviceThread.call): a lock the job's thread releases once the answer
+    is set, where a Future wakes its caller through a condition (the hand-back of every query's GPU job)."""
+
+    __slots__ = ("_set", "_value", "_error")
+
+    def __init__(self):
+        self._set = threading.Lock()
+        self._set.acquire()
+        self._value = self._error = None
+
+    def set_running_or_notify_cancel(self) -> bool:
+        return True
+
+    def set_result(self, value) -> None:
+        self._value = value
+        self._set.release()
+
+    def set_exception(self, error: BaseException) -> None:
+        self._error = error
+        self._set.release()
+
+    def result(self):
+        self._set.acquire()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return self._value
 
 
 _threads: dict[int, DeviceThread] = {}
