@@ -26,6 +26,7 @@ import numpy as np
 from gquery.query import (BIGINT, BOOLEAN, FLIPPED, And, Arith, Column, Compare, Expr, InList, IsNull, Literal, Not,
                           Or, Recode, scale_of)
 from gquery.schema import merged_ranks, position
+from gquery.table import zone_spans
 
 NEVER, CHECK, ALWAYS = 0, 1, 2
 ABSENT = -1  # the code of a string a part's dictionary lacks: no row has it
@@ -196,12 +197,6 @@ class Zones:
         if found is None:
             found = self.spans[name] = zone_spans(self.low[name], self.high[name])
         return found
-
-
-def zone_spans(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(each frame's smallest value as a double, the values it spans as a double)."""
-    low_f = low.astype(np.float64)
-    return low_f, high.astype(np.float64) - low_f + 1
 
 
 def classify(e: Expr | None, z: Zones) -> tuple[np.ndarray, np.ndarray]:

@@ -25,7 +25,6 @@ import numpy as np
 from gquery.columns import LineitemColumns
 from gquery.contract import QUERY_COLUMNS
 from gquery.encodings import ENCODINGS, FRAME_ROWS, Indexed, Packed, Plain, Sliced, encode_column, frame_view, index_key
-from gquery.prune import zone_spans
 from gquery.query import BIGINT, SqlType, decimal
 from gquery.schema import Dictionary, Schema, as_dictionary
 
@@ -44,6 +43,13 @@ assert set(ENCODING_SETS) == set(ENCODINGS)
 MISSION_TYPES = {KEY: BIGINT, QUANTITY: decimal(15, 2), PRICE: decimal(15, 2)}  # TPC-H's own, as DuckDB reads them
 INTEGER_BYTES = {"TINYINT": 1, "SMALLINT": 2, "INTEGER": 4, "BIGINT": 8, "HUGEINT": 16, "DATE": 4, "VARCHAR": 4}
 
+
+
+def zone_spans(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(each frame's smallest value as a double, the values it spans as a double): what the planner's
+    estimates divide by (prune.classify)."""
+    low_f = low.astype(np.float64)
+    return low_f, high.astype(np.float64) - low_f + 1
 
 @dataclass
 class Column:
