@@ -533,7 +533,7 @@ class _DayValues(dict):
         return made
 
 
-DAYS_KEPT = 1 << 20
+DAYS_KEPT = 1 << 16  # 179 years of days, about 7 MB of dates and keys
 _DAY_VALUES = _DayValues()
 
 

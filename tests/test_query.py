@@ -131,3 +131,21 @@ def test_an_integer_column_becomes_pythons_ints_whatever_it_was_given_as():
                         ([np.int64(4), 5], [4, 5]), ([], [])):
         got = python_column(given, BIGINT)
         assert got == want and all(v is None or type(v) is int for v in got) and got is not given
+
+
+def test_a_date_column_becomes_each_days_client_value_made_once(monkeypatch):
+    """query.python_column of DATE: each day as to_python makes it (a datetime.date, DuckDB's text past Python's
+    years, 'infinity' as 9999-12-31, NULL as None), from an int64 array or a list; a day asked again is the same
+    object (made once); past DAYS_KEPT days the kept ones are let go and made again, equal."""
+    import numpy as np
+
+    from gquery import query
+    from gquery.query import DATE, python_column, to_python
+
+    days = [0, -1, 10_956, 2_932_896, 2_932_897, -719_163, -719_164, 2**31 - 1, -(2**31 - 1), None]
+    assert python_column(days, DATE) == [to_python(d, DATE) for d in days]
+    assert python_column(np.array([8_035, 9_000]), DATE) == [to_python(8_035, DATE), to_python(9_000, DATE)]
+    assert python_column([8_035], DATE)[0] is python_column(np.array([8_035]), DATE)[0]
+    monkeypatch.setattr(query, "DAYS_KEPT", 4)
+    many = python_column(list(range(100)), DATE)
+    assert many == [to_python(d, DATE) for d in range(100)] and len(query._DAY_VALUES) <= 4

@@ -34,10 +34,10 @@ BLOCK_THREADS = 128  # 4 warps: a warp a frame
 MIN_BLOCKS_PER_SM = 4  # the generated kernels fit 128 registers without spills
 COUNTER_WORDS = 3  # a table's: values read in place, frames whose metadata was read in place, rows a hashed run found no slot for
 IMAGES_KEPT = 64  # shapes whose accumulators' initial words a runner keeps (fewer than codegen.TOP_MIN_GROUPS groups)
-META_KEPT_BYTES = 1 << 30  # columns' frame metadata a runner keeps in device memory for reads in place (SF 1000: 94 MB a column)
+META_KEPT_BYTES = 1 << 30  # columns' frame metadata a runner keeps in device memory, read in place or shipped (SF 1000: 94 MB a column)
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=256)  # a build holds its source (20-60 KB): 256 shapes' kernels at most
 def fused_build(spec: codegen.KernelSpec, index: codegen.IndexKernel | None = None,
                 sliced: codegen.SlicedKernel | None = None) -> kernels.Build:
     """The frame loop's build (`sliced`: a predicate column it reads by its top byte), or the index scan's
