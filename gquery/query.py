@@ -529,7 +529,7 @@ class _DayValues(dict):
     def __missing__(self, days):
         if len(self) >= DAYS_KEPT:  # many distinct days: memory bounded, the next ones made again
             self.clear()
-        made = self[days] = None if days is None else _date(int(days))
+        made = self[days] = to_python(days, DATE)
         return made
 
 
