@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gquery.encodings import FRAME_ROWS, TOP_BITS, frame_words, packed_bytes, slice_geometry
+from gquery.encodings import FRAME_ROWS, TOP_BITS, packed_bytes, slice_geometry
 from gquery.errors import UsageError
 from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, NotOnGpu, SlicedKernel, TopCut, hash_slots,
                                 kernel_spec, top_cut)
@@ -443,24 +443,28 @@ class FusedPlan:
                 "steps": [list(s) for s in self.steps()], "reasons": self.why}
 
 
+def _stretches(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, end) of each stretch of True in a boolean array, from where it changes (a comparison of bools:
+    np.diff and flatnonzero of int8 take 15 times as long over SF 10's 58,581 frames)."""
+    padded = np.concatenate([[False], mask, [False]])
+    edges = np.flatnonzero(padded[1:] != padded[:-1])  # each stretch's first, then its end
+    return edges[0::2], edges[1::2]
+
+
 def _runs(touched: np.ndarray, gap_frames: int) -> list[tuple[int, int]]:
     """[first, end) runs of touched frames, runs separated by at most `gap_frames` ruled-out frames merged."""
-    idx = np.flatnonzero(touched)
-    if not len(idx):
+    firsts, ends = _stretches(touched)
+    if not len(firsts):
         return []
-    breaks = np.flatnonzero(np.diff(idx) > gap_frames + 1)
-    starts = np.concatenate([[idx[0]], idx[breaks + 1]])
-    ends = np.concatenate([idx[breaks] + 1, [idx[-1] + 1]])
-    return list(zip(starts.tolist(), ends.tolist()))
+    kept = np.flatnonzero(firsts[1:] - ends[:-1] > gap_frames)  # the gaps left between runs
+    return list(zip(firsts[np.concatenate([[0], kept + 1])].tolist(), ends[np.concatenate([kept, [len(ends) - 1]])].tolist()))
 
 
 def _segments(classes: np.ndarray, a: int, b: int, split: int) -> list[tuple[int, int, bool]]:
     """A run as (first, end, whole): a stretch of at least `split` frames that all pass is a
     segment of its own (its predicate columns are not shipped); the rest are tested frames, a short
     stretch that passes whole joining its neighbours."""
-    always = np.concatenate([[False], classes[a:b] == ALWAYS, [False]])
-    edges = np.flatnonzero(np.diff(always.view(np.int8)))  # each stretch that passes: its first frame, then its end
-    firsts, ends = edges[0::2], edges[1::2]
+    firsts, ends = _stretches(classes[a:b] == ALWAYS)
     long = ends - firsts >= split
     out: list[tuple[int, int, bool]] = []
     at = 0  # the tested frames (and short stretches that pass) between long stretches join into one segment
@@ -707,68 +711,88 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, classes: np.ndarra
             constants: tuple, bases: tuple, target: int, sliced: SlicedScan | None = None) -> TablePlan:
     """One table's chunks: its touched runs cut into pieces of about `target` frames, of equal size
     within a run (a run of 1.1 targets is two chunks of 0.55, not one whole and a sliver). `sliced`: a
-    predicate column read by its top byte, a byte a row, instead of its packed frames."""
-    touched = classes != NEVER
+    predicate column read by its top byte, a byte a row, instead of its packed frames. Each piece's
+    bytes and choices are found for every piece at once, a column at a time (a scattered predicate cuts
+    SF 10 into hundreds of pieces)."""
     predicate = [spec.columns[i] for i in spec.predicate_slots]
     values = [spec.columns[i] for i in spec.value_slots]
     # sized from the frame metadata the zone maps came with: no column's words are read to plan
     meta = {c: table.columns[c].zone_buffers()[0] for c in spec.columns} if mode != "resident" else {}
     by_top = sliced.column if sliced is not None else None
-
-    def bulk_bytes(c: str, first: int, end: int) -> int:
-        """A column's bytes for frames [first, end) copied whole: its words (their metadata is in device memory,
-        gpu.fused), or its top bytes."""
-        if c == by_top:
-            return FRAME_ROWS * (end - first)
-        w0, w1 = frame_words(meta[c], first, end)
-        return 4 * (w1 - w0)
-
-    def tested_bytes(c: str, tested: np.ndarray) -> int:
-        """A predicate column's bytes for the tested frames alone, read in place."""
-        if c == by_top:
-            return FRAME_ROWS * len(tested)
-        return 128 * int((meta[c][tested, 1] & 0xFF).sum()) + META_BYTES * len(tested)
-
     shipped = sum(FRAME_ROWS * len(classes) if c == by_top else packed_bytes(meta[c])
                   for c in predicate if c in meta) / max(len(classes), 1)  # a gap frame's bytes
     # (resident: nothing is shipped, so every run is one: ruled-out frames are skipped by their class)
-    runs = _runs(touched, int(GAP_BYTES / shipped) if shipped else len(classes))
+    runs = _runs(classes != NEVER, int(GAP_BYTES / shipped) if shipped else len(classes))
     # a stretch that passes whole is split off where its predicate bytes pay for a chunk (resident: one
     # chunk, the class of each frame says which frames skip the predicate)
     split = max(SPLIT_FRAMES, math.ceil(GAP_BYTES / shipped)) if shipped else len(classes) + 1
-    chunks, stream_bytes, zero_bytes = [], 0, 0
+    pieces = []  # (first, end, whole)
     for a, b in runs:
         for s, e, whole in _segments(classes, a, b, split):
-            pieces = -(-(e - s) // target)
-            for k in range(pieces):
-                first, end = s + (e - s) * k // pieces, s + (e - s) * (k + 1) // pieces
-                picked = float(selected[first:end].sum())
-                need = sorted(set(values) | (set() if whole else set(predicate)), key=spec.columns.index)
-                streamed, zero, tested_in_place = [], [], 0
-                tested = np.flatnonzero(classes[first:end] == CHECK) + first
-                for c in need:
-                    if mode == "resident":
-                        continue
-                    bulk = bulk_bytes(c, first, end)
-                    if c in predicate and not whole and mode in MAPPED_MODES and c not in values:
-                        in_place = tested_bytes(c, tested)
-                        if in_place * IN_PLACE_FRAME_WEIGHT + IN_PLACE_META_BYTES * len(tested) < bulk:
-                            zero.append(c)
-                            zero_bytes += in_place
-                            tested_in_place += in_place
-                        else:
-                            streamed.append(c)
-                            stream_bytes += bulk
-                    elif c in predicate and not whole or mode not in MAPPED_MODES or whole:
-                        streamed.append(c)
-                        stream_bytes += bulk
-                    elif picked * ZERO_COPY_READ_BYTES < bulk:
-                        zero.append(c)
-                        zero_bytes += int(picked * ZERO_COPY_READ_BYTES)
-                    else:
-                        streamed.append(c)
-                        stream_bytes += bulk
-                chunks.append(Chunk(first, end, whole, tuple(streamed), tuple(zero), picked, tested_in_place))
+            n = -(-(e - s) // target)
+            pieces += [(s + (e - s) * k // n, s + (e - s) * (k + 1) // n, whole) for k in range(n)]
+    firsts, ends, wholes = (np.array(x, dtype) for x, dtype in zip(zip(*pieces) if pieces else ((), (), ()),
+                                                                    (np.int64, np.int64, bool)))
+    spans = np.stack([firsts, ends], 1).reshape(-1)
+
+    def per_piece(a: np.ndarray, dtype=None) -> np.ndarray:
+        """Each piece's sum of a per-frame array: reduceat sums from each index to the next, and the sums
+        from an end to the next first (gaps) are dropped (a prefix sum takes 15 times as long over SF 10)."""
+        return np.add.reduceat(np.append(a, a[:1] * 0), spans, dtype=dtype)[0::2] if pieces else np.zeros(0, dtype)
+
+    picked = per_piece(selected)
+    check = classes == CHECK
+    n_tested = per_piece(check, np.int64)
+    every_tested = n_tested == ends - firsts
+
+    def bulk_bytes(c: str) -> np.ndarray:
+        """A column's bytes for each piece's frames copied whole: its words (their metadata is in device memory,
+        gpu.fused), or its top bytes."""
+        if c == by_top:
+            return FRAME_ROWS * (ends - firsts)
+        last = meta[c][ends - 1, 1]
+        return 4 * ((last >> 8) + 32 * (last & 0xFF) - (meta[c][firsts, 1] >> 8))  # encodings.frame_words
+
+    def tested_bytes(c: str, bulk: np.ndarray) -> np.ndarray:
+        """A predicate column's bytes for each piece's tested frames alone, read in place: where a piece tests
+        every frame, its bulk bytes (a frame's words lie one after another: encodings.pack)."""
+        if c == by_top:
+            return FRAME_ROWS * n_tested
+        words = bulk.copy()
+        if not every_tested.all():
+            width = meta[c][:, 1] & 0xFF
+            words[~every_tested] = 128 * per_piece(np.multiply(width, check, out=width))[~every_tested]
+        return words + META_BYTES * n_tested
+
+    in_place_sets = {}  # column → where each piece reads it in place (else streamed); absent where not needed
+    stream_bytes = zero_bytes = 0
+    tested_in_place = np.zeros(len(pieces), np.int64)
+    for c in spec.columns if mode != "resident" else ():
+        is_predicate, is_value = c in predicate, c in values
+        needed = np.ones(len(pieces), bool) if is_value else ~wholes if is_predicate else np.zeros(len(pieces), bool)
+        if not needed.any():
+            continue
+        bulk = bulk_bytes(c)
+        if is_predicate and mode in MAPPED_MODES and not is_value:  # read for its test alone: tested frames in place
+            in_place = tested_bytes(c, bulk)
+            zero = needed & (in_place * IN_PLACE_FRAME_WEIGHT + IN_PLACE_META_BYTES * n_tested < bulk)
+            zero_bytes += int(in_place[zero].sum())
+            tested_in_place += np.where(zero, in_place, 0)
+        elif is_predicate or mode not in MAPPED_MODES:
+            zero = np.zeros(len(pieces), bool)
+        else:  # a value column: its selected rows read in place where they cost less than its frames
+            zero = ~wholes & (picked * ZERO_COPY_READ_BYTES < bulk)
+            zero_bytes += int((picked[zero] * ZERO_COPY_READ_BYTES).astype(np.int64).sum())
+        stream_bytes += int(bulk[needed & ~zero].sum())
+        in_place_sets[c] = (needed, zero)
+    # each piece's columns as one number (two bits a column: streamed, read in place), its tuples made once a number
+    names = list(in_place_sets)
+    code = sum(((needed & ~zero).astype(np.int64) << 2 * j) + ((needed & zero).astype(np.int64) << 2 * j + 1)
+               for j, (needed, zero) in enumerate(in_place_sets.values())) if names else np.zeros(len(pieces), np.int64)
+    shown = {k: (tuple(c for j, c in enumerate(names) if k >> 2 * j & 1), tuple(c for j, c in enumerate(names) if k >> 2 * j + 1 & 1))
+             for k in set(np.asarray(code).tolist())}
+    chunks = [Chunk(first, end, whole, *shown[k], p, t) for (first, end, whole), k, p, t
+              in zip(pieces, np.asarray(code).tolist(), picked.tolist(), tested_in_place.tolist())]
     if sliced is not None:  # the undecided rows' low bits, a sector each
         zero_bytes += int(sliced.low_rows * SECTOR)
     return TablePlan(table, constants, bases, classes, tuple(chunks), float(selected.sum()), stream_bytes, zero_bytes,
