@@ -26,7 +26,7 @@ import numpy as np
 from gquery.query import (BIGINT, BOOLEAN, FLIPPED, And, Arith, Column, Compare, Expr, InList, IsNull, Literal, Not,
                           Or, Recode, scale_of)
 from gquery.schema import merged_ranks, position
-from gquery.table import zone_spans
+from gquery.table import BLOCK_FRAMES, ZoneBlocks, zone_spans
 
 NEVER, CHECK, ALWAYS = 0, 1, 2
 ABSENT = -1  # the code of a string a part's dictionary lacks: no row has it
@@ -191,6 +191,8 @@ class Zones:
     # a column's (smallest values as doubles, values each frame spans): what every estimate divides by, found
     # once a column (a table's columns keep theirs: Column.zone_spans)
     spans: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    # each column's zone map in blocks (Column.zone_blocks), where the frames are many enough to class by blocks
+    blocks: dict[str, ZoneBlocks] | None = None
 
     def spans_of(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         found = self.spans.get(name)
@@ -198,16 +200,135 @@ class Zones:
             found = self.spans[name] = zone_spans(self.low[name], self.high[name])
         return found
 
+    def frames(self, which: np.ndarray) -> "Zones":
+        """The zone maps of some frames alone (no blocks)."""
+        return Zones(self.rows[which], {c: v[which] for c, v in self.low.items()}, {c: v[which] for c, v in self.high.items()},
+                     {c: (lo[which], span[which]) for c, (lo, span) in self.spans.items()})
+
+
+MIXED = 3  # a block whose frames its envelopes cannot class alike: classed frame by frame
+BLOCKED_FRAMES = 4 * BLOCK_FRAMES  # a table of fewer frames is classed frame by frame
+
 
 def classify(e: Expr | None, z: Zones) -> tuple[np.ndarray, np.ndarray]:
-    """(class a frame: NEVER, CHECK or ALWAYS; estimated fraction of its rows the predicate selects)."""
+    """(class a frame: NEVER, CHECK or ALWAYS; estimated fraction of its rows the predicate selects). Where the
+    zones have blocks, a block whose envelopes class its every frame alike takes that class, and the mean of its
+    frames' estimates (a block's sums make the mean of one comparison exact; an AND of several columns multiplies
+    their means); the frames of the other blocks are classed one by one. The classes are the frames' own either
+    way: a block is classed whole only where each frame's test would give that class."""
     n = len(z.rows)
     if e is None:
         return np.full(n, ALWAYS, np.int8), np.ones(n)
-    cls, frac = _classify(e, z, n)  # (frac: an array of its own, set in place)
+    blocked = z.blocks is not None and n >= BLOCKED_FRAMES
+    if blocked:
+        cls, frac = _classify_blocks(e, z.blocks, len(next(iter(z.blocks.values())).frames) if z.blocks else 1)
+        mixed = np.flatnonzero(cls == MIXED)
+        blocked = 2 * len(mixed) < len(cls)  # most blocks mixed: every frame classed alone, no gathering
+    if blocked:
+        cls, frac = np.repeat(cls, BLOCK_FRAMES)[:n], np.repeat(frac, BLOCK_FRAMES)[:n]
+        if len(mixed):
+            which = (mixed[:, None] * BLOCK_FRAMES + np.arange(BLOCK_FRAMES)).reshape(-1)
+            which = which[which < n]
+            cls[which], frac[which] = _classify(e, z.frames(which), len(which))
+    else:
+        cls, frac = _classify(e, z, n)  # (frac: an array of its own, set in place)
     frac[cls == NEVER] = 0.0
     frac[cls == ALWAYS] = 1.0
     return cls.astype(np.int8, copy=False), frac
+
+
+def _classify_blocks(e: Expr, blocks: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """_classify a block at a time: each block's class where its envelopes give every frame that class, else
+    MIXED; and the mean of its frames' estimates (_classify's), where not MIXED."""
+    if isinstance(e, And):
+        ranges = [_range_of(a) for a in e.args]
+        parts = [_classify_blocks(a, blocks, n) for a in e.args]
+        frac, ranged = _and_estimates(ranges, parts, n)
+        mixed = np.zeros(n, bool)
+        for name, (lo, hi) in ranged.items():
+            f, unsure = _range_mean(blocks[name], lo, hi)
+            frac *= f
+            mixed |= unsure
+        classes = np.minimum.reduce([c for c, _ in parts])  # MIXED is the largest: a NEVER part decides
+        mixed |= np.logical_or.reduce([c == MIXED for c, _ in parts])
+        return np.where(mixed & (classes != NEVER), MIXED, classes).astype(np.int8), frac
+    if isinstance(e, Or):
+        parts = [_classify_blocks(a, blocks, n) for a in e.args]
+        known = [np.where(c == MIXED, -1, c) for c, _ in parts]
+        classes = np.maximum.reduce(known)  # an ALWAYS part decides
+        mixed = np.logical_or.reduce([c == MIXED for c, _ in parts])
+        frac = 1 - np.prod([1 - f for _, f in parts], axis=0)
+        return np.where(mixed & (classes != ALWAYS), MIXED, classes).astype(np.int8), frac
+    if isinstance(e, Not):
+        c, f = _classify_blocks(e.arg, blocks, n)
+        return np.where(c == MIXED, MIXED, ALWAYS - c).astype(np.int8), 1 - f
+    if isinstance(e, Literal) and e.type == BOOLEAN:
+        return np.full(n, ALWAYS if e.value else NEVER, np.int8), np.full(n, 1.0 if e.value else 0.0)
+    if isinstance(e, Compare) and isinstance(e.left, Column) and isinstance(e.right, Literal):
+        return _compare_blocks(e.op, blocks[e.left.name], int(e.right.value))
+    if isinstance(e, InList) and isinstance(e.arg, Column):
+        b = blocks[e.arg.name]
+        values = np.array(sorted({int(x.value) for x in e.values}), dtype=np.int64)  # within int64: lower
+        # values within a block's outer envelope [low_min, high_max], and within every frame ([low_max, high_min])
+        outer = _count_within(values, b.low_min, b.high_max)
+        inner = _count_within(values, b.low_max, b.high_min)
+        all_points = (b.low_min == b.high_max)  # every frame holds the one value (then within or not, alike)
+        cls = np.where(outer == 0, NEVER, np.where(all_points, ALWAYS, np.where((inner > 0) & (b.points == 0), CHECK, MIXED)))
+        # each frame's hits: the values within it over its span, alike where every value within the block is within
+        # every frame, and not cut at 1 where no frame is narrower than the values
+        even = (inner == outer) & (outer <= b.span_min)
+        frac = np.where(outer == 0, 0.0, np.where(all_points, 1.0, outer * b.inv_span / b.frames))
+        cls = np.where((cls != NEVER) & (cls != ALWAYS) & ~even, MIXED, cls).astype(np.int8)
+        return (np.where(cls == MIXED, MIXED, ALWAYS - cls).astype(np.int8), 1 - frac) if e.negated else (cls, frac)
+    return np.full(n, CHECK, np.int8), np.full(n, 1.0)  # an expression of several columns: tested row by row
+
+
+def _count_within(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """How many of the sorted values lie in each [lo, hi]."""
+    return np.searchsorted(values, hi, "right") - np.searchsorted(values, lo, "left")
+
+
+def _compare_blocks(op: str, b: ZoneBlocks, c: int) -> tuple[np.ndarray, np.ndarray]:
+    """_compare a block at a time: a class where the envelopes give every frame that class, else MIXED, and the
+    mean of the frames' estimates (a fraction within [0, 1] wherever a frame is tested, so never cut there)."""
+    if op in ("=", "<>"):
+        always = (b.low_min == c) & (b.high_max == c)  # every frame holds c alone
+        never = (c < b.low_min) | (c > b.high_max)
+        tested = (b.low_max <= c) & (c <= b.high_min) & (b.points == 0)  # c within every frame, none of one value
+        cls = np.where(always, ALWAYS, np.where(never, NEVER, np.where(tested, CHECK, MIXED)))
+        frac = b.inv_span / b.frames  # 1/span a frame, whatever its class
+        if op == "<>":
+            return np.where(cls == MIXED, MIXED, ALWAYS - cls).astype(np.int8), 1 - frac
+        return cls.astype(np.int8), frac
+    c_ = c if op in ("<", ">=") else c + 1  # x < c_, or x >= c_
+    below, above = b.high_max < c_, b.low_min >= c_  # every frame's every value below c_; at or above it
+    tested = (b.low_max < c_) & (c_ <= b.high_min)  # every frame holds values on both sides
+    if op in ("<", "<="):
+        cls = np.where(below, ALWAYS, np.where(above, NEVER, np.where(tested, CHECK, MIXED)))
+        frac = np.where(below, 1.0, np.where(above, 0.0, (c_ * b.inv_span - b.low_per_span) / b.frames))
+    else:
+        cls = np.where(above, ALWAYS, np.where(below, NEVER, np.where(tested, CHECK, MIXED)))
+        frac = np.where(above, 1.0, np.where(below, 0.0, (b.high_per_span - (c_ - 1) * b.inv_span) / b.frames))
+    return cls.astype(np.int8), frac
+
+
+def _range_mean(b: ZoneBlocks, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the mean over each block's frames of _range_fraction's share of [lo, hi], where each of its bounds cuts every
+    frame alike; whether it does not: a block classed frame by frame)."""
+    low_own, low_cut = lo <= b.low_min, lo >= b.low_max  # max(frame's low, lo): the frame's low, or lo, in every frame
+    high_own, high_cut = hi >= b.high_max, hi <= b.high_min
+    n = b.frames
+    # [low, hi]: hi - low + 1 of span, at most 1 (hi is within every frame); none where hi is below every low
+    # (the bounds are Python integers, a comparison with int64 exact beyond its ends: the envelopes take no + 1)
+    left = np.where(hi + 1 <= b.low_min, 0.0, ((hi + 1) * b.inv_span - b.low_per_span) / n)
+    left_sure = (hi + 1 >= b.low_max) | (hi + 1 <= b.low_min)
+    # [lo, high]: high - lo + 1 of span; none where lo is above every high
+    right = np.where(lo - 1 >= b.high_max, 0.0, (b.high_per_span - (lo - 1) * b.inv_span) / n)
+    right_sure = (lo - 1 <= b.high_min) | (lo - 1 >= b.high_max)
+    frac = np.where(low_own & high_own, 1.0, np.where(low_own & high_cut, left, np.where(
+        low_cut & high_own, right, max(0, hi - lo + 1) * b.inv_span / n)))
+    sure = (low_own & high_own) | (low_own & high_cut & left_sure) | (low_cut & high_own & right_sure) | (low_cut & high_cut)
+    return frac, ~sure
 
 
 def _classify(e: Expr, z: Zones, n: int, estimate: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
@@ -216,13 +337,7 @@ def _classify(e: Expr, z: Zones, n: int, estimate: bool = True) -> tuple[np.ndar
     if isinstance(e, And):  # fractions multiply (independent columns); ranges on one column intersect first
         ranges = [_range_of(a) for a in e.args]
         parts = [_classify(a, z, n, r is None) for a, r in zip(e.args, ranges)]
-        frac, ranged = np.ones(n), {}
-        for r, (_, f) in zip(ranges, parts):
-            if r is None:
-                frac *= f
-            else:
-                lo, hi = ranged.get(r[0], (-(2**63), 2**63 - 1))
-                ranged[r[0]] = (max(lo, r[1]), min(hi, r[2]))
+        frac, ranged = _and_estimates(ranges, parts, n)
         for name, (lo, hi) in ranged.items():
             frac *= _range_fraction(z.high[name], *z.spans_of(name), lo, hi)
         classes = parts[0][0].copy()
@@ -253,6 +368,19 @@ def _classify(e: Expr, z: Zones, n: int, estimate: bool = True) -> tuple[np.ndar
         frac = np.minimum(hits, 1.0)
         return (ALWAYS - cls, 1 - frac) if e.negated else (cls, frac)
     return np.full(n, CHECK), np.full(n, 1.0)  # an expression of several columns: tested row by row
+
+
+def _and_estimates(ranges: list, parts: list, n: int) -> tuple[np.ndarray, dict[str, tuple[int, int]]]:
+    """An AND's estimate from its parts' that are not a column's range (multiplied: independent columns), and
+    each column's range, its parts' intersected (estimated once, by the caller)."""
+    frac, ranged = np.ones(n), {}
+    for r, (_, f) in zip(ranges, parts):
+        if r is None:
+            frac *= f
+        else:
+            lo, hi = ranged.get(r[0], (-(2**63), 2**63 - 1))
+            ranged[r[0]] = (max(lo, r[1]), min(hi, r[2]))
+    return frac, ranged
 
 
 def _range_of(e: Expr) -> tuple[str, int, int] | None:
@@ -314,10 +442,13 @@ def frame_zones(table, columns, rows: int) -> Zones:
     if frames:
         frame_rows[-1] = rows - FRAME_ROWS * (frames - 1)
     low, high, spans = {}, {}, {}
+    blocks = {} if frames >= BLOCKED_FRAMES else None
     for name in columns:
         low[name], high[name] = table.columns[name].zones()
         spans[name] = table.columns[name].zone_spans()
-    return Zones(frame_rows, low, high, spans)
+        if blocks is not None:
+            blocks[name] = table.columns[name].zone_blocks()
+    return Zones(frame_rows, low, high, spans, blocks)
 
 
 # --- buckets of a sliced column ----------------------------------------------------------------------------------

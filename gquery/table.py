@@ -51,6 +51,41 @@ def zone_spans(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarra
     low_f = low.astype(np.float64)
     return low_f, high.astype(np.float64) - low_f + 1
 
+
+BLOCK_FRAMES = 64  # frames a zone block: a plan classes a block whole where its envelopes allow (prune.classify)
+
+
+@dataclass(frozen=True)
+class ZoneBlocks:
+    """A column's zone map in blocks of BLOCK_FRAMES frames (the last may hold fewer): each block's envelopes,
+    exact (its frames' smallest and largest low, smallest and largest high), its frames that hold one value,
+    its narrowest frame's span, and its frames' sums of 1/span, low/span and high/span, with which a block's
+    mean estimate is a closed form of a constant (prune.classify)."""
+
+    frames: np.ndarray
+    low_min: np.ndarray
+    low_max: np.ndarray
+    high_min: np.ndarray
+    high_max: np.ndarray
+    points: np.ndarray
+    span_min: np.ndarray
+    inv_span: np.ndarray
+    low_per_span: np.ndarray
+    high_per_span: np.ndarray
+
+
+def zone_blocks(low: np.ndarray, high: np.ndarray, spans: tuple[np.ndarray, np.ndarray]) -> ZoneBlocks:
+    """A column's ZoneBlocks from its zone map and zone_spans."""
+    n = len(low)
+    starts = np.arange(0, n, BLOCK_FRAMES)
+    low_f, span = spans
+    frames = np.diff(np.append(starts, n))
+    return ZoneBlocks(frames, np.minimum.reduceat(low, starts), np.maximum.reduceat(low, starts),
+                      np.minimum.reduceat(high, starts), np.maximum.reduceat(high, starts),
+                      np.add.reduceat(low == high, starts, dtype=np.int64), np.minimum.reduceat(span, starts),
+                      np.add.reduceat(1 / span, starts), np.add.reduceat(low_f / span, starts),
+                      np.add.reduceat(high.astype(np.float64) / span, starts))
+
 @dataclass
 class Column:
     """One column: its encodings, its SQL type, its dictionary (VARCHAR: the strings its codes
@@ -66,6 +101,7 @@ class Column:
     _zones: tuple | None = field(default=None, repr=False, compare=False)
     _zone_map: tuple | None = field(default=None, repr=False, compare=False)  # zones(), made once
     _zone_spans: tuple | None = field(default=None, repr=False, compare=False)  # zone_spans(), made once
+    _zone_blocks: ZoneBlocks | None = field(default=None, repr=False, compare=False)  # zone_blocks(), made once
     on_disk: dict = field(default_factory=dict, repr=False, compare=False)  # stored encoding → bytes its read takes
     nulls: int = 0  # rows that hold NULL (their values hold the column's smallest: schema.engine_values)
     _valid: np.ndarray | None = field(default=None, repr=False, compare=False)  # validity(), once read
@@ -202,6 +238,13 @@ class Column:
         if self._zone_spans is None:
             self._zone_spans = zone_spans(*self.zones())
         return self._zone_spans
+
+    def zone_blocks(self) -> ZoneBlocks:
+        """The zone map in blocks (ZoneBlocks), made once: a new constant's plan classes most frames a block at a
+        time."""
+        if self._zone_blocks is None:
+            self._zone_blocks = zone_blocks(*self.zones(), self.zone_spans())
+        return self._zone_blocks
 
     def range(self) -> tuple[int, int] | None:
         """(smallest, largest) value of the column, exact; None when it has no rows."""

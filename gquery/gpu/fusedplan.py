@@ -547,7 +547,10 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
             if nulls is not None:
                 classes[(classes == ALWAYS) & nulls] = CHECK
         bases = shared or tuple(r[c.name][0] // step for c, step in zip(query.group_by, steps))
-        classified.append((t, classes, fraction * zones.rows, tuple(constants), bases))
+        last = fraction[-1:] * zones.rows[-1:]  # every frame holds FRAME_ROWS rows but the last
+        selected = np.multiply(fraction, FRAME_ROWS, out=fraction)
+        selected[-1:] = last
+        classified.append((t, classes, selected, tuple(constants), bases))
     touched = sum(int(np.count_nonzero(c != NEVER)) for _, c, *_ in classified)
     slots = 0
     if spec.hashed:  # the groups a run can select: no more than the rows of the frames it can select from
@@ -734,11 +737,13 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, classes: np.ndarra
     firsts, ends, wholes = (np.array(x, dtype) for x, dtype in zip(zip(*pieces) if pieces else ((), (), ()),
                                                                     (np.int64, np.int64, bool)))
     spans = np.stack([firsts, ends], 1).reshape(-1)
+    if pieces and spans[-1] == len(classes):
+        spans = spans[:-1]  # the last piece's sum runs to the end
 
     def per_piece(a: np.ndarray, dtype=None) -> np.ndarray:
         """Each piece's sum of a per-frame array: reduceat sums from each index to the next, and the sums
         from an end to the next first (gaps) are dropped (a prefix sum takes 15 times as long over SF 10)."""
-        return np.add.reduceat(np.append(a, a[:1] * 0), spans, dtype=dtype)[0::2] if pieces else np.zeros(0, dtype)
+        return np.add.reduceat(a, spans, dtype=dtype)[0::2] if pieces else np.zeros(0, dtype)
 
     picked = per_piece(selected)
     check = classes == CHECK

@@ -1,0 +1,101 @@
+"""Frames classed a block at a time (prune.classify over ZoneBlocks) against the same frames classed one by
+one: every frame's class equal, on zone maps of every kind (clustered, scattered, frames of one value, values
+at int64's ends) and random predicates whose constants sit on the frames' own bounds; the estimates close."""
+
+import random
+
+import numpy as np
+import pytest
+
+from gquery import prune
+from gquery.query import BIGINT, BOOLEAN, And, Column, Compare, InList, Literal, Not, Or
+from gquery.table import BLOCK_FRAMES, zone_blocks, zone_spans
+
+LOW, HIGH = -(2**63), 2**63 - 1
+COLUMNS = ("a", "b", "c")
+
+
+def _zone_map(rng: random.Random, frames: int) -> tuple[np.ndarray, np.ndarray]:
+    kind = rng.choice(["clustered", "scattered", "points", "narrow", "ends", "mixed"])
+    if kind == "clustered":  # sorted values: each frame a narrow range above the last
+        edges = np.sort(np.array([rng.randint(-10**6, 10**6) for _ in range(frames + 1)], np.int64))
+        return edges[:-1], edges[1:]
+    if kind == "scattered":  # every frame spans most of the values
+        low = np.array([rng.randint(0, 50) for _ in range(frames)], np.int64)
+        return low, np.array([rng.randint(950, 1000) for _ in range(frames)], np.int64)
+    if kind == "points":  # frames of one value, a few values
+        v = np.array([rng.randint(-3, 3) for _ in range(frames)], np.int64)
+        return v, v.copy()
+    if kind == "ends":  # values at int64's ends
+        low = np.array([rng.choice([LOW, LOW + 1, 0, HIGH - 1]) for _ in range(frames)], np.int64)
+        return low, np.maximum(low, np.array([rng.choice([LOW + 1, 0, HIGH - 1, HIGH]) for _ in range(frames)], np.int64))
+    low = np.array([rng.randint(-20, 20) for _ in range(frames)], np.int64)
+    if kind == "narrow":
+        return low, low + np.array([rng.randint(0, 2) for _ in range(frames)], np.int64)
+    return low, low + np.array([rng.choice([0, 1, 5, 40]) for _ in range(frames)], np.int64)
+
+
+def _zones(rng: random.Random, frames: int, blocked: bool) -> prune.Zones:
+    rows = np.full(frames, 1024, np.int64)
+    rows[-1] = rng.randint(1, 1024)
+    low, high, spans, blocks = {}, {}, {}, {}
+    for c in COLUMNS:
+        low[c], high[c] = _zone_map(rng, frames)
+        spans[c] = zone_spans(low[c], high[c])
+        blocks[c] = zone_blocks(low[c], high[c], spans[c])
+    return prune.Zones(rows, low, high, spans, blocks if blocked else None)
+
+
+def _constant(rng: random.Random, z: prune.Zones, c: str) -> int:
+    """A constant on a frame's own bound, next to one, anywhere between the column's ends, or at int64's."""
+    if rng.random() < 0.4:
+        return rng.randint(int(z.low[c].min()), int(z.high[c].max()))
+    v = int(rng.choice([z.low[c], z.high[c]])[rng.randrange(len(z.rows))]) + rng.choice([-1, 0, 0, 1])
+    return v if LOW <= v <= HIGH else rng.choice([LOW, HIGH, 0])
+
+
+def _predicate(rng: random.Random, z: prune.Zones, depth: int = 0):
+    k = rng.random()
+    c = rng.choice(COLUMNS)
+    if depth > 2 or k < 0.45:
+        op = rng.choice(["<", "<=", ">", ">=", "=", "<>"])
+        return Compare(op, Column(c, BIGINT), Literal(_constant(rng, z, c), BIGINT))
+    if k < 0.55:
+        values = tuple(Literal(_constant(rng, z, c), BIGINT) for _ in range(rng.randint(1, 6)))
+        return InList(Column(c, BIGINT), values, rng.random() < 0.3)
+    if k < 0.75:
+        return And(tuple(_predicate(rng, z, depth + 1) for _ in range(rng.randint(2, 3))))
+    if k < 0.9:
+        return Or(tuple(_predicate(rng, z, depth + 1) for _ in range(2)))
+    if k < 0.95:
+        return Literal(rng.random() < 0.5, BOOLEAN)
+    return Not(_predicate(rng, z, depth + 1))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_blocks_class_every_frame_as_its_own_test_does(seed):
+    rng = random.Random(seed)
+    frames = rng.choice([prune.BLOCKED_FRAMES, 5 * BLOCK_FRAMES + 17, 23 * BLOCK_FRAMES])
+    z = _zones(rng, frames, blocked=True)
+    one_by_one = prune.Zones(z.rows, z.low, z.high, z.spans)
+    for _ in range(60):
+        e = _predicate(rng, z)
+        got, estimate = prune.classify(e, z)
+        want, frame_estimate = prune.classify(e, one_by_one)
+        assert got.dtype == want.dtype == np.int8
+        assert (got == want).all(), e
+        assert ((estimate >= 0) & (estimate <= 1)).all(), e
+        assert (estimate[want == prune.NEVER] == 0).all() and (estimate[want == prune.ALWAYS] == 1).all()
+        if isinstance(e, Compare):  # one comparison: a block's mean is its frames' mean, exactly but for rounding
+            for first in range(0, frames, BLOCK_FRAMES):
+                block = slice(first, first + BLOCK_FRAMES)
+                assert estimate[block].sum() == pytest.approx(frame_estimate[block].sum(), rel=1e-9, abs=1e-9), e
+
+
+def test_a_small_table_is_classed_frame_by_frame():
+    rng = random.Random(0)
+    z = _zones(rng, prune.BLOCKED_FRAMES - 1, blocked=True)
+    e = Compare("<", Column("a", BIGINT), Literal(_constant(rng, z, "a"), BIGINT))
+    got, estimate = prune.classify(e, z)
+    want, frame_estimate = prune.classify(e, prune.Zones(z.rows, z.low, z.high, z.spans))
+    assert (got == want).all() and (estimate == frame_estimate).all()
