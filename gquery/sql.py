@@ -155,14 +155,19 @@ def parse_template(t: Template, text: str, spans: list[tuple[int, int]], schema:
 
         for node in bound.walk():
             _moved_meta(node, moved)
+    _fill(holes, literals, spans)
+    return _Binder(text, schema, table).query(bound)
+
+
+def _fill(holes: list, literals: list[str], spans) -> None:
+    """Each placeholder $k of a tree replaced by the k-th literal's own parse, placed where it lies in the text."""
     for hole in holes:
         k = int(hole.this) - 1
-        node = _literal_tree(literals[k]).copy()
+        node = _literal_node(literals[k])
         offset = spans[k][0] - len("SELECT ")
         for part in node.walk():
             _moved_meta(part, lambda at: at + offset)
         hole.replace(node)
-    return _Binder(text, schema, table).query(bound)
 
 
 # --- a new text of a shape parsed before ---------------------------------------------------------------------
@@ -183,6 +188,8 @@ _SPACE = re.compile(r"\s+")
 def _spaced(gap: str) -> str:
     """Text between tokens, its whitespace runs as one space (one newline where the run holds one: it ends
     a -- comment): two texts that differ only so are one token sequence, one parse tree."""
+    if gap in ("", " ", ", ", " (", ") ", ")"):  # most gaps of a text, spaced already
+        return gap
     return _SPACE.sub(lambda m: "\n" if "\n" in m.group() else " ", gap)
 
 
@@ -201,33 +208,93 @@ def shape_of(text: str) -> tuple[str, list[tuple[int, int]]] | None:
     return ("".join(parts) + _spaced(text[at:])).strip(), spans
 
 
+@dataclass(frozen=True)
+class _Shape:
+    """A shape's Template; the Query of its first text and that text's literals; and the clause each literal
+    lies in ("where", "limit", or None: any other). The binder reads WHERE and LIMIT apart from the rest
+    (a WHERE reads no more of the select list than its column aliases), so a later text whose literals differ
+    from the first's only there has those clauses bound again and the first Query's other parts kept."""
+
+    template: Template
+    query: Query
+    literals: tuple[str, ...]
+    clauses: tuple[str | None, ...]
+
+
 def parse_shaped(text: str, schema: Schema, table: str, shapes: dict) -> Query:
     """parse(text)'s Query, from the Template of its shape where a text of that shape was parsed before
-    (`shapes`: a table's, shape → Template, or None where the shape cannot serve): a new text of a known
-    shape binds its literals into the tree parsed once, as a prepared statement's run does (a third of a
-    parse). A shape is kept only where its first text's Query from the template equals parse's; a text the
-    template cannot bind is parsed, so its answer and its errors are parse's."""
+    (`shapes`: a table's, shape → _Shape, or None where the shape cannot serve): a new text of a known
+    shape has its WHERE and LIMIT bound again where only their literals differ from the shape's first text
+    (_Shape), else binds its literals into the tree parsed once, as a prepared statement's run does (a
+    third of a parse). A shape is kept only where its first text's Query from the template, and from its
+    clauses bound again, equals parse's; a text the template cannot bind is parsed, so its answer and its
+    errors are parse's."""
     found = shape_of(text)
     if found is None:
         return parse(text, schema, table)
     shape, spans = found
+    literals = tuple(text[start:start + length] for start, length in spans)
     kept = shapes.get(shape, ...)
     if kept is ...:  # the first text of this shape: parsed, and its template tried against it
         query = parse(text, schema, table)
         t = template(shape)
         try:
             same = t is not None and parse_template(t, text, spans, schema, table, every_literal=True) == query
+            kept = _Shape(t, query, literals, _clauses(t)) if same else None
+            if kept is not None and not _same_notes(_rebound(kept, text, spans, schema, table, every=True), query):
+                kept = _Shape(t, query, literals, (None,) * len(literals))  # its clauses are not bound again
         except Exception:  # noqa: BLE001 (a template that cannot bind this text serves no text of its shape)
-            same = False
+            kept = None
         if len(shapes) < SHAPES_KEPT:
-            shapes[shape] = t if same else None
+            shapes[shape] = kept
         return query
     if kept is not None:
         try:
-            return parse_template(kept, text, spans, schema, table, every_literal=True)
+            rebound = _rebound(kept, text, spans, schema, table)
+            return rebound if rebound is not None else parse_template(kept.template, text, spans, schema, table,
+                                                                      every_literal=True)
         except Exception:  # noqa: BLE001 (parse says what is wrong with this text, in its own words)
             pass
     return parse(text, schema, table)
+
+
+def _same_notes(a: Query | None, b: Query) -> bool:
+    return a is not None and a == b and a.notes == b.notes
+
+
+def _clauses(t: Template) -> tuple[str | None, ...]:
+    """The clause each of a template's placeholders lies in: "where", "limit", or None."""
+    found: list[str | None] = [None] * len(t.spans)
+    for clause in ("where", "limit"):
+        node = t.tree.args.get(clause)
+        for hole in node.find_all(exp.Placeholder) if node is not None else ():
+            found[int(hole.this) - 1] = clause
+    return tuple(found)
+
+
+def _rebound(shape: _Shape, text: str, spans: list[tuple[int, int]], schema: Schema, table: str,
+             every: bool = False) -> Query | None:
+    """The Query of a text of the shape whose literals differ from its first text's only in WHERE and LIMIT:
+    the first Query with those clauses bound again (`every`: both, whatever differs); None where another
+    literal differs."""
+    literals = [text[start:start + length] for start, length in spans]
+    changed = {clause for clause, new, old in zip(shape.clauses, literals, shape.literals)
+               if (every and clause is not None) or new != old}
+    if None in changed:
+        return None
+    binder = _Binder(text, schema, table)
+    tree = shape.template.tree
+    binder.scope(tree)
+    first, where, limit, notes = shape.query, shape.query.where, shape.query.limit, shape.query.notes
+    if "where" in changed:
+        node = tree.args["where"].copy()
+        _fill(list(node.find_all(exp.Placeholder)), literals, spans)
+        where, notes = binder._where(node), tuple(dict.fromkeys(binder.notes))
+    if "limit" in changed:
+        node = tree.args["limit"].copy()
+        _fill(list(node.find_all(exp.Placeholder)), literals, spans)
+        limit = binder._limit(node)
+    return replace(first, sql=_statement_text(text), where=where, limit=limit, notes=notes)
 
 
 def _moved_meta(node: exp.Expression, moved) -> None:
@@ -241,6 +308,21 @@ def _moved_meta(node: exp.Expression, moved) -> None:
 def _literal_tree(literal: str) -> exp.Expression:
     """A literal's own parse (SELECT <literal>): kept, copied for each use."""
     return _one_statement(f"SELECT {literal}").expressions[0]
+
+
+_PLAIN_LITERAL = re.compile(r"(\d+(?:\.\d+)?)|'([^']*)'")
+
+
+def _literal_node(literal: str) -> exp.Expression:
+    """_literal_tree's node of its own: for digits (with a point) or a string without a quote inside, the node
+    sqlglot's parser makes (tests/test_sql.py checks they are equal), made without parsing; a new constant is
+    most often one."""
+    m = _PLAIN_LITERAL.fullmatch(literal)
+    if m is None:
+        return _literal_tree(literal).copy()
+    node = exp.Literal(this=m[1] if m[1] is not None else m[2], is_string=m[1] is None)
+    node.meta.update(line=1, col=len("SELECT ") + len(literal), start=len("SELECT "), end=len("SELECT ") + len(literal) - 1)
+    return node
 
 
 FILES_IN_FROM = re.compile(r"""(?ix) \b(from \s+) (?: read_parquet \s* \( \s* '((?:[^']|'')+)' \s* \) | '((?:[^']|'')+\.parquet)' )""")
@@ -487,6 +569,11 @@ class _Interval:
         return _Interval(self.months + other.months, self.days + other.days, self.micros + other.micros)
 
 
+def _statement_text(text: str) -> str:
+    """The text as a Query keeps it: what DuckDB is asked."""
+    return text.strip().rstrip(";").rstrip()
+
+
 # --- the binder ------------------------------------------------------------------------------------------
 class _Binder:
     """Walks one SELECT's tree into a Query, against lineitem's schema."""
@@ -508,11 +595,8 @@ class _Binder:
         for nested in select.find_all(exp.Exists, exp.Subquery, exp.Select):
             if nested is not select:
                 raise refuse(construct(nested))
-        self._bind_from(select.args.get("from_"))
+        self.scope(select)
         items = select.expressions
-        for item in items:
-            if isinstance(item, exp.Alias):
-                self.aliases.setdefault(item.alias.lower(), item.this)
         for item in items:
             self._check_select_item(_unaliased(item))
         if not any(_aggregates_in(_unaliased(i)) for i in items):
@@ -522,11 +606,18 @@ class _Binder:
         outputs = tuple(self._output(item, group_by) for item in items)
         order_by = self._order_by(select.args.get("order"), items, outputs)
         limit = self._limit(select.args.get("limit"))
-        sql = self.text.strip().rstrip(";").rstrip()
+        sql = _statement_text(self.text)
         nulls_first = tuple(k for k, o in enumerate(select.args["order"].expressions) if o.args.get("nulls_first")) \
             if order_by else ()
         return Query(sql, outputs, where, group_by, order_by, limit, self.table, tuple(dict.fromkeys(self.notes)),
                      nulls_first)
+
+    def scope(self, select: exp.Select) -> None:
+        """The names the clauses may use: the table's (and its alias), and the select list's aliases."""
+        self._bind_from(select.args.get("from_"))
+        for item in select.expressions:
+            if isinstance(item, exp.Alias):
+                self.aliases.setdefault(item.alias.lower(), item.this)
 
     def _bind_from(self, from_: exp.From | None) -> None:
         if from_ is None:

@@ -423,6 +423,38 @@ def _sibling(text: str, rng: random.Random) -> str:
     return "".join(out) + text[at:]
 
 
+def _clause_sibling(text: str, rng: random.Random) -> str:
+    """The text with the literals of its WHERE and LIMIT alone changed (where its WHERE comes after every other
+    literal but LIMIT's): the texts whose clauses a known shape binds again (sql._rebound)."""
+    from gquery.sql import shape_of
+
+    where = text.upper().find(" WHERE ")
+    _, spans = shape_of(text)
+    out, at = [], 0
+    for start, length in spans:
+        if where < 0 or start < where:
+            continue
+        lit = text[start:start + length]
+        if lit.startswith("'"):
+            new = rng.choice(["'A'", "'N'", "''", "'R'", "'x''y'"])
+        elif lit[:1].lower() in "dti":
+            new = re.sub(r"\d", lambda m: str(rng.randrange(1, 9)), lit)
+        else:
+            new = re.sub(r"\d", lambda m: str(rng.randrange(10)), lit)
+        out += [text[at:start], new]
+        at = start + length
+    return "".join(out) + text[at:]
+
+
+def test_a_plain_literal_is_the_node_its_parse_is():
+    from gquery.sql import _literal_node, _literal_tree
+
+    for literal in ["0", "3001", "0.06", "007", "24.50", "''", "'A'", "'1995-03-15'", "'a b'"]:
+        made, parsed = _literal_node(literal), _literal_tree(literal)
+        assert made == parsed and made.meta == parsed.meta, literal
+    assert _literal_node("DATE '1995-01-01'") == _literal_tree("DATE '1995-01-01'")
+
+
 def _respaced(text: str, rng: random.Random) -> str:
     """The text with the whitespace between its tokens written otherwise (runs widened, spaces made tabs,
     some at either end): of the same shape, parsed to the same tree; strings, quoted names, comments kept."""
@@ -453,13 +485,15 @@ def test_a_new_text_of_a_known_shape_is_the_query_its_parse_is(schema):
         text = querygen.query(rng)
         respaced = _respaced(text, rng)
         assert shape_of(respaced)[0] == shape_of(text)[0], (text, respaced)
-        for t in (text, _sibling(text, rng), _sibling(text, rng), respaced):
+        for t in (text, _sibling(text, rng), _clause_sibling(text, rng), _sibling(text, rng), _clause_sibling(text, rng),
+                  respaced):
             try:
                 want = parse(t, schema)
             except GqueryError as e:
                 with pytest.raises(type(e), match=re.escape(str(e))):
                     parse_shaped(t, schema, "lineitem", shapes)
                 continue
-            assert parse_shaped(t, schema, "lineitem", shapes) == want, t
+            got = parse_shaped(t, schema, "lineitem", shapes)
+            assert got == want and got.notes == want.notes and got.sql == want.sql, t
         served += shapes.get(shape_of(text)[0]) is not None
     assert served > 200, served
