@@ -404,13 +404,15 @@ def test_a_texts_shape_has_its_literals_written_as_question_marks():
     assert shape_of("SELECT ? FROM t") is None and shape_of("SELECT $1 FROM t") is None
 
 
-def _sibling(text: str, rng: random.Random) -> str:
-    """The text with each literal changed for another of its kind: a shape's next text."""
+def _sibling(text: str, rng: random.Random, after: int = 0) -> str:
+    """The text with each literal (from `after` on) changed for another of its kind: a shape's next text."""
     from gquery.sql import shape_of
 
     shape, spans = shape_of(text)
     out, at = [], 0
     for start, length in spans:
+        if start < after:
+            continue
         lit = text[start:start + length]
         if lit.startswith("'"):
             new = rng.choice(["'A'", "'N'", "''", "'R'", "'1995-03-15'", "'x''y'", "'O'"])
@@ -426,24 +428,8 @@ def _sibling(text: str, rng: random.Random) -> str:
 def _clause_sibling(text: str, rng: random.Random) -> str:
     """The text with the literals of its WHERE and LIMIT alone changed (where its WHERE comes after every other
     literal but LIMIT's): the texts whose clauses a known shape binds again (sql._rebound)."""
-    from gquery.sql import shape_of
-
     where = text.upper().find(" WHERE ")
-    _, spans = shape_of(text)
-    out, at = [], 0
-    for start, length in spans:
-        if where < 0 or start < where:
-            continue
-        lit = text[start:start + length]
-        if lit.startswith("'"):
-            new = rng.choice(["'A'", "'N'", "''", "'R'", "'x''y'"])
-        elif lit[:1].lower() in "dti":
-            new = re.sub(r"\d", lambda m: str(rng.randrange(1, 9)), lit)
-        else:
-            new = re.sub(r"\d", lambda m: str(rng.randrange(10)), lit)
-        out += [text[at:start], new]
-        at = start + length
-    return "".join(out) + text[at:]
+    return _sibling(text, rng, where) if where >= 0 else text
 
 
 def test_a_plain_literal_is_the_node_its_parse_is():
