@@ -451,31 +451,43 @@ def _stretches(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return edges[0::2], edges[1::2]
 
 
-def _runs(touched: np.ndarray, gap_frames: int) -> list[tuple[int, int]]:
-    """[first, end) runs of touched frames, runs separated by at most `gap_frames` ruled-out frames merged."""
-    firsts, ends = _stretches(touched)
-    if not len(firsts):
-        return []
-    kept = np.flatnonzero(firsts[1:] - ends[:-1] > gap_frames)  # the gaps left between runs
-    return list(zip(firsts[np.concatenate([[0], kept + 1])].tolist(), ends[np.concatenate([kept, [len(ends) - 1]])].tolist()))
+class _Frames:
+    """A table's frame classes and what chunking reads of them, found once a plan: its scan by frames and by
+    a column's top bytes cut the same frames (each _chunks call)."""
 
+    def __init__(self, classes: np.ndarray):
+        self.classes = classes
+        self.check = classes == CHECK
+        self.touched = _stretches(classes != NEVER)
+        self.passing = _stretches(classes == ALWAYS)
 
-def _segments(classes: np.ndarray, a: int, b: int, split: int) -> list[tuple[int, int, bool]]:
-    """A run as (first, end, whole): a stretch of at least `split` frames that all pass is a
-    segment of its own (its predicate columns are not shipped); the rest are tested frames, a short
-    stretch that passes whole joining its neighbours."""
-    firsts, ends = _stretches(classes[a:b] == ALWAYS)
-    long = ends - firsts >= split
-    out: list[tuple[int, int, bool]] = []
-    at = 0  # the tested frames (and short stretches that pass) between long stretches join into one segment
-    for s, e in zip(firsts[long].tolist(), ends[long].tolist()):
-        if s > at:
-            out.append((a + at, a + s, False))
-        out.append((a + s, a + e, True))
-        at = e
-    if at < b - a:
-        out.append((a + at, b, False))
-    return out
+    def runs(self, gap_frames: int) -> list[tuple[int, int]]:
+        """[first, end) runs of touched frames, runs separated by at most `gap_frames` ruled-out frames merged."""
+        firsts, ends = self.touched
+        if not len(firsts):
+            return []
+        kept = np.flatnonzero(firsts[1:] - ends[:-1] > gap_frames)  # the gaps left between runs
+        return list(zip(firsts[np.concatenate([[0], kept + 1])].tolist(),
+                        ends[np.concatenate([kept, [len(ends) - 1]])].tolist()))
+
+    def segments(self, a: int, b: int, split: int) -> list[tuple[int, int, bool]]:
+        """A run as (first, end, whole): a stretch of at least `split` frames that all pass is a segment of its
+        own (its predicate columns are not shipped); the rest are tested frames, a short stretch that passes
+        whole joining its neighbours. (A stretch that passes is touched: it lies within one run.)"""
+        firsts, ends = self.passing
+        lo, hi = np.searchsorted(firsts, a), np.searchsorted(ends, b, "right")
+        firsts, ends = firsts[lo:hi], ends[lo:hi]
+        long = ends - firsts >= split
+        out: list[tuple[int, int, bool]] = []
+        at = a  # the tested frames (and short stretches that pass) between long stretches join into one segment
+        for s, e in zip(firsts[long].tolist(), ends[long].tolist()):
+            if s > at:
+                out.append((at, s, False))
+            out.append((s, e, True))
+            at = e
+        if at < b:
+            out.append((at, b, False))
+        return out
 
 
 def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frames: int | None = None,
@@ -566,13 +578,14 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
                        f"in {1 << top.bits:,} partitions give a threshold that at least {top.limit:,} groups reach; only "
                        f"the groups that reach it are read back")
     target = chunk_frames or min(MAX_CHUNK_FRAMES, max(MIN_CHUNK_FRAMES, math.ceil(touched / CHUNKS_PER_QUERY)))
-    table_plans = [_chunks(t, query, spec, mode, classes, selected, constants, bases, target)
-                   for t, classes, selected, constants, bases in classified]
+    frames = [_Frames(classes) for _, classes, *_ in classified]
+    table_plans = [_chunks(t, query, spec, mode, f, selected, constants, bases, target)
+                   for (t, _, selected, constants, bases), f in zip(classified, frames)]
     by_top = None
     sliced = _sliced_scans(spec, classified, lowered, mode)
     if sliced is not None:
-        by_top = [_chunks(t, query, spec, mode, classes, selected, constants, bases, target, s)
-                  for (t, classes, selected, constants, bases), s in zip(classified, sliced)]
+        by_top = [_chunks(t, query, spec, mode, f, selected, constants, bases, target, s)
+                  for (t, _, selected, constants, bases), f, s in zip(classified, frames, sliced)]
     if mode in INDEX_MODES:
         options = [_index_option(tp, spec, r) for tp, r in zip(table_plans, selectable)]
         table_plans = [dataclasses.replace(tp, index_option=o) for tp, o in zip(table_plans, options)]
@@ -710,13 +723,14 @@ def _index_scan(tp: TablePlan, spec: KernelSpec) -> IndexScan | None:
                      lists.bucket, 0 if lists.low is None else lists.low.itemsize, (starts[b0:b1 + 1] - first).astype(np.int64))
 
 
-def _chunks(table, query: Query, spec: KernelSpec, mode: str, classes: np.ndarray, selected: np.ndarray,
+def _chunks(table, query: Query, spec: KernelSpec, mode: str, frames: _Frames, selected: np.ndarray,
             constants: tuple, bases: tuple, target: int, sliced: SlicedScan | None = None) -> TablePlan:
     """One table's chunks: its touched runs cut into pieces of about `target` frames, of equal size
     within a run (a run of 1.1 targets is two chunks of 0.55, not one whole and a sliver). `sliced`: a
     predicate column read by its top byte, a byte a row, instead of its packed frames. Each piece's
     bytes and choices are found for every piece at once, a column at a time (a scattered predicate cuts
     SF 10 into hundreds of pieces)."""
+    classes = frames.classes
     predicate = [spec.columns[i] for i in spec.predicate_slots]
     values = [spec.columns[i] for i in spec.value_slots]
     # sized from the frame metadata the zone maps came with: no column's words are read to plan
@@ -725,13 +739,13 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, classes: np.ndarra
     shipped = sum(FRAME_ROWS * len(classes) if c == by_top else packed_bytes(meta[c])
                   for c in predicate if c in meta) / max(len(classes), 1)  # a gap frame's bytes
     # (resident: nothing is shipped, so every run is one: ruled-out frames are skipped by their class)
-    runs = _runs(classes != NEVER, int(GAP_BYTES / shipped) if shipped else len(classes))
+    runs = frames.runs(int(GAP_BYTES / shipped) if shipped else len(classes))
     # a stretch that passes whole is split off where its predicate bytes pay for a chunk (resident: one
     # chunk, the class of each frame says which frames skip the predicate)
     split = max(SPLIT_FRAMES, math.ceil(GAP_BYTES / shipped)) if shipped else len(classes) + 1
     pieces = []  # (first, end, whole)
     for a, b in runs:
-        for s, e, whole in _segments(classes, a, b, split):
+        for s, e, whole in frames.segments(a, b, split):
             n = -(-(e - s) // target)
             pieces += [(s + (e - s) * k // n, s + (e - s) * (k + 1) // n, whole) for k in range(n)]
     firsts, ends, wholes = (np.array(x, dtype) for x, dtype in zip(zip(*pieces) if pieces else ((), (), ()),
@@ -746,7 +760,7 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, classes: np.ndarra
         return np.add.reduceat(a, spans, dtype=dtype)[0::2] if pieces else np.zeros(0, dtype)
 
     picked = per_piece(selected)
-    check = classes == CHECK
+    check = frames.check
     n_tested = per_piece(check, np.int64)
     every_tested = n_tested == ends - firsts
 
