@@ -211,14 +211,16 @@ def shape_of(text: str) -> tuple[str, list[tuple[int, int]]] | None:
 @dataclass(frozen=True)
 class _Shape:
     """A shape's Template; the Query of its first text and that text's literals; and the clause each literal
-    lies in ("where", "limit", or None: any other). The binder reads WHERE and LIMIT apart from the rest
-    (a WHERE reads no more of the select list than its column aliases), so a later text whose literals differ
-    from the first's only there has those clauses bound again and the first Query's other parts kept."""
+    lies in (WHERE, LIMIT, a select item, or None: any other). The binder reads WHERE, LIMIT and each select
+    item apart from the rest (WHERE reads no more of the select list than its column aliases; an item, the
+    GROUP BY columns, which read the items only by a position or ALL), so a later text whose literals differ
+    from the first's only there has those parts bound again (ORDER BY too, which matches outputs) and the
+    first Query's other parts kept."""
 
     template: Template
     query: Query
     literals: tuple[str, ...]
-    clauses: tuple[str | None, ...]
+    clauses: tuple  # "where", "limit", ("select", k) for the k-th select item's, or None
 
 
 def parse_shaped(text: str, schema: Schema, table: str, shapes: dict) -> Query:
@@ -262,11 +264,15 @@ def _same_notes(a: Query | None, b: Query) -> bool:
     return a is not None and a == b and a.notes == b.notes
 
 
-def _clauses(t: Template) -> tuple[str | None, ...]:
-    """The clause each of a template's placeholders lies in: "where", "limit", or None."""
-    found: list[str | None] = [None] * len(t.spans)
-    for clause in ("where", "limit"):
-        node = t.tree.args.get(clause)
+def _clauses(t: Template) -> tuple:
+    """The clause each of a template's placeholders lies in (_Shape.clauses)."""
+    found: list = [None] * len(t.spans)
+    group = t.tree.args.get("group")
+    grouped_by_items = group is not None and (group.args.get("all") or any(group.find_all(exp.Placeholder)))
+    parts = [("where", t.tree.args.get("where")), ("limit", t.tree.args.get("limit"))]
+    if not grouped_by_items:  # (GROUP BY 1 or ALL: an item's literals may change the groups, which every item reads)
+        parts += [(("select", k), item) for k, item in enumerate(t.tree.expressions)]
+    for clause, node in parts:
         for hole in node.find_all(exp.Placeholder) if node is not None else ():
             found[int(hole.this) - 1] = clause
     return tuple(found)
@@ -274,9 +280,9 @@ def _clauses(t: Template) -> tuple[str | None, ...]:
 
 def _rebound(shape: _Shape, text: str, spans: list[tuple[int, int]], schema: Schema, table: str,
              every: bool = False) -> Query | None:
-    """The Query of a text of the shape whose literals differ from its first text's only in WHERE and LIMIT:
-    the first Query with those clauses bound again (`every`: both, whatever differs); None where another
-    literal differs."""
+    """The Query of a text of the shape whose literals differ from its first text's only in WHERE, LIMIT and
+    select items: the first Query with those parts bound again (`every`: each that holds a literal, whatever
+    differs); None where another literal differs."""
     literals = [text[start:start + length] for start, length in spans]
     changed = {clause for clause, new, old in zip(shape.clauses, literals, shape.literals)
                if (every and clause is not None) or new != old}
@@ -285,16 +291,31 @@ def _rebound(shape: _Shape, text: str, spans: list[tuple[int, int]], schema: Sch
     binder = _Binder(text, schema, table)
     tree = shape.template.tree
     binder.scope(tree)
-    first, where, limit, notes = shape.query, shape.query.where, shape.query.limit, shape.query.notes
+
+    def filled(node: exp.Expression) -> exp.Expression:
+        node = node.copy()
+        _fill(list(node.find_all(exp.Placeholder)), literals, spans)
+        return node
+
+    first = shape.query
+    where, limit, notes, outputs, order_by = first.where, first.limit, first.notes, first.outputs, first.order_by
     if "where" in changed:
-        node = tree.args["where"].copy()
-        _fill(list(node.find_all(exp.Placeholder)), literals, spans)
-        where, notes = binder._where(node), tuple(dict.fromkeys(binder.notes))
+        where = binder._where(filled(tree.args["where"]))
+        notes = tuple(dict.fromkeys(binder.notes))
     if "limit" in changed:
-        node = tree.args["limit"].copy()
-        _fill(list(node.find_all(exp.Placeholder)), literals, spans)
-        limit = binder._limit(node)
-    return replace(first, sql=_statement_text(text), where=where, limit=limit, notes=notes)
+        limit = binder._limit(filled(tree.args["limit"]))
+    items = sorted(clause[1] for clause in changed if isinstance(clause, tuple))
+    if items:
+        outputs = list(outputs)
+        for k in items:
+            item = filled(tree.expressions[k])
+            binder._check_select_item(_unaliased(item))
+            outputs[k] = binder._output(item, first.group_by)
+        outputs = tuple(outputs)
+        if tree.args.get("order") is not None:  # its keys matched against the outputs again
+            order_by = binder._order_by(filled(tree.args["order"]), tree.expressions, outputs)
+    return replace(first, sql=_statement_text(text), where=where, limit=limit, notes=notes, outputs=outputs,
+                   order_by=order_by)
 
 
 def _moved_meta(node: exp.Expression, moved) -> None:
