@@ -19,13 +19,16 @@ planner weighs shipping a column in bulk against reading selected rows in place 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+import functools
+import threading
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from gquery.query import (BIGINT, BOOLEAN, FLIPPED, And, Arith, Column, Compare, Expr, InList, IsNull, Literal, Not,
                           Or, Recode, scale_of)
 from gquery.schema import merged_ranks, position
+from gquery.encodings import FRAME_ROWS
 from gquery.table import BLOCK_FRAMES, ZoneBlocks, zone_spans
 
 NEVER, CHECK, ALWAYS = 0, 1, 2
@@ -216,25 +219,183 @@ def classify(e: Expr | None, z: Zones) -> tuple[np.ndarray, np.ndarray]:
     frames' estimates (a block's sums make the mean of one comparison exact; an AND of several columns multiplies
     their means); the frames of the other blocks are classed one by one. The classes are the frames' own either
     way: a block is classed whole only where each frame's test would give that class."""
+    cls, estimate = classify_parts(e, [z])[0]
+    return cls, estimate.fractions()
+
+
+def classify_parts(e: Expr | None, zones: list[Zones]) -> list[tuple[np.ndarray, "Estimate"]]:
+    """Each part's frame classes and Estimate of the rows each frame selects (classify's), the blocks of every
+    part that has them classed in one pass (the parts of a table lower a predicate alike where their ranges
+    do: fusedplan.plan_fused)."""
+    if e is None:  # every row passes
+        return [(np.full(len(z.rows), ALWAYS, np.int8), EveryRow(len(z.rows), _rows(z))) for z in zones]
+    blocked = [z for z in zones if _blocked(z)]
+    if len(blocked) > 1:
+        joined = {c: _joined([z.blocks[c] for z in blocked]) for c in blocked[0].blocks}
+        cls, frac = _classify_blocks(e, joined, sum(_block_count(z) for z in blocked))
+    elif blocked:
+        cls, frac = _classify_blocks(e, blocked[0].blocks, _block_count(blocked[0]))
+    out, at = [], 0
+    for z in zones:
+        if not _blocked(z):
+            cls_f, frac_f = _finished(*_classify(e, z, len(z.rows)))
+            out.append((cls_f, FrameEstimate(frac_f, z.rows)))
+            continue
+        k = _block_count(z)
+        out.append(_from_blocks(e, z, cls[at:at + k], frac[at:at + k]))
+        at += k
+    return out
+
+
+def _blocked(z: Zones) -> bool:
+    return z.blocks is not None and len(z.rows) >= BLOCKED_FRAMES
+
+
+def _block_count(z: Zones) -> int:
+    return -(-len(z.rows) // BLOCK_FRAMES)
+
+
+def _from_blocks(e: Expr, z: Zones, cls: np.ndarray, frac: np.ndarray) -> tuple[np.ndarray, "Estimate"]:
+    """A table's frames' classes and Estimate from its blocks' (_classify_blocks), the frames of its MIXED blocks
+    classed one by one (every frame so where most blocks are)."""
     n = len(z.rows)
-    if e is None:
-        return np.full(n, ALWAYS, np.int8), np.ones(n)
-    blocked = z.blocks is not None and n >= BLOCKED_FRAMES
-    if blocked:
-        cls, frac = _classify_blocks(e, z.blocks, len(next(iter(z.blocks.values())).frames) if z.blocks else 1)
-        mixed = np.flatnonzero(cls == MIXED)
-        blocked = 2 * len(mixed) < len(cls)  # most blocks mixed: every frame classed alone, no gathering
-    if blocked:
-        cls, frac = np.repeat(cls, BLOCK_FRAMES)[:n], np.repeat(frac, BLOCK_FRAMES)[:n]
-        if len(mixed):
-            which = (mixed[:, None] * BLOCK_FRAMES + np.arange(BLOCK_FRAMES)).reshape(-1)
-            which = which[which < n]
-            cls[which], frac[which] = _classify(e, z.frames(which), len(which))
-    else:
-        cls, frac = _classify(e, z, n)  # (frac: an array of its own, set in place)
+    mixed = np.flatnonzero(cls == MIXED)
+    if 2 * len(mixed) >= len(cls):  # most blocks mixed: every frame classed alone, no gathering
+        cls_f, frac_f = _finished(*_classify(e, z, n))
+        return cls_f, FrameEstimate(frac_f, z.rows)
+    frac = np.where(cls == NEVER, 0.0, np.where(cls == ALWAYS, 1.0, frac))  # (a mixed block's own frames: below)
+    cls_f = np.repeat(cls, BLOCK_FRAMES)[:n]
+    which = (mixed[:, None] * BLOCK_FRAMES + np.arange(BLOCK_FRAMES)).reshape(-1)
+    which = which[which < n]
+    own = np.zeros(0)
+    if len(which):
+        cls_f[which], own = _finished(*_classify(e, z.frames(which), len(which)))
+    return cls_f, BlockEstimate(frac, mixed, which, own, n, _rows(z))
+
+
+def _rows(z: Zones) -> int:
+    return FRAME_ROWS * (len(z.rows) - 1) + int(z.rows[-1]) if len(z.rows) else 0
+
+
+class Estimate:
+    """The rows each frame of a table is estimated to select, summed as the planner asks: over pieces of frames
+    [first, end), and over the table."""
+
+    def per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def total(self) -> float:
+        raise NotImplementedError
+
+    def fractions(self) -> np.ndarray:
+        """Each frame's estimated fraction of its rows."""
+        raise NotImplementedError
+
+
+class FrameEstimate(Estimate):
+    """An estimate a frame: each frame's fraction times its rows."""
+
+    def __init__(self, fractions: np.ndarray, rows: np.ndarray):
+        self._fractions = fractions
+        self.selected = fractions * FRAME_ROWS  # every frame holds FRAME_ROWS rows but the last
+        self.selected[-1:] = fractions[-1:] * rows[-1:]
+
+    def per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        if not len(firsts):
+            return np.zeros(0)
+        spans = np.stack([firsts, ends], 1).reshape(-1)
+        if spans[-1] == len(self.selected):
+            spans = spans[:-1]  # the last piece's sum runs to the end
+        # reduceat sums from each index to the next; the sums from an end to the next first (gaps) are dropped
+        return np.add.reduceat(self.selected, spans)[0::2]
+
+    def total(self) -> float:
+        return float(self.selected.sum())
+
+    def fractions(self) -> np.ndarray:
+        return self._fractions
+
+
+class EveryRow(Estimate):
+    """Every row of a table's frames (no predicate)."""
+
+    def __init__(self, n: int, rows: int):
+        self.n, self.rows = n, rows
+
+    def per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        return (np.minimum(ends * FRAME_ROWS, self.rows) - firsts * FRAME_ROWS).astype(np.float64)
+
+    def total(self) -> float:
+        return float(self.rows)
+
+    def fractions(self) -> np.ndarray:
+        return np.ones(self.n)
+
+
+class BlockEstimate(Estimate):
+    """An estimate a block: a block's frames share its mean fraction, but a MIXED block's frames (`which`), classed
+    one by one, keep their own (`own`). Summed without an array a frame (at SF 100, ten parts' 585,810 frames
+    took milliseconds to fill and sum)."""
+
+    def __init__(self, block_fractions: np.ndarray, mixed: np.ndarray, which: np.ndarray, own: np.ndarray, n: int,
+                 rows: int):
+        self.n, self.rows = n, rows  # frames, rows
+        self.block_fractions, self.which, self.own = block_fractions, which, own
+        firsts = np.arange(0, n, BLOCK_FRAMES)
+        uniform = block_fractions.copy()
+        uniform[mixed] = 0.0  # (a mixed block's rows are its frames' own)
+        self._uniform = uniform
+        self._uniform_prefix = np.concatenate([[0.0], np.cumsum(uniform * self._rows(firsts, np.minimum(firsts + BLOCK_FRAMES, n)))])
+        self._own_prefix = np.concatenate([[0.0], np.cumsum(own * self._rows(which, which + 1))])
+
+    def _rows(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Rows of the frames [first, end): FRAME_ROWS a frame, but the table's last."""
+        return (np.minimum(ends * FRAME_ROWS, self.rows) - firsts * FRAME_ROWS).astype(np.float64)
+
+    def per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        first_block, last_block = firsts // BLOCK_FRAMES, (ends - 1) // BLOCK_FRAMES
+        head_end = np.minimum(ends, (first_block + 1) * BLOCK_FRAMES)
+        tail_first = np.maximum(firsts, last_block * BLOCK_FRAMES)
+        head = self._uniform[first_block] * self._rows(firsts, head_end)
+        tail = np.where(last_block > first_block, self._uniform[last_block] * self._rows(tail_first, ends), 0.0)
+        middle = np.where(last_block > first_block + 1,
+                          self._uniform_prefix[last_block] - self._uniform_prefix[np.minimum(first_block + 1, last_block)], 0.0)
+        own = self._own_prefix[np.searchsorted(self.which, ends)] - self._own_prefix[np.searchsorted(self.which, firsts)]
+        return head + middle + tail + own
+
+    def total(self) -> float:
+        return float(self._uniform_prefix[-1] + self._own_prefix[-1])
+
+    def fractions(self) -> np.ndarray:
+        out = np.repeat(self.block_fractions, BLOCK_FRAMES)[:self.n]
+        out[self.which] = self.own
+        return out
+
+
+def _finished(cls: np.ndarray, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The classes as int8, and the estimates of frames that no row passes, or every row, made exact (frac:
+    an array of its own, set in place)."""
     frac[cls == NEVER] = 0.0
     frac[cls == ALWAYS] = 1.0
     return cls.astype(np.int8, copy=False), frac
+
+
+_JOINED_KEPT = 64  # joined blocks kept: a parted table's columns, a few sets of parts
+_joined_blocks: dict = {}  # ids of the parts' ZoneBlocks → (those ZoneBlocks, kept alive so no id is reused; joined)
+_joined_lock = threading.Lock()
+
+
+def _joined(blocks: list[ZoneBlocks]) -> ZoneBlocks:
+    """Several parts' blocks of a column as one ZoneBlocks, made once for these parts."""
+    key = tuple(map(id, blocks))
+    found = _joined_blocks.get(key)
+    if found is None:
+        joined = ZoneBlocks(*(np.concatenate([getattr(b, f.name) for b in blocks]) for f in fields(ZoneBlocks)))
+        with _joined_lock:
+            if len(_joined_blocks) >= _JOINED_KEPT:
+                _joined_blocks.pop(next(iter(_joined_blocks)))
+            found = _joined_blocks[key] = (tuple(blocks), joined)
+    return found[1]
 
 
 def _classify_blocks(e: Expr, blocks: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -435,12 +596,8 @@ def _compare(op: str, lo: np.ndarray, hi: np.ndarray, c: int, spans: tuple | Non
 
 def frame_zones(table, columns, rows: int) -> Zones:
     """The zone maps of some columns of a Table (each column's packed frames' reference and top)."""
-    from gquery.encodings import FRAME_ROWS
-
     frames = -(-rows // FRAME_ROWS)
-    frame_rows = np.full(frames, FRAME_ROWS, np.int64)
-    if frames:
-        frame_rows[-1] = rows - FRAME_ROWS * (frames - 1)
+    frame_rows = _frame_rows(rows)
     low, high, spans = {}, {}, {}
     blocks = {} if frames >= BLOCKED_FRAMES else None
     for name in columns:
@@ -449,6 +606,17 @@ def frame_zones(table, columns, rows: int) -> Zones:
         if blocks is not None:
             blocks[name] = table.columns[name].zone_blocks()
     return Zones(frame_rows, low, high, spans, blocks)
+
+
+@functools.lru_cache(maxsize=256)
+def _frame_rows(rows: int) -> np.ndarray:
+    """Each frame's rows (FRAME_ROWS, but the last), made once a table's size: read only."""
+    frames = -(-rows // FRAME_ROWS)
+    out = np.full(frames, FRAME_ROWS, np.int64)
+    if frames:
+        out[-1] = rows - FRAME_ROWS * (frames - 1)
+    out.setflags(write=False)
+    return out
 
 
 # --- buckets of a sliced column ----------------------------------------------------------------------------------
@@ -480,4 +648,4 @@ def columns_of(e: Expr | None) -> tuple[str, ...]:
     return () if e is None else e.columns()
 
 
-__all__ = ["NEVER", "CHECK", "ALWAYS", "lower", "classify", "frame_zones", "Zones"]
+__all__ = ["NEVER", "CHECK", "ALWAYS", "lower", "classify", "classify_parts", "Estimate", "EveryRow", "frame_zones", "Zones"]

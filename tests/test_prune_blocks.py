@@ -99,3 +99,27 @@ def test_a_small_table_is_classed_frame_by_frame():
     got, estimate = prune.classify(e, z)
     want, frame_estimate = prune.classify(e, prune.Zones(z.rows, z.low, z.high, z.spans))
     assert (got == want).all() and (estimate == frame_estimate).all()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_parts_classed_together_as_each_alone_and_their_estimates_summed_by_pieces(seed):
+    """classify_parts over several parts (their blocks joined): each part's classes its own classify's, and its
+    Estimate's sums over random pieces of frames those of its frames' estimates (fraction times rows)."""
+    rng = random.Random(100 + seed)
+    parts = [_zones(rng, rng.choice([prune.BLOCKED_FRAMES, 7 * BLOCK_FRAMES + 5]), blocked=True) for _ in range(3)]
+    for _ in range(40):
+        e = _predicate(rng, parts[0]) if rng.random() < 0.9 else None
+        for z, (classes, estimate) in zip(parts, prune.classify_parts(e, parts)):
+            want, fractions = prune.classify(e, z)
+            assert (classes == want).all(), e
+            rows = z.rows.astype(np.float64)
+            selected = fractions * rows
+            n = len(z.rows)
+            cuts = sorted(rng.sample(range(1, n), 6))
+            firsts = np.array([0, *cuts[0::2]])
+            ends = np.array([cuts[0], *cuts[1::2], n])[:len(firsts)]
+            got = estimate.per_piece(firsts, ends)
+            for a, b, g in zip(firsts, ends, got):
+                assert g == pytest.approx(selected[a:b].sum(), rel=1e-9, abs=1e-6), (e, a, b)
+            assert estimate.total() == pytest.approx(selected.sum(), rel=1e-9, abs=1e-6)
+            assert np.allclose(estimate.fractions(), fractions)

@@ -40,7 +40,8 @@ from gquery.errors import UsageError
 from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, NotOnGpu, SlicedKernel, TopCut, hash_slots,
                                 kernel_spec, top_cut)
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
-from gquery.prune import ALWAYS, CHECK, NEVER, classify, decided_buckets, frame_zones, lower, narrowed, string_sides
+from gquery.prune import (ALWAYS, CHECK, NEVER, Estimate, EveryRow, classify_parts, decided_buckets, frame_zones, lower,
+                          narrowed, string_sides)
 from gquery.query import Query
 
 # Two touched runs become one chunk when the ruled-out frames between them cost the link less than a
@@ -460,6 +461,28 @@ class _Frames:
         self.check = classes == CHECK
         self.touched = _stretches(classes != NEVER)
         self.passing = _stretches(classes == ALWAYS)
+        self._sums = None  # (pieces, their sums): picked_and_tested's last
+
+    def per_piece(self, pieces: list, firsts: np.ndarray, ends: np.ndarray):
+        """A function that sums a per-frame array over each of the pieces [first, end)."""
+        spans = np.stack([firsts, ends], 1).reshape(-1)
+        if pieces and spans[-1] == len(self.classes):
+            spans = spans[:-1]  # the last piece's sum runs to the end
+
+        def per_piece(a: np.ndarray, dtype=None) -> np.ndarray:
+            """Each piece's sum of a per-frame array: reduceat sums from each index to the next, and the sums
+            from an end to the next first (gaps) are dropped (a prefix sum takes 15 times as long over SF 10)."""
+            return np.add.reduceat(a, spans, dtype=dtype)[0::2] if pieces else np.zeros(0, dtype)
+        return per_piece
+
+    def picked_and_tested(self, pieces: list, per_piece, selected: Estimate, firsts: np.ndarray,
+                          ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rows each piece is estimated to select, its tested frames): summed once for pieces cut alike by
+        both scans (the last pieces' kept)."""
+        if self._sums is not None and self._sums[0] == pieces:
+            return self._sums[1]
+        self._sums = pieces, (selected.per_piece(firsts, ends), per_piece(self.check, np.int64))
+        return self._sums[1]
 
     def runs(self, gap_frames: int) -> list[tuple[int, int]]:
         """[first, end) runs of touched frames, runs separated by at most `gap_frames` ruled-out frames merged."""
@@ -548,20 +571,15 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
         reasons.append(f"the {len(tables)} parts' groups counted from one base, in as many groups as each part's: "
                        f"they add into one table of accumulators, read back once")
     classified = []
-    for t, low, r in zip(tables, lowered, selectable):
+    for t, low, r, (classes, selected) in zip(tables, lowered, selectable, _classified(tables, lowered)):
         other, constants = spec_of(low)
         if other != spec:
             raise NotOnGpu("the parts lower the query to different kernels")
-        zones = frame_zones(t, low.columns() if low is not None else (), t.rows)
-        classes, fraction = classify(low, zones)
         for c in () if low is None else low.columns():  # a NULL fails every test: a frame with one is never ALWAYS
             nulls = t.columns[c].frame_nulls() if c in nullable else None
             if nulls is not None:
                 classes[(classes == ALWAYS) & nulls] = CHECK
         bases = shared or tuple(r[c.name][0] // step for c, step in zip(query.group_by, steps))
-        last = fraction[-1:] * zones.rows[-1:]  # every frame holds FRAME_ROWS rows but the last
-        selected = np.multiply(fraction, FRAME_ROWS, out=fraction)
-        selected[-1:] = last
         classified.append((t, classes, selected, tuple(constants), bases))
     touched = sum(int(np.count_nonzero(c != NEVER)) for _, c, *_ in classified)
     slots = 0
@@ -600,6 +618,25 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
                        f"rules out most frames")
     return FusedPlan(query, mode, spec, table_plans, reasons, shared_groups=shared is not None, by_top=by_top,
                      hash_slots=slots, top=top)
+
+
+def _classified(tables: list, lowered: list) -> list[tuple[np.ndarray, Estimate]]:
+    """Each table's frame classes and the Estimate of the rows each frame selects, the parts that lower the
+    predicate alike classed together (prune.classify_parts: their blocks in one pass)."""
+    out: list = [None] * len(tables)
+    alike: dict = {}
+    for i, low in enumerate(lowered):
+        alike.setdefault(low, []).append(i)
+    for low, parts in alike.items():
+        if low is None:  # every frame passes whole
+            for i in parts:
+                frames = -(-tables[i].rows // FRAME_ROWS)
+                out[i] = np.full(frames, ALWAYS, np.int8), EveryRow(frames, tables[i].rows)
+            continue
+        zones = [frame_zones(tables[i], low.columns(), tables[i].rows) for i in parts]
+        for i, found in zip(parts, classify_parts(low, zones)):
+            out[i] = found
+    return out
 
 
 def _sliced_scans(spec: KernelSpec, classified: list, lowered: list, mode: str) -> list | None:
@@ -723,7 +760,7 @@ def _index_scan(tp: TablePlan, spec: KernelSpec) -> IndexScan | None:
                      lists.bucket, 0 if lists.low is None else lists.low.itemsize, (starts[b0:b1 + 1] - first).astype(np.int64))
 
 
-def _chunks(table, query: Query, spec: KernelSpec, mode: str, frames: _Frames, selected: np.ndarray,
+def _chunks(table, query: Query, spec: KernelSpec, mode: str, frames: _Frames, selected: Estimate,
             constants: tuple, bases: tuple, target: int, sliced: SlicedScan | None = None) -> TablePlan:
     """One table's chunks: its touched runs cut into pieces of about `target` frames, of equal size
     within a run (a run of 1.1 targets is two chunks of 0.55, not one whole and a sliver). `sliced`: a
@@ -750,18 +787,9 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, frames: _Frames, s
             pieces += [(s + (e - s) * k // n, s + (e - s) * (k + 1) // n, whole) for k in range(n)]
     firsts, ends, wholes = (np.array(x, dtype) for x, dtype in zip(zip(*pieces) if pieces else ((), (), ()),
                                                                     (np.int64, np.int64, bool)))
-    spans = np.stack([firsts, ends], 1).reshape(-1)
-    if pieces and spans[-1] == len(classes):
-        spans = spans[:-1]  # the last piece's sum runs to the end
-
-    def per_piece(a: np.ndarray, dtype=None) -> np.ndarray:
-        """Each piece's sum of a per-frame array: reduceat sums from each index to the next, and the sums
-        from an end to the next first (gaps) are dropped (a prefix sum takes 15 times as long over SF 10)."""
-        return np.add.reduceat(a, spans, dtype=dtype)[0::2] if pieces else np.zeros(0, dtype)
-
-    picked = per_piece(selected)
+    per_piece = frames.per_piece(pieces, firsts, ends)
+    picked, n_tested = frames.picked_and_tested(pieces, per_piece, selected, firsts, ends)
     check = frames.check
-    n_tested = per_piece(check, np.int64)
     every_tested = n_tested == ends - firsts
 
     def bulk_bytes(c: str) -> np.ndarray:
@@ -814,7 +842,7 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, frames: _Frames, s
               in zip(pieces, np.asarray(code).tolist(), picked.tolist(), tested_in_place.tolist())]
     if sliced is not None:  # the undecided rows' low bits, a sector each
         zero_bytes += int(sliced.low_rows * SECTOR)
-    return TablePlan(table, constants, bases, classes, tuple(chunks), float(selected.sum()), stream_bytes, zero_bytes,
+    return TablePlan(table, constants, bases, classes, tuple(chunks), selected.total(), stream_bytes, zero_bytes,
                      sliced=sliced)
 
 
