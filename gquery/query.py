@@ -184,12 +184,15 @@ class Expr:
             yield from c.walk()
 
     def columns(self) -> tuple[str, ...]:
-        """The columns read, each once, in the order first met."""
-        seen: dict[str, None] = {}
-        for node in self.walk():
-            if isinstance(node, Column):
-                seen.setdefault(node.name)
-        return tuple(seen)
+        """The columns read, each once, in the order first met (found once a node: a plan asks often)."""
+        found = self.__dict__.get("_columns")
+        if found is None:
+            seen: dict[str, None] = {}
+            for node in self.walk():
+                if isinstance(node, Column):
+                    seen.setdefault(node.name)
+            found = self.__dict__["_columns"] = tuple(seen)  # the dict, not setattr: the class is frozen
+        return found
 
 
 @_hash_once
@@ -426,24 +429,29 @@ class Query:
 
     def columns(self) -> tuple[str, ...]:
         """Every column the query reads, each once."""
-        seen: dict[str, None] = {}
-        for e in self._exprs():
-            for c in e.columns():
-                seen.setdefault(c)
-        return tuple(seen)
+        return self._column_lists[0]
 
     def predicate_columns(self) -> tuple[str, ...]:
         return () if self.where is None else self.where.columns()
 
     def value_columns(self) -> tuple[str, ...]:
         """Columns the aggregates and groups read (what a selected row needs beyond the predicate)."""
+        return self._column_lists[1]
+
+    @cached_property
+    def _column_lists(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(columns, value_columns): found once a query (a plan asks for them a dozen times)."""
         seen: dict[str, None] = {}
+        for e in self._exprs():
+            for c in e.columns():
+                seen.setdefault(c)
+        values: dict[str, None] = {}
         for c in self.group_by:
-            seen.setdefault(c.name)
+            values.setdefault(c.name)
         for a in self.aggregates:
             for c in a.columns():
-                seen.setdefault(c)
-        return tuple(seen)
+                values.setdefault(c)
+        return tuple(seen), tuple(values)
 
     def _exprs(self):
         if self.where is not None:
