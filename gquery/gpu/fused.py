@@ -490,6 +490,18 @@ class FusedRunner:
         hash_args = ((lambda i: [keys_d + 8 * spec.key_words * (i % accumulating) * groups, groups - 1]) if spec.hashed
                      else (lambda i: []))
 
+        bases: dict = {}  # a source's device address, found once (a chunk's is an offset from it)
+
+        def mapped_at(key: tuple, at: int = 0) -> int:
+            """memory.mapped_pointer(sources[key][at:]): 0 where nothing is left from `at`."""
+            array = sources[key]
+            if at >= len(array):
+                return 0
+            if key not in bases:
+                bases[key] = memory.mapped_pointer(array)
+            return bases[key] + at * array.itemsize
+
+        factors = {}  # (table index, column) → its common factor (a kernel argument of every chunk)
         queued, h2d_bytes = [], 0
         for n, (i, ch) in enumerate(chunks):
             tp, slot = plan.tables[i], n % slots
@@ -506,9 +518,8 @@ class FusedRunner:
                 if c == by_top[i]:  # sliced_value's arguments: top bytes and low bits from the chunk's first row
                     row = FRAME_ROWS * ch.first
                     top = (0 if ch.always else ring[slot][(c, "top")] if c in ch.streamed
-                           else memory.mapped_pointer(sources[(i, c, "top")][row:]))
-                    low = sources.get((i, c, "low"))
-                    low = 0 if ch.always or low is None else memory.mapped_pointer(low[row:])
+                           else mapped_at((i, c, "top"), row))
+                    low = 0 if ch.always or (i, c, "low") not in sources else mapped_at((i, c, "low"), row)
                     args += [top, low, tp.sliced.reference, tp.sliced.bucket, *tp.sliced.mask_words]
                     continue
                 if c in ch.streamed:
@@ -516,13 +527,15 @@ class FusedRunner:
                 elif c in ch.zero_copy or (plan.mode != "resident" and c in _needed(spec, ch)):
                     # words read in place; the frames' metadata from device memory where the host's can be read in place
                     meta = (device_meta[(i, c)] + 16 * ch.first if (i, c) in device_meta
-                            else memory.mapped_pointer(sources[(i, c, "meta")][2 * ch.first:]))
-                    args += [memory.mapped_pointer(sources[(i, c, "words")]), meta, 0]
+                            else mapped_at((i, c, "meta"), 2 * ch.first))
+                    args += [mapped_at((i, c, "words")), meta, 0]
                 elif plan.mode == "resident":
                     args += [int(sources[(i, c, "words")]), int(sources[(i, c, "meta")]) + 16 * ch.first, 0]
                 else:  # a predicate column a chunk that passes whole never reads
                     args += [0, 0, 0]
-                args.append(table.columns[c].zone_buffers()[2])
+                if (i, c) not in factors:
+                    factors[(i, c)] = table.columns[c].zone_buffers()[2]
+                args.append(factors[(i, c)])
                 if at in spec.nullable:  # its validity, on the device (a bit a row), from the chunk's first frame
                     args.append(valid_on_device(tp.table, c) + 128 * ch.first)
             args += constant_args(tp) + list(tp.group_bases)
