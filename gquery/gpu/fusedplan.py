@@ -459,6 +459,7 @@ class _Frames:
     def __init__(self, classes: np.ndarray):
         self.classes = classes
         self.check = classes == CHECK
+        self.tested = int(np.count_nonzero(self.check))
         self.touched = _stretches(classes != NEVER)
         self.passing = _stretches(classes == ALWAYS)
         self._sums = None  # (pieces, their sums): picked_and_tested's last
@@ -481,7 +482,9 @@ class _Frames:
         both scans (the last pieces' kept)."""
         if self._sums is not None and self._sums[0] == pieces:
             return self._sums[1]
-        self._sums = pieces, (selected.per_piece(firsts, ends), per_piece(self.check, np.int64))
+        tested = (np.zeros(len(firsts), np.int64) if not self.tested else ends - firsts if self.tested == len(self.classes)
+                  else per_piece(self.check, np.int64))  # (no frame tested, or every one: no pass over them)
+        self._sums = pieces, (selected.per_piece(firsts, ends), tested)
         return self._sums[1]
 
     def runs(self, gap_frames: int) -> list[tuple[int, int]]:
