@@ -18,6 +18,7 @@ planner weighs shipping a column in bulk against reading selected rows in place 
 
 from __future__ import annotations
 
+import abc
 import bisect
 import functools
 import threading
@@ -277,19 +278,33 @@ def _rows(z: Zones) -> int:
     return FRAME_ROWS * (len(z.rows) - 1) + int(z.rows[-1]) if len(z.rows) else 0
 
 
-class Estimate:
+def piece_sums(a: np.ndarray, firsts: np.ndarray, ends: np.ndarray, dtype=None) -> np.ndarray:
+    """Each piece's sum of a per-frame array, the pieces [first, end) in order and apart: reduceat sums from each
+    index to the next, and the sums from an end to the next first (gaps) are dropped (a prefix sum takes 15 times
+    as long over SF 10's 58,581 frames)."""
+    if not len(firsts):
+        return np.zeros(0, dtype)
+    spans = np.stack([firsts, ends], 1).reshape(-1)
+    if spans[-1] == len(a):
+        spans = spans[:-1]  # the last piece's sum runs to the end
+    return np.add.reduceat(a, spans, dtype=dtype)[0::2]
+
+
+class Estimate(abc.ABC):
     """The rows each frame of a table is estimated to select, summed as the planner asks: over pieces of frames
     [first, end), and over the table."""
 
+    @abc.abstractmethod
     def per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """Each piece's rows."""
 
+    @abc.abstractmethod
     def total(self) -> float:
-        raise NotImplementedError
+        """The table's rows."""
 
+    @abc.abstractmethod
     def fractions(self) -> np.ndarray:
         """Each frame's estimated fraction of its rows."""
-        raise NotImplementedError
 
 
 class FrameEstimate(Estimate):
@@ -301,13 +316,7 @@ class FrameEstimate(Estimate):
         self.selected[-1:] = fractions[-1:] * rows[-1:]
 
     def per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        if not len(firsts):
-            return np.zeros(0)
-        spans = np.stack([firsts, ends], 1).reshape(-1)
-        if spans[-1] == len(self.selected):
-            spans = spans[:-1]  # the last piece's sum runs to the end
-        # reduceat sums from each index to the next; the sums from an end to the next first (gaps) are dropped
-        return np.add.reduceat(self.selected, spans)[0::2]
+        return piece_sums(self.selected, firsts, ends)
 
     def total(self) -> float:
         return float(self.selected.sum())

@@ -41,7 +41,7 @@ from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, No
                                 kernel_spec, top_cut)
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
 from gquery.prune import (ALWAYS, CHECK, NEVER, Estimate, EveryRow, classify_parts, decided_buckets, frame_zones, lower,
-                          narrowed, string_sides)
+                          narrowed, piece_sums, string_sides)
 from gquery.query import Query
 
 # Two touched runs become one chunk when the ruled-out frames between them cost the link less than a
@@ -464,26 +464,14 @@ class _Frames:
         self.passing = _stretches(classes == ALWAYS)
         self._sums = None  # (pieces, their sums): picked_and_tested's last
 
-    def per_piece(self, pieces: list, firsts: np.ndarray, ends: np.ndarray):
-        """A function that sums a per-frame array over each of the pieces [first, end)."""
-        spans = np.stack([firsts, ends], 1).reshape(-1)
-        if pieces and spans[-1] == len(self.classes):
-            spans = spans[:-1]  # the last piece's sum runs to the end
-
-        def per_piece(a: np.ndarray, dtype=None) -> np.ndarray:
-            """Each piece's sum of a per-frame array: reduceat sums from each index to the next, and the sums
-            from an end to the next first (gaps) are dropped (a prefix sum takes 15 times as long over SF 10)."""
-            return np.add.reduceat(a, spans, dtype=dtype)[0::2] if pieces else np.zeros(0, dtype)
-        return per_piece
-
-    def picked_and_tested(self, pieces: list, per_piece, selected: Estimate, firsts: np.ndarray,
+    def picked_and_tested(self, pieces: list, selected: Estimate, firsts: np.ndarray,
                           ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(rows each piece is estimated to select, its tested frames): summed once for pieces cut alike by
         both scans (the last pieces' kept)."""
         if self._sums is not None and self._sums[0] == pieces:
             return self._sums[1]
         tested = (np.zeros(len(firsts), np.int64) if not self.tested else ends - firsts if self.tested == len(self.classes)
-                  else per_piece(self.check, np.int64))  # (no frame tested, or every one: no pass over them)
+                  else piece_sums(self.check, firsts, ends, np.int64))  # (no frame tested, or every one: no pass)
         self._sums = pieces, (selected.per_piece(firsts, ends), tested)
         return self._sums[1]
 
@@ -790,8 +778,7 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, frames: _Frames, s
             pieces += [(s + (e - s) * k // n, s + (e - s) * (k + 1) // n, whole) for k in range(n)]
     firsts, ends, wholes = (np.array(x, dtype) for x, dtype in zip(zip(*pieces) if pieces else ((), (), ()),
                                                                     (np.int64, np.int64, bool)))
-    per_piece = frames.per_piece(pieces, firsts, ends)
-    picked, n_tested = frames.picked_and_tested(pieces, per_piece, selected, firsts, ends)
+    picked, n_tested = frames.picked_and_tested(pieces, selected, firsts, ends)
     check = frames.check
     every_tested = n_tested == ends - firsts
 
@@ -811,7 +798,7 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, frames: _Frames, s
         words = bulk.copy()
         if not every_tested.all():
             width = meta[c][:, 1] & 0xFF
-            words[~every_tested] = 128 * per_piece(np.multiply(width, check, out=width))[~every_tested]
+            words[~every_tested] = 128 * piece_sums(np.multiply(width, check, out=width), firsts, ends)[~every_tested]
         return words + META_BYTES * n_tested
 
     in_place_sets = {}  # column → where each piece reads it in place (else streamed); absent where not needed
