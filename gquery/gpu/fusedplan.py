@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -588,13 +589,14 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
                        f"the groups that reach it are read back")
     target = chunk_frames or min(MAX_CHUNK_FRAMES, max(MIN_CHUNK_FRAMES, math.ceil(touched / CHUNKS_PER_QUERY)))
     frames = [_Frames(classes) for _, classes, *_ in classified]
-    table_plans = [_chunks(t, query, spec, mode, f, selected, constants, bases, target)
-                   for (t, _, selected, constants, bases), f in zip(classified, frames)]
+    table_plans = _chunks([(t, f, selected, constants, bases, None)
+                           for (t, _, selected, constants, bases), f in zip(classified, frames)], query, spec, mode, target)
     by_top = None
     sliced = _sliced_scans(spec, classified, lowered, mode)
     if sliced is not None:
-        by_top = [_chunks(t, query, spec, mode, f, selected, constants, bases, target, s)
-                  for (t, _, selected, constants, bases), f, s in zip(classified, frames, sliced)]
+        by_top = _chunks([(t, f, selected, constants, bases, s)
+                          for (t, _, selected, constants, bases), f, s in zip(classified, frames, sliced)], query, spec,
+                         mode, target)
     if mode in INDEX_MODES:
         options = [_index_option(tp, spec, r) for tp, r in zip(table_plans, selectable)]
         table_plans = [dataclasses.replace(tp, index_option=o) for tp, o in zip(table_plans, options)]
@@ -751,35 +753,70 @@ def _index_scan(tp: TablePlan, spec: KernelSpec) -> IndexScan | None:
                      lists.bucket, 0 if lists.low is None else lists.low.itemsize, (starts[b0:b1 + 1] - first).astype(np.int64))
 
 
-def _chunks(table, query: Query, spec: KernelSpec, mode: str, frames: _Frames, selected: Estimate,
-            constants: tuple, bases: tuple, target: int, sliced: SlicedScan | None = None) -> TablePlan:
-    """One table's chunks: its touched runs cut into pieces of about `target` frames, of equal size
-    within a run (a run of 1.1 targets is two chunks of 0.55, not one whole and a sliver). `sliced`: a
-    predicate column read by its top byte, a byte a row, instead of its packed frames. Each piece's
-    bytes and choices are found for every piece at once, a column at a time (a scattered predicate cuts
-    SF 10 into hundreds of pieces)."""
-    classes = frames.classes
+_JOINED_KEPT = 64  # joined frame metadata kept: a parted table's columns, a few sets of parts
+_joined_meta: dict = {}  # ids of the parts' frame metadata → (those arrays, kept alive so no id is reused; joined)
+_joined_lock = threading.Lock()
+
+
+def _joined_words(metas: list[np.ndarray]) -> np.ndarray:
+    """Several tables' frame metadata of a column, each frame's word offset and width (the second field), as
+    one array, made once for these tables."""
+    if len(metas) == 1:
+        return metas[0][:, 1]
+    key = tuple(map(id, metas))
+    found = _joined_meta.get(key)
+    if found is None:
+        joined = np.concatenate([m[:, 1] for m in metas])
+        with _joined_lock:
+            if len(_joined_meta) >= _JOINED_KEPT:
+                _joined_meta.pop(next(iter(_joined_meta)))
+            found = _joined_meta[key] = (tuple(metas), joined)
+    return found[1]
+
+
+def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int) -> list[TablePlan]:
+    """Each table's chunks: its touched runs cut into pieces of about `target` frames, of equal size within a
+    run (a run of 1.1 targets is two chunks of 0.55, not one whole and a sliver). `parts`: each table's
+    (table, _Frames, Estimate, constants, group bases, SlicedScan or None: a predicate column read by its top
+    byte, a byte a row, instead of its packed frames). The pieces of every table are weighed together, a
+    column at a time (a scattered predicate cuts SF 10 into hundreds of pieces; a parted table's ten parts
+    asked NumPy ten times as often)."""
     predicate = [spec.columns[i] for i in spec.predicate_slots]
     values = [spec.columns[i] for i in spec.value_slots]
     # sized from the frame metadata the zone maps came with: no column's words are read to plan
-    meta = {c: table.columns[c].zone_buffers()[0] for c in spec.columns} if mode != "resident" else {}
-    by_top = sliced.column if sliced is not None else None
-    shipped = sum(FRAME_ROWS * len(classes) if c == by_top else packed_bytes(meta[c])
-                  for c in predicate if c in meta) / max(len(classes), 1)  # a gap frame's bytes
-    # (resident: nothing is shipped, so every run is one: ruled-out frames are skipped by their class)
-    runs = frames.runs(int(GAP_BYTES / shipped) if shipped else len(classes))
-    # a stretch that passes whole is split off where its predicate bytes pay for a chunk (resident: one
-    # chunk, the class of each frame says which frames skip the predicate)
-    split = max(SPLIT_FRAMES, math.ceil(GAP_BYTES / shipped)) if shipped else len(classes) + 1
-    pieces = []  # (first, end, whole)
-    for a, b in runs:
-        for s, e, whole in frames.segments(a, b, split):
-            n = -(-(e - s) // target)
-            pieces += [(s + (e - s) * k // n, s + (e - s) * (k + 1) // n, whole) for k in range(n)]
-    firsts, ends, wholes = (np.array(x, dtype) for x, dtype in zip(zip(*pieces) if pieces else ((), (), ()),
-                                                                    (np.int64, np.int64, bool)))
-    picked, n_tested = frames.picked_and_tested(pieces, selected, firsts, ends)
-    check = frames.check
+    metas = [{c: table.columns[c].zone_buffers()[0] for c in spec.columns} if mode != "resident" else {}
+             for table, *_ in parts]
+    by_top = parts[0][5].column if parts and parts[0][5] is not None else None  # one column in every table
+    cut, picked, tested = [], [], []  # each table's pieces, and their estimates and tested frames
+    for (table, frames, selected, *_), meta in zip(parts, metas):
+        classes = frames.classes
+        shipped = sum(FRAME_ROWS * len(classes) if c == by_top else packed_bytes(meta[c])
+                      for c in predicate if c in meta) / max(len(classes), 1)  # a gap frame's bytes
+        # (resident: nothing is shipped, so every run is one: ruled-out frames are skipped by their class)
+        runs = frames.runs(int(GAP_BYTES / shipped) if shipped else len(classes))
+        # a stretch that passes whole is split off where its predicate bytes pay for a chunk (resident: one
+        # chunk, the class of each frame says which frames skip the predicate)
+        split = max(SPLIT_FRAMES, math.ceil(GAP_BYTES / shipped)) if shipped else len(classes) + 1
+        pieces = []  # (first, end, whole)
+        for a, b in runs:
+            for s, e, whole in frames.segments(a, b, split):
+                n = -(-(e - s) // target)
+                pieces += [(s + (e - s) * k // n, s + (e - s) * (k + 1) // n, whole) for k in range(n)]
+        firsts = np.array([piece[0] for piece in pieces], np.int64)
+        ends = np.array([piece[1] for piece in pieces], np.int64)
+        rows, frames_tested = frames.picked_and_tested(pieces, selected, firsts, ends)
+        cut.append(pieces)
+        picked.append(rows)
+        tested.append(frames_tested)
+    counts = [len(pieces) for pieces in cut]
+    part = np.repeat(np.arange(len(parts)), counts)
+    offsets = np.concatenate([[0], np.cumsum([len(f.classes) for _, f, *_ in parts])])
+    pieces = [piece for pieces in cut for piece in pieces]
+    firsts = np.array([piece[0] for piece in pieces], np.int64)
+    ends = np.array([piece[1] for piece in pieces], np.int64)
+    wholes = np.array([piece[2] for piece in pieces], bool)
+    joined_firsts, joined_ends = firsts + offsets[part], ends + offsets[part]  # every table's frames one after another
+    picked, n_tested = np.concatenate(picked or [np.zeros(0)]), np.concatenate(tested or [np.zeros(0, np.int64)])
     every_tested = n_tested == ends - firsts
 
     def bulk_bytes(c: str) -> np.ndarray:
@@ -787,8 +824,9 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, frames: _Frames, s
         gpu.fused), or its top bytes."""
         if c == by_top:
             return FRAME_ROWS * (ends - firsts)
-        last = meta[c][ends - 1, 1]
-        return 4 * ((last >> 8) + 32 * (last & 0xFF) - (meta[c][firsts, 1] >> 8))  # encodings.frame_words
+        words = _joined_words([meta[c] for meta in metas])
+        last = words[joined_ends - 1]
+        return 4 * ((last >> 8) + 32 * (last & 0xFF) - (words[joined_firsts] >> 8))  # encodings.frame_words
 
     def tested_bytes(c: str, bulk: np.ndarray) -> np.ndarray:
         """A predicate column's bytes for each piece's tested frames alone, read in place: where a piece tests
@@ -797,13 +835,20 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, frames: _Frames, s
             return FRAME_ROWS * n_tested
         words = bulk.copy()
         if not every_tested.all():
-            width = meta[c][:, 1] & 0xFF
-            words[~every_tested] = 128 * piece_sums(np.multiply(width, check, out=width), firsts, ends)[~every_tested]
+            width = _joined_words([meta[c] for meta in metas]) & 0xFF
+            check = np.concatenate([f.check for _, f, *_ in parts])
+            widths = piece_sums(np.multiply(width, check, out=width), joined_firsts, joined_ends)
+            words[~every_tested] = 128 * widths[~every_tested]
         return words + META_BYTES * n_tested
 
     in_place_sets = {}  # column → where each piece reads it in place (else streamed); absent where not needed
-    stream_bytes = zero_bytes = 0
+    stream_bytes, zero_bytes = np.zeros(len(parts), np.int64), np.zeros(len(parts), np.int64)
     tested_in_place = np.zeros(len(pieces), np.int64)
+
+    def by_table(x: np.ndarray) -> np.ndarray:
+        """Each table's sum of an integer a piece."""
+        return np.bincount(part, weights=x, minlength=len(parts)).astype(np.int64)  # (exact: bytes below 2^53)
+
     for c in spec.columns if mode != "resident" else ():
         is_predicate, is_value = c in predicate, c in values
         needed = np.ones(len(pieces), bool) if is_value else ~wholes if is_predicate else np.zeros(len(pieces), bool)
@@ -813,14 +858,14 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, frames: _Frames, s
         if is_predicate and mode in MAPPED_MODES and not is_value:  # read for its test alone: tested frames in place
             in_place = tested_bytes(c, bulk)
             zero = needed & (in_place * IN_PLACE_FRAME_WEIGHT + IN_PLACE_META_BYTES * n_tested < bulk)
-            zero_bytes += int(in_place[zero].sum())
+            zero_bytes += by_table(np.where(zero, in_place, 0))
             tested_in_place += np.where(zero, in_place, 0)
         elif is_predicate or mode not in MAPPED_MODES:
             zero = np.zeros(len(pieces), bool)
         else:  # a value column: its selected rows read in place where they cost less than its frames
             zero = ~wholes & (picked * ZERO_COPY_READ_BYTES < bulk)
-            zero_bytes += int((picked[zero] * ZERO_COPY_READ_BYTES).astype(np.int64).sum())
-        stream_bytes += int(bulk[needed & ~zero].sum())
+            zero_bytes += by_table(np.where(zero, (picked * ZERO_COPY_READ_BYTES).astype(np.int64), 0))
+        stream_bytes += by_table(np.where(needed & ~zero, bulk, 0))
         in_place_sets[c] = (needed, zero)
     # each piece's columns as one number (two bits a column: streamed, read in place), its tuples made once a number
     names = list(in_place_sets)
@@ -830,10 +875,15 @@ def _chunks(table, query: Query, spec: KernelSpec, mode: str, frames: _Frames, s
              for k in set(np.asarray(code).tolist())}
     chunks = [Chunk(first, end, whole, *shown[k], p, t) for (first, end, whole), k, p, t
               in zip(pieces, np.asarray(code).tolist(), picked.tolist(), tested_in_place.tolist())]
-    if sliced is not None:  # the undecided rows' low bits, a sector each
-        zero_bytes += int(sliced.low_rows * SECTOR)
-    return TablePlan(table, constants, bases, classes, tuple(chunks), selected.total(), stream_bytes, zero_bytes,
-                     sliced=sliced)
+    out, at = [], 0
+    for (table, frames, selected, constants, bases, sliced), n, streamed, zeroed in zip(parts, counts, stream_bytes.tolist(),
+                                                                                       zero_bytes.tolist()):
+        if sliced is not None:  # the undecided rows' low bits, a sector each
+            zeroed += int(sliced.low_rows * SECTOR)
+        out.append(TablePlan(table, constants, bases, frames.classes, tuple(chunks[at:at + n]), selected.total(), streamed,
+                             zeroed, sliced=sliced))
+        at += n
+    return out
 
 
 __all__ = ["FusedPlan", "TablePlan", "Chunk", "IndexOption", "IndexScan", "plan_fused", "NotOnGpu"]
