@@ -43,7 +43,7 @@ from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, No
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
 from gquery.prune import (ALWAYS, CHECK, NEVER, Estimate, EveryRow, classify_parts, decided_buckets, frame_zones, lower,
                           narrowed, piece_sums, string_sides)
-from gquery.query import Query
+from gquery.query import Expr, Query
 
 # Two touched runs become one chunk when the ruled-out frames between them cost the link less than a
 # chunk's own fixed cost (its copies, events and launch: ~60 us, about 3 MB of the link): they are shipped
@@ -643,27 +643,35 @@ def _sliced_scans(spec: KernelSpec, classified: list, lowered: list, mode: str) 
         c = spec.columns[i]
         if i in spec.value_slots or not all(t.columns[c].has("sliced") and t.rows for t, *_ in classified):
             continue
-        scans = []
+        scans, buckets = [], {}  # (lowered predicate, the column's range) → its buckets': parts alike found once
         for (t, classes, *_), low in zip(classified, lowered):
             lo, hi = t.columns[c].range()
-            bucket, _, dtype = slice_geometry(hi - lo)
-            # each bucket's values, clipped to the column's range (no bucket past it holds a row): in int64 where
-            # every bucket's end fits it, else in Python's integers (a key spanning most of int64)
-            if bucket << TOP_BITS < 2**63 and lo + (bucket << TOP_BITS) < 2**63:
-                t = np.arange(1 << TOP_BITS, dtype=np.int64)
-                firsts, lasts = np.minimum(lo + bucket * t, hi), np.minimum(lo + bucket * (t + 1) - 1, hi)
-            else:
-                firsts = np.array([min(lo + bucket * t, hi) for t in range(1 << TOP_BITS)], np.int64)
-                lasts = np.array([min(lo + bucket * (t + 1) - 1, hi) for t in range(1 << TOP_BITS)], np.int64)
-            undecided = (~decided_buckets(low, c, firsts, lasts)
-                         if dtype is not None else np.zeros(1 << TOP_BITS, bool))  # a bucket of one value decides itself
-            share = min(1.0, int(undecided.sum()) * bucket / (hi - lo + 1))  # of the values, spread evenly
-            mask = sum(1 << int(t) for t in np.flatnonzero(undecided))
+            if (low, lo, hi) not in buckets:
+                buckets[(low, lo, hi)] = _undecided(low, c, lo, hi)
+            bucket, dtype, share, mask = buckets[(low, lo, hi)]
             scans.append(SlicedScan(c, i, lo, bucket, 0 if dtype is None else np.dtype(dtype).itemsize, mask,
                                     share * FRAME_ROWS * int(np.count_nonzero(classes == CHECK))))
         if len({s.low_bytes for s in scans}) == 1:
             return scans
     return None
+
+
+def _undecided(low: Expr | None, c: str, lo: int, hi: int) -> tuple:
+    """(bucket, low bits' dtype, share of the values in buckets the predicate does not decide, their mask) of a
+    column of values lo..hi read by its top byte, the buckets as the encoding cuts them."""
+    bucket, _, dtype = slice_geometry(hi - lo)
+    # each bucket's values, clipped to the column's range (no bucket past it holds a row): in int64 where
+    # every bucket's end fits it, else in Python's integers (a key spanning most of int64)
+    if bucket << TOP_BITS < 2**63 and lo + (bucket << TOP_BITS) < 2**63:
+        t = np.arange(1 << TOP_BITS, dtype=np.int64)
+        firsts, lasts = np.minimum(lo + bucket * t, hi), np.minimum(lo + bucket * (t + 1) - 1, hi)
+    else:
+        firsts = np.array([min(lo + bucket * t, hi) for t in range(1 << TOP_BITS)], np.int64)
+        lasts = np.array([min(lo + bucket * (t + 1) - 1, hi) for t in range(1 << TOP_BITS)], np.int64)
+    undecided = (~decided_buckets(low, c, firsts, lasts)
+                 if dtype is not None else np.zeros(1 << TOP_BITS, bool))  # a bucket of one value decides itself
+    share = min(1.0, int(undecided.sum()) * bucket / (hi - lo + 1))  # of the values, spread evenly
+    return bucket, dtype, share, sum(1 << int(t) for t in np.flatnonzero(undecided))
 
 
 def _shared_bases(query: Query, tables: list, selectable: list, steps: tuple, cards: tuple, nullable=frozenset()) -> tuple | None:
