@@ -389,22 +389,32 @@ def _finished(cls: np.ndarray, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return cls.astype(np.int8, copy=False), frac
 
 
-_JOINED_KEPT = 64  # joined blocks kept: a parted table's columns, a few sets of parts
-_joined_blocks: dict = {}  # ids of the parts' ZoneBlocks → (those ZoneBlocks, kept alive so no id is reused; joined)
-_joined_lock = threading.Lock()
+_JOINED_KEPT = 64  # joins kept: a parted table's columns, a few sets of parts
+_joins: dict = {}  # (join, ids of its parts) → (those parts, kept alive so no id is reused; their join)
+_joins_lock = threading.Lock()
+
+
+def joined_once(parts: list, join):
+    """join(parts), made once for these very objects (a parted table's parts' zone blocks or frame metadata):
+    kept with them, so the ids that key it are not reused while it is kept."""
+    key = (join, *map(id, parts))
+    found = _joins.get(key)
+    if found is None:
+        made = join(parts)
+        with _joins_lock:
+            if len(_joins) >= _JOINED_KEPT:
+                _joins.pop(next(iter(_joins)))
+            found = _joins[key] = (tuple(parts), made)
+    return found[1]
 
 
 def _joined(blocks: list[ZoneBlocks]) -> ZoneBlocks:
     """Several parts' blocks of a column as one ZoneBlocks, made once for these parts."""
-    key = tuple(map(id, blocks))
-    found = _joined_blocks.get(key)
-    if found is None:
-        joined = ZoneBlocks(*(np.concatenate([getattr(b, f.name) for b in blocks]) for f in fields(ZoneBlocks)))
-        with _joined_lock:
-            if len(_joined_blocks) >= _JOINED_KEPT:
-                _joined_blocks.pop(next(iter(_joined_blocks)))
-            found = _joined_blocks[key] = (tuple(blocks), joined)
-    return found[1]
+    return joined_once(blocks, _join_blocks)
+
+
+def _join_blocks(blocks: list[ZoneBlocks]) -> ZoneBlocks:
+    return ZoneBlocks(*(np.concatenate([getattr(b, f.name) for b in blocks]) for f in fields(ZoneBlocks)))
 
 
 def _classify_blocks(e: Expr, blocks: dict, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,7 +41,7 @@ from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, No
                                 kernel_spec, top_cut)
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
 from gquery.prune import (ALWAYS, CHECK, NEVER, Estimate, EveryRow, classify_parts, decided_buckets, frame_zones, lower,
-                          narrowed, piece_sums, string_sides)
+                          joined_once, narrowed, piece_sums, string_sides)
 from gquery.query import Expr, Query
 
 # Two touched runs become one chunk when the ruled-out frames between them cost the link less than a
@@ -761,25 +760,14 @@ def _index_scan(tp: TablePlan, spec: KernelSpec) -> IndexScan | None:
                      lists.bucket, 0 if lists.low is None else lists.low.itemsize, (starts[b0:b1 + 1] - first).astype(np.int64))
 
 
-_JOINED_KEPT = 64  # joined frame metadata kept: a parted table's columns, a few sets of parts
-_joined_meta: dict = {}  # ids of the parts' frame metadata → (those arrays, kept alive so no id is reused; joined)
-_joined_lock = threading.Lock()
-
-
 def _joined_words(metas: list[np.ndarray]) -> np.ndarray:
     """Several tables' frame metadata of a column, each frame's word offset and width (the second field), as
     one array, made once for these tables."""
-    if len(metas) == 1:
-        return metas[0][:, 1]
-    key = tuple(map(id, metas))
-    found = _joined_meta.get(key)
-    if found is None:
-        joined = np.concatenate([m[:, 1] for m in metas])
-        with _joined_lock:
-            if len(_joined_meta) >= _JOINED_KEPT:
-                _joined_meta.pop(next(iter(_joined_meta)))
-            found = _joined_meta[key] = (tuple(metas), joined)
-    return found[1]
+    return metas[0][:, 1] if len(metas) == 1 else joined_once(metas, _join_words)
+
+
+def _join_words(metas: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate([m[:, 1] for m in metas])
 
 
 def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int) -> list[TablePlan]:
