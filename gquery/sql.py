@@ -226,8 +226,8 @@ class _Shape:
 def parse_shaped(text: str, schema: Schema, table: str, shapes: dict) -> Query:
     """parse(text)'s Query, from the Template of its shape where a text of that shape was parsed before
     (`shapes`: a table's, shape → _Shape, or None where the shape cannot serve): a new text of a known
-    shape has its WHERE and LIMIT bound again where only their literals differ from the shape's first text
-    (_Shape), else binds its literals into the tree parsed once, as a prepared statement's run does (a
+    shape has its WHERE, LIMIT and select items bound again where only their literals differ from the shape's
+    first text (_Shape), else binds its literals into the tree parsed once, as a prepared statement's run does (a
     third of a parse). A shape is kept only where its first text's Query from the template, and from its
     clauses bound again, equals parse's; a text the template cannot bind is parsed, so its answer and its
     errors are parse's."""
