@@ -28,7 +28,7 @@ EPOCH = datetime.date(1970, 1, 1)
 DAY_MICROS = 86_400_000_000
 
 
-def _hash_once(cls):
+def hash_once(cls):
     """A frozen tree's hash computed once an object: a query's hash walks its whole tree, and the
     caches a call looks in (parsed texts, plans, kernels) hash it each time. Not pickled: another
     process hashes strings with another seed."""
@@ -52,7 +52,7 @@ INTEGER_TYPES = {"TINYINT": 8, "SMALLINT": 16, "INTEGER": 32, "BIGINT": 64, "HUG
 INTEGER_DECIMAL_WIDTH = {"TINYINT": 3, "SMALLINT": 5, "INTEGER": 10, "BIGINT": 19, "HUGEINT": 38}
 
 
-@_hash_once
+@hash_once
 @dataclass(frozen=True)
 class SqlType:
     """A SQL type as DuckDB names it: an integer type, DECIMAL(width, scale), DATE, TIMESTAMP,
@@ -195,7 +195,7 @@ class Expr:
         return found
 
 
-@_hash_once
+@hash_once
 @dataclass(frozen=True)
 class Column(Expr):
     name: str
@@ -205,7 +205,7 @@ class Column(Expr):
         return self.name
 
 
-@_hash_once
+@hash_once
 @dataclass(frozen=True)
 class Literal(Expr):
     """A constant: an unscaled integer (numeric types), days (DATE), microseconds (TIMESTAMP), a
@@ -218,7 +218,7 @@ class Literal(Expr):
         return render(self.value, self.type)
 
 
-@_hash_once
+@hash_once
 @dataclass(frozen=True)
 class Arith(Expr):
     """left op right, op in + - *, at this node's type: + and - align both sides to its scale."""
@@ -235,7 +235,7 @@ class Arith(Expr):
         return f"({self.left} {self.op} {self.right})"
 
 
-@_hash_once
+@hash_once
 @dataclass(frozen=True)
 class Negate(Expr):
     arg: Expr
@@ -248,7 +248,7 @@ class Negate(Expr):
         return f"-{self.arg}"
 
 
-@_hash_once
+@hash_once
 @dataclass(frozen=True)
 class Cast(Expr):
     """A cast that changes no value: to a DECIMAL of at least the argument's scale (the value is
@@ -268,7 +268,7 @@ COMPARISONS = ("<", "<=", ">", ">=", "=", "<>")
 FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
 
 
-@_hash_once
+@hash_once
 @dataclass(frozen=True)
 class Compare(Expr):
     """left op right over numbers (compared at the larger scale), dates, a VARCHAR column and a string
@@ -286,7 +286,7 @@ class Compare(Expr):
         return f"{self.left} {self.op} {self.right}"
 
 
-@_hash_once
+@hash_once
 @dataclass(frozen=True)
 class Recode(Expr):
     """A VARCHAR column's code as its string's rank in an order another column's codes share: table[code].
@@ -304,7 +304,7 @@ class Recode(Expr):
         return f"rank({self.arg})"
 
 
-@_hash_once
+@hash_once
 @dataclass(frozen=True)
 class InList(Expr):
     arg: Expr
@@ -319,7 +319,7 @@ class InList(Expr):
         return f"{self.arg} {'NOT ' * self.negated}IN ({', '.join(map(str, self.values))})"
 
 
-@_hash_once
+@hash_once
 @dataclass(frozen=True)
 class And(Expr):
     args: tuple[Expr, ...]
@@ -332,7 +332,7 @@ class And(Expr):
         return "(" + " AND ".join(map(str, self.args)) + ")"
 
 
-@_hash_once
+@hash_once
 @dataclass(frozen=True)
 class Or(Expr):
     args: tuple[Expr, ...]
@@ -345,7 +345,7 @@ class Or(Expr):
         return "(" + " OR ".join(map(str, self.args)) + ")"
 
 
-@_hash_once
+@hash_once
 @dataclass(frozen=True)
 class Not(Expr):
     arg: Expr
@@ -358,7 +358,7 @@ class Not(Expr):
         return f"NOT {self.arg}"
 
 
-@_hash_once
+@hash_once
 @dataclass(frozen=True)
 class IsNull(Expr):
     """column IS NULL: true where the column holds NULL, else false (never unknown). An expression of the class
@@ -378,7 +378,7 @@ class IsNull(Expr):
 AGGREGATES = ("sum", "count", "avg", "min", "max")
 
 
-@_hash_once
+@hash_once
 @dataclass(frozen=True)
 class Aggregate(Expr):
     """func(arg); COUNT(*) has no argument. Its type is its output's (aggregate_type)."""
@@ -395,7 +395,7 @@ class Aggregate(Expr):
 
 
 # --- the query -----------------------------------------------------------------------------------------
-@_hash_once
+@hash_once
 @dataclass(frozen=True)
 class Output:
     """One column of the result: a group column or an aggregate, and the name it goes by."""
@@ -404,7 +404,7 @@ class Output:
     expr: Column | Aggregate
 
 
-@_hash_once
+@hash_once
 @dataclass(frozen=True)
 class Query:
     sql: str  # the text it came from: what DuckDB is asked too
