@@ -19,7 +19,7 @@ import numpy as np
 from gquery import timing
 from gquery.errors import GqueryError
 from gquery.gpu.codegen import NotOnGpu, accumulator_index, null_digit  # noqa: F401 (api catches answer.NotOnGpu)
-from gquery.gpu.fused import compile_plan, empty_run, plan_builds, possible_builds, runner_of
+from gquery.gpu.fused import compile_plan, empty_run, loaded, plan_builds, possible_builds, runner_of  # noqa: F401 (api asks loaded)
 from gquery.gpu.fusedplan import plan_fused
 from gquery.host import host_threads
 from gquery.query import Query

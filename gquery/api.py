@@ -190,8 +190,8 @@ class TableHandle:
             try:
                 if gpus != 1:  # each share on its own GPU's thread, handed out from here
                     result = answer.gpu_answer_multi(query, data, engines(gpus), mode, repeat, warmup)
-                else:  # planned and compiled here, run on GPU 0's thread, read into rows here: neither a query
-                    # waits for another's compile or read-out, nor the GPU for a compile
+                else:  # planned and compiled here, run on GPU 0's thread (here where it is idle), read into rows
+                    # here: neither a query waits for another's compile or read-out, nor the GPU for a compile
                     info = probe()[0]
                     planned = answer.gpu_plan(query, data, info.sm_count, mode, repeat, warmup, one_shot=self.one_shot,
                                               plans=self._plans, arch=info.arch, whole=not self.part)
@@ -199,8 +199,9 @@ class TableHandle:
                     if planned[0].empty:  # nothing to read: answered here, no GPU job (fused.empty_run)
                         done = answer.gpu_runs(query, data, None, mode, repeat, warmup, planned=planned)
                     else:
+                        here = _engine is not None and answer.loaded(_engine, planned[0])  # no module to load
                         done = _on_gpu(lambda: answer.gpu_runs(query, self._live(), engine(), mode, repeat, warmup,
-                                                               planned=planned))
+                                                               planned=planned), here)
                     back = (time.perf_counter() - handed) * 1e3
                     result = answer.gpu_finish(query, done)
                     result.host_ms["queue"] += back - done.run_ms
@@ -285,9 +286,10 @@ class Prepared:
         return f"Prepared({self.text!r})"
 
 
-def _on_gpu(job):
-    """A GPU job on GPU 0's thread, waited for: from any thread, with its context current there."""
-    return device_thread(0).call(job)
+def _on_gpu(job, here_if_idle: bool = False):
+    """A GPU job on GPU 0's thread, waited for: from any thread, with its context current there (on the
+    asking thread instead where GPU 0's is idle and `here_if_idle`: DeviceThread.call)."""
+    return device_thread(0).call(job, here_if_idle=here_if_idle)
 
 
 class _EngineMemory:

@@ -673,3 +673,23 @@ def test_fresh_processes_exit_cleanly_with_reads_in_the_background(tmp_path):
                             f"SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < {z}"],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0 and r.stderr == "", (k, r.returncode, r.stderr[-2000:])
+
+
+def test_a_warm_query_runs_on_the_asking_thread_and_every_module_is_loaded_on_the_gpus_own(data_dir, monkeypatch):
+    """A query whose kernels are loaded runs on the asking thread where GPU 0's is idle (no thread hand-off); a new
+    shape's first run loads its modules on GPU 0's thread, where PyCUDA unloads them: none is ever tied to another."""
+    import gquery
+    from gquery.gpu import kernels
+    from gquery.gpu.device import device_thread
+
+    source = tpch.generate(0.01, data_dir, echo=lambda m: None)
+    table = gquery.open(store.ensure_store(source, echo=lambda m: None))
+    ran_on, real, before = [], answer.gpu_runs, set(kernels._modules)
+    monkeypatch.setattr(answer, "gpu_runs", lambda *a, **k: (ran_on.append(threading.get_ident()), real(*a, **k))[1])
+    text = "SELECT MAX(l_quantity - l_tax), COUNT(*) FROM lineitem WHERE l_discount * 7 > l_tax + 0.03 AND l_suppkey < 61"
+    for sibling in (text, text, text.replace("61", "62")):
+        assert table.sql(sibling, backend="gpu").check, sibling
+    gpu_thread = device_thread(0)._thread.ident
+    assert ran_on == [gpu_thread, threading.get_ident(), threading.get_ident()]  # a new shape's, then here
+    assert {key[1] for key in set(kernels._modules) - before} == {gpu_thread}  # (other tests' engines load on theirs)
+    table.close()

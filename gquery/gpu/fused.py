@@ -149,6 +149,12 @@ def runner_of(engine) -> "FusedRunner":
     return engine.extensions["fused"]
 
 
+def loaded(engine, plan: FusedPlan) -> bool:
+    """Whether the engine's runner has loaded every kernel a run of the plan launches (FusedRunner.loaded)."""
+    runner = engine.extensions.get("fused")
+    return runner is not None and runner.loaded(plan)
+
+
 class FusedRunner:
     """The fused kernel's side of an Engine: compiled kernels by shape, and one run of a plan."""
 
@@ -204,6 +210,17 @@ class FusedRunner:
             image = np.concatenate([np.zeros(COUNTER_WORDS, np.uint64), codegen.initial_words(spec)])
             found = self._images[(spec, tables)] = np.tile(image, tables)
         return found
+
+    def loaded(self, plan: FusedPlan) -> bool:
+        """Whether every kernel a run of the plan launches is loaded here (plan_builds'; a table of many
+        groups' slot kernels too): a run that loads none may run on another thread than this engine's own."""
+        spec = plan.spec
+        if codegen.slot_kernels(spec) and ("slots", spec) not in self._functions:
+            return False
+        if any(tp.index is None and tp.chunks for tp in plan.tables) and \
+                (spec, None, plan.sliced_kernel) not in self._functions:
+            return False
+        return all((spec, index_kernel(tp.index), None) in self._functions for tp in plan.tables if tp.index is not None)
 
     def function(self, spec: codegen.KernelSpec, index: codegen.IndexKernel | None = None,
                  sliced: codegen.SlicedKernel | None = None):
