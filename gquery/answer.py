@@ -225,6 +225,8 @@ def fused_partial(query: Query, run) -> Partial:
     group column's code to its string in that part's dictionary), the keys' digits found with NumPy,
     held as columns (result.ColumnarPartial); the parts' partials added."""
     parts = [table_partial(query, run.plan.spec, t) for t in run.tables]
+    if len(parts) == 1 and (query.group_by or parts[0].size):  # one table's groups, as read
+        return parts[0]
     total = None
     if query.group_by:  # a parted table's groups added by key as columns
         total = parts[0] if len(parts) == 1 else ColumnarPartial.combine(parts)

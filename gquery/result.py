@@ -297,6 +297,9 @@ def finalize(query: Query, partial: Partial) -> Result:
             kept = order[:query.limit] if query.limit is not None else order
             return _column_rows(query, [_taken(c, kept) for c in partial.keys],
                                 [[_taken(c, kept) for c in state] for state in partial.states])
+    elif isinstance(partial, ColumnarPartial) and partial.keys is not None and partial.size == 1:  # the whole
+        kept = 0 if query.limit == 0 else 1  # table's one group, as read (LIMIT 0: no row)
+        return _column_rows(query, [], [[c[:kept] for c in state] for state in partial.states])
     groups = partial.groups
     if not query.group_by and () not in groups:
         groups = {**groups, (): [initial_state(a.func) for a in aggregates]}

@@ -447,10 +447,13 @@ def test_the_cold_lists_are_read_once_they_pay_for_themselves():
     assert opt_plan.choose(runs=10_000) is opt_plan.choose(runs=3) is opt_plan.choose()
 
 
-def test_every_group_is_read_at_once_exactly_as_one_at_a_time():
+@pytest.mark.parametrize("few_words", [0, 1 << 40])
+def test_every_group_is_read_at_once_exactly_as_one_at_a_time(few_words, monkeypatch):
     """codegen.read_groups (NumPy over the accumulator words) against read_group (one group's words into
     Python integers): counts, 128-bit sums that fit 64 bits and sums that do not, negative ones, the
-    wide sums' two halves, min and max; groups that selected no row left out."""
+    wide sums' two halves, min and max; groups that selected no row left out. A table of many groups
+    read a column at a time, of a few by one copy (codegen.FEW_WORDS), alike."""
+    monkeypatch.setattr(codegen, "FEW_WORDS", few_words)
     spec = plan_fused(query(None, total(PRODUCT), total(Arith("*", col("p"), col("p"), decimal(30, 4)), decimal(38, 4)),
                             Aggregate("min", col("t"), DATE), Aggregate("max", col("p"), D2), group_by=(col("k"),)),
                       [table(3000, p_hi=2**62)], "pinned", 132).spec

@@ -254,6 +254,26 @@ def test_columns_of_groups_order_and_cut_as_the_groups_do(seed, arrays, every_ke
 
 @pytest.mark.parametrize("arrays", [False, True], ids=["lists", "arrays"])
 @pytest.mark.parametrize("seed", range(30))
+def test_the_whole_tables_one_group_as_columns_gives_the_groups_row(seed, arrays):
+    """Without GROUP BY, the one group read back as columns (finalize's road for it) gives the row the dict
+    gives: sums past 64 bits, AVG, COUNT, MIN and MAX of no rows (NULL), ORDER BY and LIMIT (0: no row)."""
+    rng = random.Random(seed)
+    rows = rng.choice([0, 1, 7])
+    total = rng.randint(-5, 5) * (2**70 if rng.random() < 0.3 else 1)
+    low = rng.randint(-3, 3)
+    groups = {(): [[total, rows], [total, rows], [rows], [low if rows else None, rows], [low if rows else None, rows]]}
+    text = ("SELECT sum(l_quantity) AS s, avg(l_quantity) AS a, count(*) AS c, min(l_suppkey) AS mn, "
+            "max(l_suppkey) AS mx FROM lineitem" + rng.choice(["", " ORDER BY 1", " ORDER BY c DESC"])
+            + rng.choice(["", " LIMIT 0", " LIMIT 1", " LIMIT 5"]))
+    q, p = partial(text, groups)
+    want = finalize(q, p)
+    got = finalize(q, columnar(groups, p.funcs, arrays))
+    assert got.rows == want.rows and got.raw == want.raw and got.columns == want.columns, text
+    assert [type(v) for r in got.raw for v in r] == [type(v) for r in want.raw for v in r]
+
+
+@pytest.mark.parametrize("arrays", [False, True], ids=["lists", "arrays"])
+@pytest.mark.parametrize("seed", range(30))
 def test_columns_of_parts_add_by_key_as_the_groups_merge(seed, arrays):
     """Parts' columnar groups added by key with NumPy (a parted table's read-out) equal the dict merge:
     shared and lone keys, string keys, sums past 64 bits (added as Python integers), minima and maxima;

@@ -23,7 +23,7 @@ import numpy as np
 
 from gquery.errors import GqueryError
 from gquery.query import (And, Arith, Cast, Column, Compare, Expr, InList, IsNull, Literal, Negate, Not, Or, Query,
-                          Recode, bounds, scale_of)
+                          Recode, bounds, hash_once, scale_of)
 from gquery.result import python_values
 
 I64_LIMIT = 2**63
@@ -42,10 +42,14 @@ HASH_KEY_LIMIT = 2**62
 HASH_ACC_BYTES = 16 << 30
 HASH_PROBES = 4096  # slots a key probes at most: past them its rows are counted, and the run refused
 IN_INLINE = 16  # an IN list this long or shorter is tested value by value; longer, searched in a sorted set
+FEW_WORDS = 1 << 14  # a table of groups' words this small is read back by one copy, its words views of it
 
 
 class NotOnGpu(GqueryError):
     """A query of the class that the fused kernel does not run (the message says why): the CPU answers."""
+
+
+VALUE_WORDS = {"sum": 2, "wide": 4, "min": 1, "max": 1, "count": 0}  # an accumulator's value words, by its kind
 
 
 @dataclass(frozen=True)
@@ -63,13 +67,14 @@ class Accumulator:
 
     @property
     def value_words(self) -> int:
-        return {"sum": 2, "wide": 4, "min": 1, "max": 1, "count": 0}[self.kind]
+        return VALUE_WORDS[self.kind]
 
-    @property
+    @functools.cached_property  # read a group at a time, a word at a time: found once
     def words(self) -> int:
         return self.value_words + bool(self.valid)
 
 
+@hash_once  # a dict key of every run's lookups (kernels, images, accumulators)
 @dataclass(frozen=True)
 class KernelSpec:
     """The shape of a fused kernel: everything its source depends on."""
@@ -89,7 +94,7 @@ class KernelSpec:
     nullable: tuple[int, ...] = ()  # slots of columns with NULLs: each a bit a row, n<slot> (ok<slot> at a row)
     comment: str = ""
 
-    @property
+    @functools.cached_property  # (cached properties: a frozen dataclass's fields never change)
     def groups(self) -> int:
         g = 1
         for c in self.group_cards:
@@ -101,12 +106,12 @@ class KernelSpec:
         """Words of a hashed slot's key: the index, or a wide key's state (its NULL flags) and two digits."""
         return 3 if self.wide_keys else 1
 
-    @property
+    @functools.cached_property
     def words(self) -> int:
         """Accumulator words a group: its row count, then each accumulator's."""
         return 1 + sum(a.words for a in self.accumulators)
 
-    @property
+    @functools.cached_property
     def in_shared(self) -> bool:
         """A block's groups fit its shared memory (else they accumulate in device memory)."""
         return not self.hashed and self.groups <= MAX_GROUPS and self.groups * self.words * 8 <= SHARED_ACC_BYTES
@@ -890,9 +895,18 @@ def _read_table(spec: KernelSpec, table: np.ndarray, selected: np.ndarray | None
     """(row counts, each accumulator's values, each accumulator's rows where it counts them: those whose argument
     was not NULL, else None) of a table of groups' words, of its `selected` rows (None: all). A 'count'
     accumulator's values are its rows."""
+    few, fits = table.size <= FEW_WORDS, {}
+    if few:  # a few groups' words copied at once, and every sum's test at once: a NumPy call a word costs more
+        chosen = table.copy() if selected is None else table[selected]
+        if any(a.kind in ("sum", "wide") for a in spec.accumulators):  # fits[k]: each group's word k + 1 is its
+            signed = chosen.view(np.int64)  # word k's sign, so that a sum starting at word k is that word's int64
+            fits = (signed[:, 1:] == signed[:, :-1] >> 63).all(axis=0).tolist()
+
     def word(j: int) -> np.ndarray:
         """Word j of each chosen group, a column of its own: copied either way (the words are a scratch
         buffer the GPU's next run writes), by a mask a column (a third of a row gather's time)."""
+        if few:
+            return chosen[:, j]
         return table[:, j].copy() if selected is None else table[:, j][selected]
 
     rows = word(0).view(np.int64)  # a count of rows is below 2^63
@@ -905,8 +919,8 @@ def _read_table(spec: KernelSpec, table: np.ndarray, selected: np.ndarray | None
             values.append(word(k).view(np.int64))
         else:
             low = word(k)
-            if not table[:, k + 1].any() and (len(low) == 0 or low.view(np.int64).min() >= 0):
-                values.append(low.view(np.int64))  # every high word 0, every low word below 2^63: the sums themselves
+            if fits[k] if few else not table[:, k + 1].any() and (len(low) == 0 or low.view(np.int64).min() >= 0):
+                values.append(low.view(np.int64))  # every high word its low word's sign: the sums themselves
             else:
                 values.append(_signed_128s(low, word(k + 1)))
             if a.kind == "wide":  # the values' low 64 bits summed, and their high bits
