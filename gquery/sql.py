@@ -17,7 +17,7 @@ import datetime
 import functools
 import importlib.metadata
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import sqlglot
 from sqlglot import exp
@@ -221,6 +221,10 @@ class _Shape:
     query: Query
     literals: tuple[str, ...]
     clauses: tuple  # "where", "limit", ("select", k) for the k-th select item's, or None
+    # WHERE's top-level AND terms, each with the placeholders in it (_where_terms); and each term bound for the
+    # literals it held, with the notes binding it made: a new constant rebinds the term it lies in, not all of WHERE
+    where_terms: tuple = ()
+    bound_terms: dict = field(default_factory=dict, compare=False, hash=False)
 
 
 def parse_shaped(text: str, schema: Schema, table: str, shapes: dict) -> Query:
@@ -242,7 +246,7 @@ def parse_shaped(text: str, schema: Schema, table: str, shapes: dict) -> Query:
         t = template(shape)
         try:
             same = t is not None and parse_template(t, text, spans, schema, table, every_literal=True) == query
-            kept = _Shape(t, query, literals, _clauses(t)) if same else None
+            kept = _Shape(t, query, literals, _clauses(t), _where_terms(t)) if same else None
             if kept is not None and not _same_notes(_rebound(kept, text, spans, schema, table, every=True), query):
                 kept = _Shape(t, query, literals, (None,) * len(literals))  # its clauses are not bound again
         except Exception:  # noqa: BLE001 (a template that cannot bind this text serves no text of its shape)
@@ -262,6 +266,43 @@ def parse_shaped(text: str, schema: Schema, table: str, shapes: dict) -> Query:
 
 def _same_notes(a: Query | None, b: Query) -> bool:
     return a is not None and a == b and a.notes == b.notes
+
+
+def _where_terms(t: Template) -> tuple:
+    """WHERE's top-level AND terms, left to right, parentheses passed over (as _predicate joins them), each with the
+    indices of the placeholders in it."""
+    where = t.tree.args.get("where")
+    terms, stack = [], [where.this] if where is not None else []
+    while stack:  # (a loop, not recursion: WHERE may AND thousands of terms)
+        node = _unparenthesized(stack.pop())
+        if isinstance(node, exp.And):
+            stack += [node.expression, node.this]
+        else:
+            terms.append((node, tuple(int(hole.this) - 1 for hole in node.find_all(exp.Placeholder))))
+    return tuple(terms)
+
+
+TERMS_KEPT = 1024  # WHERE terms a shape keeps bound (for the literals they held)
+
+
+def _where_rebound(shape: _Shape, binder: "_Binder", literals: list[str], spans) -> Expr | None:
+    """The WHERE of a text of the shape: each top-level AND term bound for its literals once (kept on the shape
+    with the notes it made), the terms joined as _predicate joins them (AND flattened, TRUE and FALSE folded)."""
+    terms, notes = [], []
+    for k, (term, holes) in enumerate(shape.where_terms):
+        key = (k, tuple(literals[h] for h in holes))
+        found = shape.bound_terms.get(key)
+        if found is None:
+            before, node = len(binder.notes), term.copy()
+            _fill(list(node.find_all(exp.Placeholder)), literals, spans)
+            found = (binder._predicate(node), tuple(binder.notes[before:]))
+            if len(shape.bound_terms) >= TERMS_KEPT:
+                shape.bound_terms.clear()
+            shape.bound_terms[key] = found
+        terms.append(found[0])
+        notes += found[1]
+    binder.notes[:] = notes
+    return binder._kept_rows(_conjunction(And, terms))
 
 
 def _clauses(t: Template) -> tuple:
@@ -300,7 +341,7 @@ def _rebound(shape: _Shape, text: str, spans: list[tuple[int, int]], schema: Sch
     first = shape.query
     where, limit, notes, outputs, order_by = first.where, first.limit, first.notes, first.outputs, first.order_by
     if "where" in changed:
-        where = binder._where(filled(tree.args["where"]))
+        where = _where_rebound(shape, binder, literals, spans)
         notes = tuple(dict.fromkeys(binder.notes))
     if "limit" in changed:
         limit = binder._limit(filled(tree.args["limit"]))
@@ -680,7 +721,11 @@ class _Binder:
         aggregates = _aggregates_in(where.this)
         if aggregates:
             raise refuse(f"an aggregate in WHERE ({_short(aggregates[0])})")
-        predicate = self._predicate(where.this)
+        return self._kept_rows(self._predicate(where.this))
+
+    def _kept_rows(self, predicate: Expr) -> Expr | None:
+        """WHERE's bound predicate as the rows it keeps: where it compares with NULL, the rows where the whole is
+        true (_holds_true, said in a note); None where it keeps every row."""
         if _mentions(predicate, UNKNOWN):
             predicate = _holds_true(predicate)
             shown = str(predicate).upper() if predicate in (TRUE, FALSE) else str(predicate)

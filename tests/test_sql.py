@@ -432,6 +432,20 @@ def _clause_sibling(text: str, rng: random.Random) -> str:
     return _sibling(text, rng, where) if where >= 0 else text
 
 
+def _term_sibling(text: str, rng: random.Random) -> str:
+    """The text with one literal of its WHERE changed, the others kept: a known shape binds the AND term that
+    literal lies in again, and finds the other terms bound before (sql._where_rebound)."""
+    from gquery.sql import shape_of
+
+    where = text.upper().find(" WHERE ")
+    spans = [(start, length) for start, length in shape_of(text)[1] if where >= 0 and start > where]
+    if not spans:
+        return text
+    start, length = rng.choice(spans)
+    changed = _sibling(text[start:start + length], rng)
+    return text[:start] + changed + text[start + length:]
+
+
 def test_a_plain_literal_is_the_node_its_parse_is():
     from gquery.sql import _literal_node, _literal_tree
 
@@ -472,7 +486,7 @@ def test_a_new_text_of_a_known_shape_is_the_query_its_parse_is(schema):
         respaced = _respaced(text, rng)
         assert shape_of(respaced)[0] == shape_of(text)[0], (text, respaced)
         for t in (text, _sibling(text, rng), _clause_sibling(text, rng), _sibling(text, rng), _clause_sibling(text, rng),
-                  respaced):
+                  _term_sibling(text, rng), _term_sibling(text, rng), respaced, text):
             try:
                 want = parse(t, schema)
             except GqueryError as e:
