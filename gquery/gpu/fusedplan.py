@@ -209,6 +209,8 @@ class FusedPlan:
     _cold: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     # memory layer's tag → its runs' queued launch (gpu.fused._Launch), replayed while the memory is unchanged
     _launches: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # scan → _decide's warm choice (bytes alone, nothing on disk weighed): asked up to three times a new plan
+    _decided: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def choose(self, runs: int | None = None, scan: str = "auto") -> "FusedPlan":
         """The scans that read fewest bytes over the link: first the frame loop's predicate column packed or by
@@ -264,8 +266,17 @@ class FusedPlan:
         """(column, encoding) this chosen plan's run reads."""
         return self._encodings_read(self, [tp.index is not None for tp in self.tables])
 
-    def _decide(self, runs: int | None, scan: str) -> tuple["FusedPlan", list[bool]]:
-        """The frames packed or by top byte, then for each table whether by index: weighed, nothing read."""
+    def _decide(self, runs: int | None, scan: str) -> tuple["FusedPlan", tuple[bool, ...]]:
+        """The frames packed or by top byte, then for each table whether by index: weighed, nothing read. The
+        warm choice (`runs` None) weighs the plan's bytes alone: found once."""
+        if runs is None:
+            found = self._decided.get(scan)
+            if found is None:
+                found = self._decided[scan] = self._weighed(None, scan)
+            return found
+        return self._weighed(runs, scan)
+
+    def _weighed(self, runs: int | None, scan: str) -> tuple["FusedPlan", tuple[bool, ...]]:
         plan = self._choose_top(runs, scan)
         by_index = []
         for tp in plan.tables:
@@ -274,7 +285,7 @@ class FusedPlan:
             else:
                 frames, index = plan._costs(tp, runs)
                 by_index.append(scan == "index" or (scan == "auto" and index < frames))
-        return plan, by_index
+        return plan, tuple(by_index)
 
     def _with_index_scans(self, by_index: list[bool], runs: int | None, scan: str,
                           tables: list | None = None) -> "FusedPlan":
