@@ -173,16 +173,21 @@ def _fill(holes: list, literals: list[str], spans) -> None:
 # --- a new text of a shape parsed before ---------------------------------------------------------------------
 # A text's literals, as sqlglot reads them: a typed literal or an interval whole, a string, a number; names,
 # quoted names and comments are passed over (a number inside a name is the name's)
-_TOKENS = re.compile(r"""(?ix)
+_QUOTED = r"""(?ix)
     (?P<literal> \b(?:date|timestamp)\s*'(?:[^']|'')*'
       | \binterval\s+(?:'(?:[^']|'')*'|\d+)(?:\s+(?:year|month|day|hour|minute|second|week)s?\b)?
       | '(?:[^']|'')*'
       | (?<![\w.$])(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?(?![\w.]) )
-  | "(?:[^"]|"")*" | --[^\n]* | /\*.*?\*/ | [a-z_][\w$]*""", re.S)
+  | "(?:[^"]|"")*" | --[^\n]* | /\*.*?\*/"""
+_TOKENS = re.compile(_QUOTED + r" | [a-z_][\w$]*", re.S)
+# the same without names: each literal's start is guarded (a word boundary, or no name character before it), so a
+# literal is found alike whether the names around it are passed as tokens or as text between them
+_LITERALS_AND_QUOTED = re.compile(_QUOTED, re.S)
 SHAPES_KEPT = 4096  # shapes a table keeps: texts of generated shapes must not grow it without bound
 
 
-_SPACE = re.compile(r"\s+")
+_NEWLINE_RUN = re.compile(r"\s*\n\s*")  # a whitespace run that holds a newline (matched whole: \s* is greedy)
+_SPACE_RUN = re.compile(r"[^\S\n]+")  # one that holds none
 
 
 def _spaced(gap: str) -> str:
@@ -190,7 +195,7 @@ def _spaced(gap: str) -> str:
     a -- comment): two texts that differ only so are one token sequence, one parse tree."""
     if gap in ("", " ", ", ", " (", ") ", ")"):  # most gaps of a text, spaced already
         return gap
-    return _SPACE.sub(lambda m: "\n" if "\n" in m.group() else " ", gap)
+    return _SPACE_RUN.sub(" ", _NEWLINE_RUN.sub("\n", gap))  # (plain replacements: no Python call a run)
 
 
 def shape_of(text: str) -> tuple[str, list[tuple[int, int]]] | None:
@@ -200,7 +205,7 @@ def shape_of(text: str) -> tuple[str, list[tuple[int, int]]] | None:
     if not isinstance(text, str) or "?" in text or "$" in text:
         return None
     parts, spans, at = [], [], 0
-    for m in _TOKENS.finditer(text):  # names, quoted names and comments as written; the gaps between, spaced
+    for m in _LITERALS_AND_QUOTED.finditer(text):  # quoted names and comments as written; the text between, spaced
         parts += [_spaced(text[at:m.start()]), "?" if m.group("literal") is not None else m.group()]
         if m.group("literal") is not None:
             spans.append((m.start(), m.end() - m.start()))
@@ -334,6 +339,9 @@ def _rebound(shape: _Shape, text: str, spans: list[tuple[int, int]], schema: Sch
     binder.scope(tree)
 
     def filled(node: exp.Expression) -> exp.Expression:
+        """The template's node with this text's literals, copied where it holds any (the binder only reads it)."""
+        if next(node.find_all(exp.Placeholder), None) is None:
+            return node
         node = node.copy()
         _fill(list(node.find_all(exp.Placeholder)), literals, spans)
         return node

@@ -404,6 +404,32 @@ def test_a_texts_shape_has_its_literals_written_as_question_marks():
     assert shape_of("SELECT ? FROM t") is None and shape_of("SELECT $1 FROM t") is None
 
 
+def test_a_shape_is_found_alike_with_names_passed_as_tokens_or_as_text():
+    """shape_of passes names as text between literals (each literal's start is guarded against a name before it):
+    the shape a token-by-token scan gives (names as tokens, each gap's whitespace runs made one space, or a newline
+    where a run holds one), on texts of tricky pieces: names with digits, typed literals, quotes, comments."""
+    from gquery.sql import _TOKENS, shape_of
+
+    def by_tokens(text: str):
+        parts, spans, at = [], [], 0
+        for m in _TOKENS.finditer(text):
+            gap = re.sub(r"\s+", lambda r: "\n" if "\n" in r.group() else " ", text[at:m.start()])
+            parts += [gap, "?" if m.group("literal") is not None else m.group()]
+            if m.group("literal") is not None:
+                spans.append((m.start(), m.end() - m.start()))
+            at = m.end()
+        tail = re.sub(r"\s+", lambda r: "\n" if "\n" in r.group() else " ", text[at:])
+        return ("".join(parts) + tail).strip(), spans
+
+    pieces = ["a", "x1", "date", " date '1995-01-01'", "interval 2 month", "'it''s'", '"q ""n"', "-- c\n", "/* c\n */",
+              "1.5e3", ".5", "5.", "e5", "_", "\n", "\t", "  ", ",", "(", ")", "+", "-", "<", "=", "x.5", "0", "\u00a0",
+              "\r\n", "timestamp'2020-01-01 00:00:00'", "select", "lineitem", "'", '"', "--", "interval", " year", "'3'"]
+    rng = random.Random(7)
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert shape_of(text) == by_tokens(text), repr(text)
+
+
 def _sibling(text: str, rng: random.Random, after: int = 0) -> str:
     """The text with each literal (from `after` on) changed for another of its kind: a shape's next text."""
     from gquery.sql import shape_of
