@@ -693,3 +693,42 @@ def test_a_warm_query_runs_on_the_asking_thread_and_every_module_is_loaded_on_th
     assert ran_on == [gpu_thread, threading.get_ident(), threading.get_ident()]  # a new shape's, then here
     assert {key[1] for key in set(kernels._modules) - before} == {gpu_thread}  # (other tests' engines load on theirs)
     table.close()
+
+
+@pytest.mark.parametrize("mode", ["pinned", "pageable"])
+def test_a_new_constants_launch_made_from_a_kept_layout_is_exact(engine, data_dir, mode):
+    """Plans that cut the same chunks (a new constant in WHERE or a select item, a new LIMIT) launch from the
+    layout the first prepared (fused.layout_key): its host views and addresses kept, each chunk's constants, long
+    IN list, top byte's undecided buckets and group bases the new plan's, its classes written. Every answer equal
+    to the CPU reference's, whichever plan ran last."""
+    from gquery.gpu import fused
+
+    source = tpch.generate(0.01, data_dir, echo=lambda m: None)
+    table = store.open_store(store.ensure_store(source, echo=lambda m: None), engine.memory)
+    families = [
+        ["SELECT SUM(l_extendedprice * l_discount), COUNT(*) FROM lineitem WHERE l_quantity < %d AND l_discount > 0.02" % q
+         for q in (10, 24, 25, 49, 3)],
+        ["SELECT l_returnflag, SUM(l_quantity * (%d - l_tax)), MIN(l_shipdate) FROM lineitem WHERE l_quantity > 5 "
+         "GROUP BY 1 ORDER BY 1" % k for k in (1, 2, 7)],
+        ["SELECT COUNT(*), SUM(l_quantity) FROM lineitem WHERE l_suppkey IN (%s)" % ", ".join(str(v + k) for v in range(1, 60, 3))
+         for k in (0, 1, 2)],
+        ["SELECT l_shipdate, COUNT(*) FROM lineitem WHERE l_shipdate >= DATE '1995-03-%02d' AND l_quantity < 30 "
+         "GROUP BY 1 ORDER BY 1 LIMIT %d" % (d, n) for d, n in ((1, 5), (9, 7), (20, 100))],
+        ["SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < %d" % z for z in (40, 41, 77, 40)],
+    ]
+    scans = ("auto", "auto", "auto", "auto", "sliced")
+    reused = 0
+    for family, scan in zip(families, scans):
+        first = None
+        for text in family * 2:  # each text again after the others: its own launch, written back
+            query = sql.parse(text, table.schema)
+            got = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False, scan=scan)
+            assert got.rows == answer.cpu_answer(query, table).rows, (text, mode)
+            launch, key = got.plan._launches[engine.memory.tag], fused.layout_key(got.plan)
+            if first is not None and key == first[1] and launch.generation == first[0].generation:
+                assert launch is not first[0] and all(a[1] is b[1] for a, b in zip(launch.chunks, first[0].chunks)), text
+                reused += 1  # made from the kept layout (no memory freed since it was prepared)
+            else:
+                first = (launch, key)
+    assert reused >= 10, reused
+    engine.memory.release_table(table)

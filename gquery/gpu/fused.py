@@ -34,6 +34,7 @@ BLOCK_THREADS = 128  # 4 warps: a warp a frame
 MIN_BLOCKS_PER_SM = 4  # the generated kernels fit 128 registers without spills
 COUNTER_WORDS = 3  # a table's: values read in place, frames whose metadata was read in place, rows a hashed run found no slot for
 IMAGES_KEPT = 64  # shapes whose accumulators' initial words a runner keeps (fewer than codegen.TOP_MIN_GROUPS groups)
+LAYOUTS_KEPT = 64  # launches a table keeps by layout (FusedRunner._launch), for its new constants' plans
 META_KEPT_BYTES = 1 << 30  # columns' frame metadata a runner keeps in device memory, read in place or shipped (SF 1000: 94 MB a column)
 
 
@@ -140,6 +141,7 @@ class _Launch:
     list_entries: int
     logical_bytes: int
     write: object  # () → None: the scratch the kernels read in place, written as this plan needs it
+    again: object  # (another plan of the same layout_key) → its _Launch, made from this one's
 
 
 def runner_of(engine) -> "FusedRunner":
@@ -271,7 +273,7 @@ class FusedRunner:
         t_setup = time.perf_counter()
         launch = plan._launches.get(memory.tag)
         if launch is None or launch.generation != generation():  # a repeated text's run replays what it queued before
-            launch = plan._launches[memory.tag] = self._prepare(plan)
+            launch = plan._launches[memory.tag] = self._launch(plan)
         if self._written is not launch:  # the scratch the kernels read in place, as this plan needs it
             launch.write()
             self._written = launch
@@ -386,6 +388,23 @@ class FusedRunner:
             self.engine._events.extend(events)
         self._unread.clear()
 
+    def _launch(self, plan: FusedPlan) -> _Launch:
+        """The plan's launch: made from one of the same layout (layout_key) while the memory's generation is the
+        one it was prepared in (a new constant's plan often cuts the same chunks), else prepared. A table keeps the
+        launches of its plans' layouts (LAYOUTS_KEPT), as long as it keeps the arrays they view."""
+        key = layout_key(plan)
+        if key is None:
+            return self._prepare(plan)
+        kept = plan.tables[0].table.cache.setdefault(("fused-layouts", self.engine.memory.tag), {})
+        found = kept.get(key)
+        if found is not None and found.generation == generation():
+            return found.again(plan)
+        launch = self._prepare(plan)
+        if len(kept) >= LAYOUTS_KEPT:
+            kept.clear()
+        kept[key] = launch
+        return launch
+
     def _prepare(self, plan: FusedPlan) -> _Launch:
         """What a run of the plan queues, found from the plan and where its bytes are now: each chunk's host views
         to copy and its kernel's arguments, each index scan's, and the scratch the kernels read in place (the
@@ -472,18 +491,23 @@ class FusedRunner:
             class_at.append(at)
             at += len(tp.classes)
         classes_d = memory.mapped_pointer(classes) if len(classes) else 0
-        sets = [k for tp in plan.tables for k in tp.constants if isinstance(k, tuple)]  # long IN lists, sorted
-        set_words = max(1, sum(len(k) for k in sets))
+        set_words = max(1, sum(len(k) for tp in plan.tables for k in tp.constants if isinstance(k, tuple)))
         set_memory = memory.scratch_mapped("fused:sets", set_words, np.int64)
-        set_at, at = {}, 0
-        for k in sets:
-            set_at[id(k)] = at
-            at += len(k)
 
-        def constant_args(tp) -> list:
+        def set_positions(plan: FusedPlan) -> dict:
+            """Each long IN list's (sorted set's) place in "fused:sets", by the set's id: one after another."""
+            found, at = {}, 0
+            for k in (k for tp in plan.tables for k in tp.constants if isinstance(k, tuple)):
+                found[id(k)] = at
+                at += len(k)
+            return found
+
+        def constant_args(tp, set_at: dict) -> list:
             """Each constant: its value, or a set's address and length."""
             return [x for k in tp.constants for x in
                     ((memory.mapped_pointer(set_memory[set_at[id(k)]:]) if k else 0, len(k)) if isinstance(k, tuple) else (k,))]
+
+        set_at = set_positions(plan)
 
         scans = [(i, tp.index) for i, tp in enumerate(plan.tables) if tp.index is not None and tp.index.entries]
         start_words = max(1, sum(len(ix.starts) for _, ix in scans))
@@ -520,6 +544,7 @@ class FusedRunner:
 
         factors = {}  # (table index, column) → its common factor (a kernel argument of every chunk)
         queued, h2d_bytes = [], 0
+        holes = []  # each chunk's (table index, where its undecided buckets' mask lies, where its constants lie)
         for n, (i, ch) in enumerate(chunks):
             tp, slot = plan.tables[i], n % slots
             table = tp.table
@@ -530,14 +555,16 @@ class FusedRunner:
                     continue
                 parts[(c, "words")] = sources[(i, c, "words")][w0:w1]
             h2d_bytes += sum(part.nbytes for part in parts.values())
-            args = []
+            args, mask_at = [], None
             for at, c in enumerate(spec.columns):
                 if c == by_top[i]:  # sliced_value's arguments: top bytes and low bits from the chunk's first row
                     row = FRAME_ROWS * ch.first
                     top = (0 if ch.always else ring[slot][(c, "top")] if c in ch.streamed
                            else mapped_at((i, c, "top"), row))
                     low = 0 if ch.always or (i, c, "low") not in sources else mapped_at((i, c, "low"), row)
-                    args += [top, low, tp.sliced.reference, tp.sliced.bucket, *tp.sliced.mask_words]
+                    args += [top, low, tp.sliced.reference, tp.sliced.bucket]
+                    mask_at = len(args)
+                    args += tp.sliced.mask_words
                     continue
                 if c in ch.streamed:
                     args += [ring[slot][(c, "words")], device_meta[(i, c)] + 16 * ch.first, spans[n][c][0]]
@@ -555,7 +582,8 @@ class FusedRunner:
                 args.append(factors[(i, c)])
                 if at in spec.nullable:  # its validity, on the device (a bit a row), from the chunk's first frame
                     args.append(valid_on_device(tp.table, c) + 128 * ch.first)
-            args += constant_args(tp) + list(tp.group_bases)
+            holes.append((i, mask_at, len(args)))
+            args += constant_args(tp, set_at) + list(tp.group_bases)
             rows = min(ch.end * FRAME_ROWS, table.rows) - ch.first * FRAME_ROWS
             table_words = acc_d + 8 * (i % accumulating) * words_per_table
             values_in_place = sum(1 for c in ch.zero_copy if c not in predicate_columns)  # read a selected row each
@@ -575,35 +603,55 @@ class FusedRunner:
             ids = sources[(i, ix.column, "ids")][ix.first:ix.end]
             low = sources.get((i, ix.column, "low"))
             table_words = acc_d + 8 * (i % accumulating) * words_per_table
-            args += constant_args(tp) + list(tp.group_bases)
+            args += constant_args(tp, set_at) + list(tp.group_bases)
             args += [memory.mapped_pointer(ids), memory.mapped_pointer(low[ix.first:ix.end]) if low is not None else 0,
                      memory.mapped_pointer(starts[at:]), ix.bucket_end - ix.bucket_first, ix.first_value, ix.bucket,
                      ix.entries, table_words + 8 * COUNTER_WORDS, 1, table_words, *hash_args(i)]
             list_bytes += ids.nbytes + (ix.entries * low.itemsize if low is not None else 0)
             warps = -(-ix.entries // (32 * codegen.list_unroll(spec)))  # a warp's entries a step
             by_index.append((index_kernel(ix), n % slots, warps, args))  # a compute stream a ring slot (one: the copy stream)
-        zero_bytes = (list_bytes + sum(ch.tested_in_place for _, ch in chunks)  # a tested frame's predicate words, read whole
-                      + sum(int(SECTOR * tp.sliced.low_rows) for tp, top in zip(plan.tables, by_top) if top))  # estimated
+        def zero_bytes(plan: FusedPlan) -> int:
+            return (list_bytes + sum(ch.tested_in_place for tp in plan.tables if tp.index is None for ch in tp.chunks)
+                    + sum(int(SECTOR * tp.sliced.low_rows) for tp, top in zip(plan.tables, by_top) if top))  # estimated
+            # (a tested frame's predicate words, read whole; the low bits of the undecided buckets' rows)
 
-        def write() -> None:
-            """The scratch found by name (the arrays prepared from: none has been regrown since, or the
-            generation would have changed), written as this plan needs it."""
-            at, classes = 0, memory.scratch_mapped("fused:classes", frames, np.int8)
-            for tp in plan.tables:
-                classes[at:at + len(tp.classes)] = tp.classes
-                at += len(tp.classes)
-            set_memory = memory.scratch_mapped("fused:sets", set_words, np.int64)
-            for k in sets:
-                set_memory[set_at[id(k)]:set_at[id(k)] + len(k)] = k
-            starts = memory.scratch_mapped("fused:starts", start_words, np.int64)
-            for (_, ix), at in zip(scans, start_at):
-                starts[at:at + len(ix.starts)] = ix.starts
-            if imaged:
-                memory.scratch_host("fused:init", host_words, np.uint64, pinned=True)[:] = self._initial(spec, accumulating)
+        def writer(plan: FusedPlan):
+            def write() -> None:
+                """The scratch found by name (the arrays prepared from: none has been regrown since, or the
+                generation would have changed), written as this plan needs it."""
+                at, classes = 0, memory.scratch_mapped("fused:classes", frames, np.int8)
+                for tp in plan.tables:
+                    classes[at:at + len(tp.classes)] = tp.classes
+                    at += len(tp.classes)
+                set_memory, set_at = memory.scratch_mapped("fused:sets", set_words, np.int64), set_positions(plan)
+                for k in (k for tp in plan.tables for k in tp.constants if isinstance(k, tuple)):
+                    set_memory[set_at[id(k)]:set_at[id(k)] + len(k)] = k
+                starts = memory.scratch_mapped("fused:starts", start_words, np.int64)
+                for (_, ix), at in zip(scans, start_at):
+                    starts[at:at + len(ix.starts)] = ix.starts
+                if imaged:
+                    memory.scratch_host("fused:init", host_words, np.uint64, pinned=True)[:] = self._initial(spec, accumulating)
+            return write
+
+        logical_bytes = sum(tp.table.logical_bytes(spec.columns) for tp in plan.tables)
+
+        def again(other: FusedPlan) -> _Launch:
+            """This launch for a plan of the same layout (layout_key's, no index scan): each chunk's arguments with the
+            other plan's undecided buckets, constants and group bases in their places, its classes and sets written."""
+            other_at, made_again = set_positions(other), []
+            for (slot, parts, ring_slot, frames_, args), (i, mask_at, const_at) in zip(queued, holes):
+                tp, args = other.tables[i], list(args)
+                if mask_at is not None:
+                    args[mask_at:mask_at + len(tp.sliced.mask_words)] = tp.sliced.mask_words
+                filled = constant_args(tp, other_at) + list(tp.group_bases)
+                args[const_at:const_at + len(filled)] = filled
+                made_again.append((slot, parts, ring_slot, frames_, args))
+            return _Launch(made, slots, words_per_table, groups, acc_d, keys_d, host_words, staged, made_again, [],
+                           h2d_bytes, zero_bytes(other), 0, logical_bytes, writer(other), again)
 
         return _Launch(made, slots, words_per_table, groups, acc_d, keys_d, host_words, staged, queued,
-                       by_index, h2d_bytes, zero_bytes, sum(ix.entries for _, ix in scans),
-                       sum(tp.table.logical_bytes(spec.columns) for tp in plan.tables), write)
+                       by_index, h2d_bytes, zero_bytes(plan), sum(ix.entries for _, ix in scans), logical_bytes,
+                       writer(plan), again)
 
     def _gather(self, spec, acc_d, keys_d, words_per_table: int, slots: int, tables: int, best, gather, wave: int, copy,
                 tl, top: codegen.TopCut | None) -> tuple:
@@ -683,6 +731,19 @@ def empty_run(plan: FusedPlan) -> FusedRun:
                                 "values_read_in_place": 0},
                       host_path="none: the zone maps rule out every frame")
     return FusedRun(runs, profile, plan)
+
+
+def layout_key(plan: FusedPlan) -> tuple | None:
+    """What a plan's launch depends on besides its constants, its top byte's undecided buckets, its group bases, its
+    frames' classes and its sets' values (FusedRunner._prepare): plans of one key are launched alike but for those.
+    None where a table is scanned by its lists (their starts are the plan's own)."""
+    if any(tp.index is not None for tp in plan.tables):
+        return None
+    return (plan.spec, plan.mode, plan.hash_slots, plan.word_tables, plan.sliced_kernel,
+            tuple((id(tp.table), len(tp.classes), tuple(len(k) for k in tp.constants if isinstance(k, tuple)),
+                   None if tp.sliced is None else (tp.sliced.column, tp.sliced.reference, tp.sliced.bucket),
+                   tuple((ch.first, ch.end, ch.always, ch.streamed, ch.zero_copy) for ch in tp.chunks))
+                  for tp in plan.tables))
 
 
 def _blocks(frames: int, wave: int) -> int:
