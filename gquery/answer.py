@@ -229,7 +229,7 @@ def fused_partial(query: Query, run) -> Partial:
         return parts[0]
     total = None
     if query.group_by:  # a parted table's groups added by key as columns
-        total = parts[0] if len(parts) == 1 else ColumnarPartial.combine(parts)
+        total = ColumnarPartial.combine(parts)
     if total is None:
         total = Partial.empty(query)
         for part in parts:

@@ -290,17 +290,17 @@ def _where_terms(t: Template) -> tuple:
 TERMS_KEPT = 1024  # WHERE terms a shape keeps bound (for the literals they held)
 
 
-def _where_rebound(shape: _Shape, binder: "_Binder", literals: list[str], spans) -> Expr | None:
+def _where_rebound(shape: _Shape, binder: "_Binder", literals: list[str], filled) -> Expr | None:
     """The WHERE of a text of the shape: each top-level AND term bound for its literals once (kept on the shape
-    with the notes it made), the terms joined as _predicate joins them (AND flattened, TRUE and FALSE folded)."""
+    with the notes it made), the terms joined as _predicate joins them (AND flattened, TRUE and FALSE folded).
+    `filled`: a template node with the text's literals (_rebound's)."""
     terms, notes = [], []
     for k, (term, holes) in enumerate(shape.where_terms):
         key = (k, tuple(literals[h] for h in holes))
         found = shape.bound_terms.get(key)
         if found is None:
-            before, node = len(binder.notes), term.copy()
-            _fill(list(node.find_all(exp.Placeholder)), literals, spans)
-            found = (binder._predicate(node), tuple(binder.notes[before:]))
+            before = len(binder.notes)
+            found = (binder._predicate(filled(term)), tuple(binder.notes[before:]))
             if len(shape.bound_terms) >= TERMS_KEPT:
                 shape.bound_terms.clear()
             shape.bound_terms[key] = found
@@ -349,7 +349,7 @@ def _rebound(shape: _Shape, text: str, spans: list[tuple[int, int]], schema: Sch
     first = shape.query
     where, limit, notes, outputs, order_by = first.where, first.limit, first.notes, first.outputs, first.order_by
     if "where" in changed:
-        where = _where_rebound(shape, binder, literals, spans)
+        where = _where_rebound(shape, binder, literals, filled)
         notes = tuple(dict.fromkeys(binder.notes))
     if "limit" in changed:
         limit = binder._limit(filled(tree.args["limit"]))

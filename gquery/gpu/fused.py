@@ -54,15 +54,20 @@ def index_kernel(scan) -> codegen.IndexKernel:
     return codegen.IndexKernel(scan.slot, scan.low_bytes)
 
 
-def plan_builds(plan: FusedPlan) -> list[kernels.Build]:
-    """The kernels a run of the plan launches: the frame loop's (where a table is scanned by frames), and
-    each index scan's."""
+def _launched(plan: FusedPlan) -> list[tuple]:
+    """(index kernel, sliced kernel) of each kernel a run of the plan launches: the frame loop's (where a table is
+    scanned by frames), and each index scan's."""
     frames = any(tp.index is None and tp.chunks for tp in plan.tables)
-    found = [fused_build(plan.spec, sliced=plan.sliced_kernel)] if frames else []
+    found = [(None, plan.sliced_kernel)] if frames else []
     for tp in plan.tables:
-        if tp.index is not None and (b := fused_build(plan.spec, index_kernel(tp.index))) not in found:
-            found.append(b)
+        if tp.index is not None and (k := (index_kernel(tp.index), None)) not in found:
+            found.append(k)
     return found
+
+
+def plan_builds(plan: FusedPlan) -> list[kernels.Build]:
+    """The kernels a run of the plan launches (_launched), as builds."""
+    return [fused_build(plan.spec, index, sliced) for index, sliced in _launched(plan)]
 
 
 def possible_builds(plan: FusedPlan) -> list[kernels.Build]:
@@ -219,10 +224,7 @@ class FusedRunner:
         spec = plan.spec
         if codegen.slot_kernels(spec) and ("slots", spec) not in self._functions:
             return False
-        if any(tp.index is None and tp.chunks for tp in plan.tables) and \
-                (spec, None, plan.sliced_kernel) not in self._functions:
-            return False
-        return all((spec, index_kernel(tp.index), None) in self._functions for tp in plan.tables if tp.index is not None)
+        return all((spec, index, sliced) in self._functions for index, sliced in _launched(plan))
 
     def function(self, spec: codegen.KernelSpec, index: codegen.IndexKernel | None = None,
                  sliced: codegen.SlicedKernel | None = None):
@@ -491,13 +493,13 @@ class FusedRunner:
             class_at.append(at)
             at += len(tp.classes)
         classes_d = memory.mapped_pointer(classes) if len(classes) else 0
-        set_words = max(1, sum(len(k) for tp in plan.tables for k in tp.constants if isinstance(k, tuple)))
+        set_words = max(1, sum(len(k) for k in _sets(plan.tables)))
         set_memory = memory.scratch_mapped("fused:sets", set_words, np.int64)
 
         def set_positions(plan: FusedPlan) -> dict:
             """Each long IN list's (sorted set's) place in "fused:sets", by the set's id: one after another."""
             found, at = {}, 0
-            for k in (k for tp in plan.tables for k in tp.constants if isinstance(k, tuple)):
+            for k in _sets(plan.tables):
                 found[id(k)] = at
                 at += len(k)
             return found
@@ -624,7 +626,7 @@ class FusedRunner:
                     classes[at:at + len(tp.classes)] = tp.classes
                     at += len(tp.classes)
                 set_memory, set_at = memory.scratch_mapped("fused:sets", set_words, np.int64), set_positions(plan)
-                for k in (k for tp in plan.tables for k in tp.constants if isinstance(k, tuple)):
+                for k in _sets(plan.tables):
                     set_memory[set_at[id(k)]:set_at[id(k)] + len(k)] = k
                 starts = memory.scratch_mapped("fused:starts", start_words, np.int64)
                 for (_, ix), at in zip(scans, start_at):
@@ -740,10 +742,15 @@ def layout_key(plan: FusedPlan) -> tuple | None:
     if any(tp.index is not None for tp in plan.tables):
         return None
     return (plan.spec, plan.mode, plan.hash_slots, plan.word_tables, plan.sliced_kernel,
-            tuple((id(tp.table), len(tp.classes), tuple(len(k) for k in tp.constants if isinstance(k, tuple)),
+            tuple((id(tp.table), len(tp.classes), tuple(len(k) for k in _sets([tp])),
                    None if tp.sliced is None else (tp.sliced.column, tp.sliced.reference, tp.sliced.bucket),
                    tuple((ch.first, ch.end, ch.always, ch.streamed, ch.zero_copy) for ch in tp.chunks))
                   for tp in plan.tables))
+
+
+def _sets(tables: list[TablePlan]) -> list[tuple]:
+    """The long IN lists (sorted sets) among the tables' constants, in order."""
+    return [k for tp in tables for k in tp.constants if isinstance(k, tuple)]
 
 
 def _blocks(frames: int, wave: int) -> int:
