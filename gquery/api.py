@@ -330,8 +330,10 @@ def open(data, pinned: bool | None = None, one_shot: bool = False, name: str | N
     `lineitem` (sources.table_name); an Arrow table or arrays `lineitem`]. part: the table is a part of a larger
     one, its answers' partials added to the other parts' (a Dask task's): every group is read back, none cut
     by ORDER BY ... LIMIT (gpu.fusedplan.plan_fused)."""
+    from gquery.host import keep_heap
     from gquery.runner import open_table, table_name_of
 
+    keep_heap()  # a query's arrays reuse freed memory, not pages faulted in afresh
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise UsageError(f"name must be a table name, got {name!r}")
     if pinned is not None and not isinstance(pinned, bool):
