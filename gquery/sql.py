@@ -383,16 +383,58 @@ def _literal_tree(literal: str) -> exp.Expression:
 _PLAIN_LITERAL = re.compile(r"(\d+(?:\.\d+)?)|'([^']*)'")
 
 
+# a typed literal whose quoted part is digits alone (an interval's count) or a date or time: the tokenizer takes that
+# part as it is written, so the literal's tree is another of its form and length with that one string changed
+_TYPED_LITERAL = re.compile(r"(?i)(interval\s*')(\d+)('\s*[a-z]+)|((?:date|timestamp)\s*')([\d:. -]+)(')")
+_TYPED_KEPT = 256  # forms kept: (prefix, length, suffix) → their tree and the path to its one string
+_typed_forms: dict = {}
+
+
 def _literal_node(literal: str) -> exp.Expression:
     """_literal_tree's node of its own: for digits (with a point) or a string without a quote inside, the node
     sqlglot's parser makes (tests/test_sql.py checks they are equal), made without parsing; a new constant is
-    most often one."""
+    most often one. A typed literal (INTERVAL '90' DAY, DATE '1998-09-02') is its form's tree, parsed once a form,
+    with its own quoted part."""
     m = _PLAIN_LITERAL.fullmatch(literal)
     if m is None:
-        return _literal_tree(literal).copy()
+        typed = _TYPED_LITERAL.fullmatch(literal)
+        return _literal_tree(literal).copy() if typed is None else _typed_node(literal, typed)
     node = exp.Literal(this=m[1] if m[1] is not None else m[2], is_string=m[1] is None)
     node.meta.update(line=1, col=len("SELECT ") + len(literal), start=len("SELECT "), end=len("SELECT ") + len(literal) - 1)
     return node
+
+
+def _typed_node(literal: str, m: re.Match) -> exp.Expression:
+    """A typed literal's tree: the first literal of its form (prefix, length of its quoted part, suffix) parsed, its
+    one string node found where it holds that part as written; a later one's tree that tree copied, the string set.
+    A form whose parse holds the part otherwise (not once, not as written) is parsed each time."""
+    prefix, inner, suffix = (m[1], m[2], m[3]) if m[1] is not None else (m[4], m[5], m[6])
+    key = (prefix, len(inner), suffix)
+    form = _typed_forms.get(key)
+    if form is None:
+        tree = _literal_tree(literal)
+        strings = [node for node in tree.walk() if isinstance(node, exp.Literal) and node.is_string]
+        path = None
+        if len(strings) == 1 and strings[0].this == inner:
+            path, node = [], strings[0]
+            while node is not tree:  # (arg key, index in a list or None) from the root down
+                parent = node.parent
+                value = parent.args[node.arg_key]
+                path.append((node.arg_key, value.index(node) if isinstance(value, list) else None))
+                node = parent
+            path.reverse()
+        form = (tree, path)
+        if len(_typed_forms) < _TYPED_KEPT:
+            _typed_forms[key] = form
+    tree, path = form
+    if path is None:
+        return _literal_tree(literal).copy()
+    out = tree.copy()
+    node = out
+    for arg, index in path:
+        node = node.args[arg] if index is None else node.args[arg][index]
+    node.set("this", inner)
+    return out
 
 
 FILES_IN_FROM = re.compile(r"""(?ix) \b(from \s+) (?: read_parquet \s* \( \s* '((?:[^']|'')+)' \s* \) | '((?:[^']|'')+\.parquet)' )""")

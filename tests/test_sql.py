@@ -481,6 +481,28 @@ def test_a_plain_literal_is_the_node_its_parse_is():
     assert _literal_node("DATE '1995-01-01'") == _literal_tree("DATE '1995-01-01'")
 
 
+def test_a_typed_literal_is_the_node_its_parse_is():
+    """An interval's or a date's tree made from its form's (sql._typed_node) equals its own parse, positions and
+    all, for forms met first with another value and forms whose parse holds the quoted part otherwise."""
+    from gquery.sql import _literal_node, _literal_tree
+
+    rng = random.Random(5)
+    literals = ["date '-1'", "date ' 1998'", "DATE '1998-1-1'", "timestamp '1998-12-01'", "interval '1' day"]
+    for _ in range(300):
+        literals.append(rng.choice([
+            f"{rng.choice(['interval', 'INTERVAL'])}{rng.choice([' ', '  ', ''])}'{rng.choice(['0', '007', str(rng.randrange(10**6))])}'"
+            f"{rng.choice([' ', '  '])}{rng.choice(['day', 'DAY', 'days', 'month', 'year', 'hour', 'second', 'week'])}",
+            f"{rng.choice(['date', 'DATE'])}{rng.choice([' ', ''])}'{rng.randrange(1, 9999):04d}-{rng.randrange(13):02d}-"
+            f"{rng.randrange(32):02d}'",
+            f"timestamp '{rng.randrange(1900, 2100)}-0{rng.randrange(1, 9)}-1{rng.randrange(9)} {rng.randrange(24):02d}:"
+            f"{rng.randrange(60):02d}:{rng.randrange(60):02d}{rng.choice(['', '.5', '.123456'])}'"]))
+    for literal in literals:
+        made, parsed = _literal_node(literal), _literal_tree(literal)
+        assert made == parsed and made.sql() == parsed.sql(), literal
+        assert [p.meta for p in made.walk()] == [p.meta for p in parsed.walk()], literal
+        assert made is not _literal_node(literal), literal  # a node of its own each time: the caller places it
+
+
 def _respaced(text: str, rng: random.Random) -> str:
     """The text with the whitespace between its tokens written otherwise (runs widened, spaces made tabs,
     some at either end): of the same shape, parsed to the same tree; strings, quoted names, comments kept."""
