@@ -195,3 +195,17 @@ def test_a_new_text_is_timed_after_a_sibling_of_its_shape_with_another_constant(
         text = text_of(name)
         assert sibling(text) != text and shape_of(sibling(text))[0] == shape_of(text)[0]
     assert sibling("SELECT COUNT(*) FROM lineitem") == "SELECT COUNT(*) FROM lineitem\n"
+
+
+def test_the_new_texts_timed_are_of_one_shape_each_with_constants_of_its_own():
+    """The benchmark times NEW_TEXTS new texts a query: the text, then its sibling's siblings; none is the sibling
+    asked first (to compile the shape), no two alike, every one of the text's shape."""
+    from gquery.bench.queries import NEW_TEXTS, new_texts, sibling, text_of
+    from gquery.sql import shape_of
+
+    assert new_texts(text_of("mission", 30), 4) == [text_of("mission", z) for z in (30, 32, 33, 34)]
+    for name in ("mission", "q6", "q1", "per-day", "top-parts"):
+        text = text_of(name, 300 if name == "mission" else None)
+        texts = new_texts(text, NEW_TEXTS)
+        assert len(set(texts)) == NEW_TEXTS and sibling(text) not in texts and texts[0] == text
+        assert {shape_of(t)[0] for t in texts} == {shape_of(text)[0]}

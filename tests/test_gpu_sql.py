@@ -634,7 +634,7 @@ def test_the_public_call_says_where_its_wall_clock_went_and_the_benchmark_times_
     shape."""
     import gquery
     from gquery.answer import HOST_PHASES
-    from gquery.bench.queries import measure
+    from gquery.bench.queries import NEW_TEXTS, measure
     from gquery.reference import DuckDBTable
 
     source = tpch.generate(0.01, data_dir, echo=lambda m: None)
@@ -652,6 +652,8 @@ def test_the_public_call_says_where_its_wall_clock_went_and_the_benchmark_times_
     assert one["match"] and two["match"] and one["new_text_ms"] > 0 and list(two["new_text_host_ms"]) == list(HOST_PHASES)
     assert len(one["wall_times_ms"]) >= 7 and one["wall_ms"] >= one["gpu_ms"] and one["duckdb_ms"] > 0
     assert one["overhead_ms"] == one["wall_ms"] - one["gpu_ms"] and one["rows"] != two["rows"]
+    assert len(one["new_text_times_ms"]) == NEW_TEXTS and one["new_text_ms"] in one["new_text_times_ms"]
+    assert one["new_text_overhead_ms"] == sorted(one["new_text_overheads_ms"])[NEW_TEXTS // 2]
 
 
 def test_fresh_processes_exit_cleanly_with_reads_in_the_background(tmp_path):
@@ -725,6 +727,7 @@ def test_a_new_constants_launch_made_from_a_kept_layout_is_exact(engine, data_di
             got = answer.gpu_answer(query, table, engine, mode, repeat=1, warmup=False, scan=scan)
             assert got.rows == answer.cpu_answer(query, table).rows, (text, mode)
             launch, key = got.plan._launches[engine.memory.tag], fused.layout_key(got.plan)
+            assert launch.generation == fused.generation(), text  # current after its run (FusedRunner._prepared)
             if first is not None and key == first[1] and launch.generation == first[0].generation:
                 assert launch is not first[0] and all(a[1] is b[1] for a, b in zip(launch.chunks, first[0].chunks)), text
                 reused += 1  # made from the kept layout (no memory freed since it was prepared)
