@@ -19,7 +19,7 @@ import numpy as np
 from gquery import timing
 from gquery.errors import GqueryError
 from gquery.gpu.codegen import NotOnGpu, accumulator_index, null_digit  # noqa: F401 (api catches answer.NotOnGpu)
-from gquery.gpu.fused import compile_plan, empty_run, loaded, plan_builds, possible_builds, runner_of  # noqa: F401 (api asks loaded)
+from gquery.gpu.fused import compile_plan, empty_run, loaded, possible_builds, runner_of  # noqa: F401 (api asks loaded)
 from gquery.gpu.fusedplan import plan_fused
 from gquery.host import host_threads
 from gquery.query import Query
@@ -326,12 +326,11 @@ def gpu_plan(query: Query, data, sm_count: int, mode: str = "pinned", repeat: in
     plan, earlier = kept[0], 0 if one_shot else kept[1]
     kept[1] += repeat
     plan = plan.choose(None if warmup else earlier + repeat, scan)  # without warm-up, what is on disk counts too
-    if new and arch is not None:
-        compile_plan(plan, arch)
+    launched = compile_plan(plan, arch) if new and arch is not None else []
     if new and plans is not None and not one_shot and scan == "auto":
         _read_in_background(plan.worth_reading(), plan.reads())
         if arch is not None:  # what a later choice of a kept plan may launch, compiled before it is asked for
-            _compile_in_background([b for b in possible_builds(kept[0]) if b not in plan_builds(plan)], arch)
+            _compile_in_background([b for b in possible_builds(kept[0]) if b not in launched], arch)
     return plan, (time.perf_counter() - t0) * 1e3
 
 

@@ -655,7 +655,7 @@ def decided_buckets(e: Expr | None, column: str, low: np.ndarray, high: np.ndarr
         elif isinstance(a, Not):
             visit(a.arg)
         elif column in a.columns():
-            cls, _ = _classify(a, zones, len(low)) if len(a.columns()) == 1 else (np.full(len(low), CHECK), None)
+            cls, _ = _classify(a, zones, len(low), estimate=False) if len(a.columns()) == 1 else (np.full(len(low), CHECK), None)
             decided &= cls != CHECK
 
     if e is not None:

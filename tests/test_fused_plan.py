@@ -168,6 +168,8 @@ def test_one_kernel_serves_every_part_and_constants_are_arguments():
     other = plan_fused(query(And((Compare("=", col("s"), Literal("A", VARCHAR)), Compare("<", col("k"), Literal(9, INTEGER)))),
                              total(PRODUCT)), parts, "pinned", 132)
     assert fused_build(other.spec) == fused_build(plan.spec)  # a new constant never recompiles
+    # the shape's one spec (fusedplan._interned): its hash, words and builds found by the first plan serve the next
+    assert other.spec is plan.spec and fused_build(other.spec) is fused_build(plan.spec)
 
 
 def test_group_accumulators_in_shared_memory_else_in_device_memory_else_hashed_else_refused(monkeypatch):

@@ -82,12 +82,14 @@ def possible_builds(plan: FusedPlan) -> list[kernels.Build]:
         [fused_build(plan.spec, k) for k in sorted(lists, key=repr)]
 
 
-def compile_plan(plan: FusedPlan, arch: str) -> None:
+def compile_plan(plan: FusedPlan, arch: str) -> list[kernels.Build]:
     """Compiles what the plan launches, where this is called: on the asking thread, so that a new
     shape's compile waits for no other query's GPU work and holds up none (the GPU's thread finds the
-    machine code in memory, kernels.cubin)."""
-    for b in plan_builds(plan):
+    machine code in memory, kernels.cubin). Returns those builds."""
+    builds = plan_builds(plan)
+    for b in builds:
         kernels.cubin(b, arch)
+    return builds
 
 
 @dataclass

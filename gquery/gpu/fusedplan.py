@@ -30,6 +30,7 @@ the answer's time) and keeps the cheapest: the column packed or by its top byte 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -550,7 +551,8 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
 
     def spec_of(low):
         if low not in specs:
-            specs[low] = kernel_spec(query, low, ranges, max(t.rows for t in tables), cards, steps, len(tables), nullable)
+            spec, constants = kernel_spec(query, low, ranges, max(t.rows for t in tables), cards, steps, len(tables), nullable)
+            specs[low] = _interned(spec), constants
         return specs[low]
 
     spec, _ = spec_of(lowered[0])
@@ -623,6 +625,21 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
                      hash_slots=slots, top=top)
 
 
+SPECS_KEPT = 1024  # kernel specs kept (_interned)
+_specs: dict = {}
+
+
+def _interned(spec: KernelSpec) -> KernelSpec:
+    """The one KernelSpec equal to this one: a new constant's plan gets its shape's spec, whose hash, words and
+    groups are found already and whose builds (gpu.fused.fused_build) and compiled kernels are found by identity."""
+    found = _specs.get(spec)
+    if found is None:
+        if len(_specs) >= SPECS_KEPT:
+            _specs.clear()
+        found = _specs.setdefault(spec, spec)
+    return found
+
+
 def _classified(tables: list, lowered: list) -> list[tuple[np.ndarray, Estimate]]:
     """Each table's frame classes and the Estimate of the rows each frame selects, the parts that lower the
     predicate alike classed together (prune.classify_parts: their blocks in one pass)."""
@@ -670,18 +687,27 @@ def _undecided(low: Expr | None, c: str, lo: int, hi: int) -> tuple:
     """(bucket, low bits' dtype, share of the values in buckets the predicate does not decide, their mask) of a
     column of values lo..hi read by its top byte, the buckets as the encoding cuts them."""
     bucket, _, dtype = slice_geometry(hi - lo)
-    # each bucket's values, clipped to the column's range (no bucket past it holds a row): in int64 where
-    # every bucket's end fits it, else in Python's integers (a key spanning most of int64)
+    firsts, lasts = _bucket_bounds(lo, hi, bucket)
+    undecided = (~decided_buckets(low, c, firsts, lasts)
+                 if dtype is not None else np.zeros(1 << TOP_BITS, bool))  # a bucket of one value decides itself
+    share = min(1.0, int(undecided.sum()) * bucket / (hi - lo + 1))  # of the values, spread evenly
+    return bucket, dtype, share, sum(1 << int(t) for t in np.flatnonzero(undecided))
+
+
+@functools.lru_cache(maxsize=256)
+def _bucket_bounds(lo: int, hi: int, bucket: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each bucket's first and last value, clipped to the column's range lo..hi (no bucket past it holds a row):
+    in int64 where every bucket's end fits it, else in Python's integers (a key spanning most of int64). Made once
+    a column's range (a new constant's plan asks again), read only."""
     if bucket << TOP_BITS < 2**63 and lo + (bucket << TOP_BITS) < 2**63:
         t = np.arange(1 << TOP_BITS, dtype=np.int64)
         firsts, lasts = np.minimum(lo + bucket * t, hi), np.minimum(lo + bucket * (t + 1) - 1, hi)
     else:
         firsts = np.array([min(lo + bucket * t, hi) for t in range(1 << TOP_BITS)], np.int64)
         lasts = np.array([min(lo + bucket * (t + 1) - 1, hi) for t in range(1 << TOP_BITS)], np.int64)
-    undecided = (~decided_buckets(low, c, firsts, lasts)
-                 if dtype is not None else np.zeros(1 << TOP_BITS, bool))  # a bucket of one value decides itself
-    share = min(1.0, int(undecided.sum()) * bucket / (hi - lo + 1))  # of the values, spread evenly
-    return bucket, dtype, share, sum(1 << int(t) for t in np.flatnonzero(undecided))
+    firsts.setflags(write=False)
+    lasts.setflags(write=False)
+    return firsts, lasts
 
 
 def _shared_bases(query: Query, tables: list, selectable: list, steps: tuple, cards: tuple, nullable=frozenset()) -> tuple | None:
@@ -781,6 +807,14 @@ def _join_words(metas: list[np.ndarray]) -> np.ndarray:
     return np.concatenate([m[:, 1] for m in metas])
 
 
+def _join_widths(metas: list[np.ndarray]) -> np.ndarray:
+    """Several tables' frame metadata of a column, each frame's width in words (the low byte of its second field),
+    as one array, made once for these tables (joined_once: a new constant's plan asks again), read only."""
+    out = _joined_words(metas) & 0xFF
+    out.setflags(write=False)
+    return out
+
+
 def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int) -> list[TablePlan]:
     """Each table's chunks: its touched runs cut into pieces of about `target` frames, of equal size within a
     run (a run of 1.1 targets is two chunks of 0.55, not one whole and a sliver). `parts`: each table's
@@ -842,9 +876,9 @@ def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int)
             return FRAME_ROWS * n_tested
         words = bulk.copy()
         if not every_tested.all():
-            width = _joined_words([meta[c] for meta in metas]) & 0xFF
+            width = joined_once([meta[c] for meta in metas], _join_widths)
             check = parts[0][1].check if len(parts) == 1 else np.concatenate([f.check for _, f, *_ in parts])
-            widths = piece_sums(np.multiply(width, check, out=width), joined_firsts, joined_ends)
+            widths = piece_sums(np.multiply(width, check), joined_firsts, joined_ends)
             words[~every_tested] = 128 * widths[~every_tested]
         return words + META_BYTES * n_tested
 
