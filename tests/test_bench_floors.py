@@ -197,15 +197,29 @@ def test_a_new_text_is_timed_after_a_sibling_of_its_shape_with_another_constant(
     assert sibling("SELECT COUNT(*) FROM lineitem") == "SELECT COUNT(*) FROM lineitem\n"
 
 
-def test_the_new_texts_timed_are_of_one_shape_each_with_constants_of_its_own():
+def test_the_new_texts_timed_are_of_one_shape_each_with_constants_of_its_own(sf001):
     """The benchmark times NEW_TEXTS new texts a query: the text, then its sibling's siblings; none is the sibling
     asked first (to compile the shape), no two alike, every one of the text's shape."""
     from gquery.bench.queries import NEW_TEXTS, new_texts, sibling, text_of
-    from gquery.sql import shape_of
+    from gquery.errors import GqueryError
+    from gquery.schema import read_schema
+    from gquery.sql import parse, shape_of
 
     assert new_texts(text_of("mission", 30), 4) == [text_of("mission", z) for z in (30, 32, 33, 34)]
-    for name in ("mission", "q6", "q1", "per-day", "top-parts"):
+    import pyarrow.parquet as pq
+
+    schema = read_schema(pq.read_schema(sf001.files[0]))
+    for name in ("mission", "q6", "q1", "top-parts", "top-orders"):
         text = text_of(name, 300 if name == "mission" else None)
-        texts = new_texts(text, NEW_TEXTS)
+        texts = new_texts(text, NEW_TEXTS, lambda t: parse(t, schema) is not None)
         assert len(set(texts)) == NEW_TEXTS and sibling(text) not in texts and texts[0] == text
         assert {shape_of(t)[0] for t in texts} == {shape_of(text)[0]}
+
+    def valid(text):
+        try:
+            return parse(text, schema) is not None
+        except GqueryError:
+            return False
+
+    # per-day's last number is an ORDER BY position: ORDER BY 2 (its sibling) and 1 (the text) are its only queries
+    assert new_texts(text_of("per-day"), NEW_TEXTS, valid) == [text_of("per-day")]

@@ -18,10 +18,11 @@ them) after warm-up calls and the reads and compiles they left in the background
 con.execute(text).fetchall() over its own in-memory table of the columns the queries read, all cores,
 timed alike in the same process. Beside them:
 gpu_ms (CUDA events, the same call's), host_ms (where the call's wall clock went: answer.HOST_PHASES),
-and new_text_ms (the median of NEW_TEXTS first calls of texts of a compiled shape with other constants: after a
-call of the text's sibling, its last number one more, which compiles the shape and reads its columns, the text
-itself, then the sibling's siblings (new_texts); each parsed, planned and prepared afresh, as a user's next
-question with another constant meets them, the reads a call leaves in the background done before the next). cold_compile: a shape compiled for the
+and new_text_ms (the median of up to NEW_TEXTS first calls of texts of a compiled shape with other constants: after
+a call of the text's sibling, its last number one more, which compiles the shape and reads its columns, the text
+itself, then the sibling's siblings that are queries (new_texts); each parsed, planned and prepared afresh, as a
+user's next question with another constant meets them, the reads a call leaves in the background done before the
+next). cold_compile: a shape compiled for the
 first time on the host, then found on disk by a second process. threads: 8 threads asking 30 random
 queries each through one table, against one thread asking the same calls back to back. first_answer:
 a fresh process's import, open and first query.
@@ -235,14 +236,28 @@ def sibling(text: str) -> str:
     return text[:start] + str(int(text[start:start + length]) + 1) + text[start + length:]
 
 
-def new_texts(text: str, n: int) -> list[str]:
-    """n texts of the text's shape, each with other constants than the others and than sibling(text) (asked first,
-    to compile the shape): the text, then sibling(sibling(text)), and so on."""
+def new_texts(text: str, n: int, valid=lambda text: True) -> list[str]:
+    """Up to n texts of the text's shape, each with other constants than the others and than sibling(text) (asked
+    first, to compile the shape): the text, then those of sibling(sibling(text)), its sibling, and so on that are
+    `valid` (a text whose last number is an ORDER BY position has few: per-day's ORDER BY 3 is no query), at most
+    4n tried."""
     out, at = [text], sibling(text)
-    while len(out) < n:
+    for _ in range(4 * n):
+        if len(out) == n:
+            break
         at = sibling(at)
-        out.append(at)
+        if valid(at):
+            out.append(at)
     return out
+
+
+def _parses(table, text: str) -> bool:
+    """Whether the text is a query of the class over the table (a new text the benchmark may time)."""
+    try:
+        parse(text, schema_of(table.data))
+    except GqueryError:
+        return False
+    return True
 
 
 def _called(table, text: str) -> tuple[float, object]:
@@ -263,7 +278,7 @@ def measure(table, duck, text: str, repeat: int) -> dict:
     _called(table, before)  # the shape compiled, its columns read: as a new constant's text finds them
     settle()
     news = []
-    for new in new_texts(text, NEW_TEXTS):
+    for new in new_texts(text, NEW_TEXTS, lambda t: _parses(table, t)):
         news.append(_called(table, new))
         settle()  # what its plan left reading in the background, off the next text's clock
     first = news[0][1]  # the text's own first answer
