@@ -577,8 +577,9 @@ def markdown(data: dict, command: str) -> str:
         "columns read, ordered as the design is, all cores, in the same process. GPU ms: the median call's CUDA events "
         "from the first copy to the result on the host. host ms: wall ms - GPU ms; beside it the median call's "
         "phases by the host's clock (" + "; ".join(f"{k}: {v}" for k, v in HOST_PHASES.items()) + "). new text ms: "
-        "the first call of this text just after its sibling's (its last number one more: Z + 1, LIMIT 11, ...), which "
-        "compiled the kernel's shape: the text parsed, planned and prepared afresh. "
+        "the median of up to 7 first calls of texts of the shape with new constants (new_texts: this text, then its "
+        "sibling's siblings), after a call of its sibling (its last number one more: Z + 1, LIMIT 11, ...), which "
+        "compiled the kernel's shape: each text parsed, planned and prepared afresh. "
         "PCIe B/row: bytes copied plus bytes read in place, per row. frames pruned: frames the zone maps ruled out.",
         "",
         "## Cold compile",
