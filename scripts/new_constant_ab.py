@@ -2,7 +2,8 @@
 
 Each query is asked once (its shape compiled, its reads settled), then repeated (the median of 9 calls'
 wall clock less their GPU events), then asked with a new constant 9 times, each text its sibling's
-(gquery.bench.queries.sibling: the last number one more), as the benchmark's new-text floor times it. Run
+(gquery.bench.queries.sibling: the last number one more), a chain of siblings as the benchmark's new texts are
+(new_texts), the median taken alike. Run
 it once a tree, turn about, the other tree first on PYTHONPATH:
 
     PYTHONPATH=/path/to/base python scripts/new_constant_ab.py base
