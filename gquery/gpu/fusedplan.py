@@ -886,13 +886,13 @@ def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int)
     # Q1's 7 columns and 8 chunks took a millisecond). A column is needed by every piece (a value column), by the
     # pieces that test their frames (a predicate column alone), or by none.
     columns = [c for c in spec.columns if mode != "resident" and (c in values or (c in predicate and not wholes.all()))]
-    n = len(pieces)
+    n_pieces = len(pieces)
     is_value = np.array([c in values for c in columns], bool)[:, None]
     needed = is_value | ~wholes  # (a column listed is a value column or a predicate column)
-    bulk = np.array([bulk_bytes(c) for c in columns], np.int64).reshape(len(columns), n)
-    zero = np.zeros((len(columns), n), bool)
-    zero_read = np.zeros((len(columns), n), np.int64)  # bytes each piece reads a column in place
-    tested_in_place = np.zeros(n, np.int64)
+    bulk = np.array([bulk_bytes(c) for c in columns], np.int64).reshape(len(columns), n_pieces)
+    zero = np.zeros((len(columns), n_pieces), bool)  # read in place (a piece that needs it: else never set)
+    zero_read = np.zeros((len(columns), n_pieces), np.int64)  # bytes each piece reads a column in place
+    tested_in_place = np.zeros(n_pieces, np.int64)
     if mode in MAPPED_MODES:
         for j, c in enumerate(columns):
             if c in predicate and c not in values:  # read for its test alone: its tested frames in place
@@ -905,16 +905,16 @@ def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int)
         value_zero = value_only & ~wholes & (picked * ZERO_COPY_READ_BYTES < bulk)  # its selected rows in place
         zero |= value_zero
         zero_read = np.where(value_zero, selected_bytes, zero_read)
-    streamed = needed & ~zero
+    copied = needed & ~zero
 
     def by_table(x: np.ndarray) -> np.ndarray:
         """Each table's sum of an integer a piece, over every column."""
         return np.bincount(part, weights=x.sum(axis=0), minlength=len(parts)).astype(np.int64)  # (exact: bytes below 2^53)
 
-    stream_bytes, zero_bytes = by_table(np.where(streamed, bulk, 0)), by_table(zero_read)
+    stream_bytes, zero_bytes = by_table(np.where(copied, bulk, 0)), by_table(zero_read)
     # each piece's columns as one number (two bits a column: streamed, read in place), its tuples made once a number
     shifts = 2 * np.arange(len(columns), dtype=np.int64)[:, None]
-    code = ((streamed.astype(np.int64) << shifts) + ((needed & zero).astype(np.int64) << shifts + 1)).sum(axis=0)
+    code = ((copied.astype(np.int64) << shifts) + (zero.astype(np.int64) << shifts + 1)).sum(axis=0)
     codes = code.tolist()
     shown = {k: (tuple(c for j, c in enumerate(columns) if k >> 2 * j & 1), tuple(c for j, c in enumerate(columns) if k >> 2 * j + 1 & 1))
              for k in set(codes)}
