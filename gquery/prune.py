@@ -447,20 +447,24 @@ def _classify_blocks(e: Expr, blocks: dict, n: int) -> tuple[np.ndarray, np.ndar
     if isinstance(e, Compare) and isinstance(e.left, Column) and isinstance(e.right, Literal):
         return _compare_blocks(e.op, blocks[e.left.name], int(e.right.value))
     if isinstance(e, InList) and isinstance(e.arg, Column):
-        b = blocks[e.arg.name]
-        values = np.array(sorted({int(x.value) for x in e.values}), dtype=np.int64)  # within int64: lower
-        # values within a block's outer envelope [low_min, high_max], and within every frame ([low_max, high_min])
-        outer = _count_within(values, b.low_min, b.high_max)
-        inner = _count_within(values, b.low_max, b.high_min)
-        all_points = (b.low_min == b.high_max)  # every frame holds the one value (then within or not, alike)
-        cls = np.where(outer == 0, NEVER, np.where(all_points, ALWAYS, np.where((inner > 0) & (b.points == 0), CHECK, MIXED)))
-        # each frame's hits: the values within it over its span, alike where every value within the block is within
-        # every frame, and not cut at 1 where no frame is narrower than the values
-        even = (inner == outer) & (outer <= b.span_min)
-        frac = np.where(outer == 0, 0.0, np.where(all_points, 1.0, outer * b.inv_span / b.frames))
-        cls = np.where((cls != NEVER) & (cls != ALWAYS) & ~even, MIXED, cls).astype(np.int8)
-        return (np.where(cls == MIXED, MIXED, ALWAYS - cls).astype(np.int8), 1 - frac) if e.negated else (cls, frac)
+        return _in_list_blocks(e, blocks[e.arg.name])
     return np.full(n, CHECK, np.int8), np.full(n, 1.0)  # an expression of several columns: tested row by row
+
+
+def _in_list_blocks(e: InList, b: ZoneBlocks) -> tuple[np.ndarray, np.ndarray]:
+    """_classify_blocks of `column IN (...)` (or NOT IN) over the column's blocks."""
+    values = np.array(sorted({int(x.value) for x in e.values}), dtype=np.int64)  # within int64: lower
+    # values within a block's outer envelope [low_min, high_max], and within every frame ([low_max, high_min])
+    outer = _count_within(values, b.low_min, b.high_max)
+    inner = _count_within(values, b.low_max, b.high_min)
+    all_points = (b.low_min == b.high_max)  # every frame holds the one value (then within or not, alike)
+    cls = np.where(outer == 0, NEVER, np.where(all_points, ALWAYS, np.where((inner > 0) & (b.points == 0), CHECK, MIXED)))
+    # each frame's hits: the values within it over its span, alike where every value within the block is within
+    # every frame, and not cut at 1 where no frame is narrower than the values
+    even = (inner == outer) & (outer <= b.span_min)
+    frac = np.where(outer == 0, 0.0, np.where(all_points, 1.0, outer * b.inv_span / b.frames))
+    cls = np.where((cls != NEVER) & (cls != ALWAYS) & ~even, MIXED, cls).astype(np.int8)
+    return (np.where(cls == MIXED, MIXED, ALWAYS - cls).astype(np.int8), 1 - frac) if e.negated else (cls, frac)
 
 
 def _count_within(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
