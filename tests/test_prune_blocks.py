@@ -123,3 +123,38 @@ def test_parts_classed_together_as_each_alone_and_their_estimates_summed_by_piec
                 assert g == pytest.approx(selected[a:b].sum(), rel=1e-9, abs=1e-6), (e, a, b)
             assert estimate.total() == pytest.approx(selected.sum(), rel=1e-9, abs=1e-6)
             assert np.allclose(estimate.fractions(), fractions)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_atoms_kept_across_constants_class_as_made_afresh(seed):
+    """A WHERE's atoms classed over blocks, and its ranges' means, are kept (a new constant of a Q6 classes the
+    atom that changed): predicates that share all atoms but one class every frame and estimate it as with nothing
+    kept, what a caller gets is its own to change, and no more than ATOMS_KEPT are kept."""
+    rng = random.Random(200 + seed)
+    z = _zones(rng, 23 * BLOCK_FRAMES, blocked=True)
+    atoms = [_predicate(rng, z, depth=3) for _ in range(4)]  # comparisons
+    for _ in range(40):
+        atoms[rng.randrange(4)] = _predicate(rng, z, depth=3 if rng.random() < 0.8 else 2)
+        e = And(tuple(atoms)) if rng.random() < 0.8 else Or((And(tuple(atoms[:2])), Not(atoms[2])))
+        got, estimate = prune.classify(e, z)
+        assert prune._atoms and len(prune._atoms) <= prune.ATOMS_KEPT
+        prune._atoms.clear()
+        want, fresh = prune.classify(e, z)
+        assert (got == want).all() and (estimate == fresh).all(), e
+        assert got.flags.writeable and estimate.flags.writeable
+
+
+def test_piece_sums_are_each_pieces_own():
+    """prune.piece_sums over pieces in order, apart or one right after another, the first anywhere and the last
+    ending anywhere: each the sum of its frames alone (integers exactly)."""
+    rng = random.Random(7)
+    for _ in range(300):
+        a = np.array([rng.randint(0, 1000) for _ in range(rng.randint(1, 300))], np.int64)
+        pieces, at = [], rng.randrange(len(a))
+        while at < len(a):
+            end = rng.randint(at + 1, len(a))
+            pieces.append((at, end))
+            at = end + rng.choice([0, 0, 1, 5, 40])
+        firsts, ends = np.array([f for f, _ in pieces], np.int64), np.array([e for _, e in pieces], np.int64)
+        got = prune.piece_sums(a, firsts, ends, np.int64)
+        assert got.tolist() == [int(a[f:e].sum()) for f, e in pieces]
