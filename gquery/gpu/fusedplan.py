@@ -604,7 +604,7 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     table_plans = _chunks([(t, f, selected, constants, bases, None)
                            for (t, _, selected, constants, bases), f in zip(classified, frames)], query, spec, mode, target)
     by_top = None
-    sliced = _sliced_scans(spec, classified, lowered, mode)
+    sliced = _sliced_scans(spec, classified, [f.tested for f in frames], lowered, mode)
     if sliced is not None:
         by_top = _chunks([(t, f, selected, constants, bases, s)
                           for (t, _, selected, constants, bases), f, s in zip(classified, frames, sliced)], query, spec,
@@ -659,7 +659,7 @@ def _classified(tables: list, lowered: list) -> list[tuple[np.ndarray, Estimate]
     return out
 
 
-def _sliced_scans(spec: KernelSpec, classified: list, lowered: list, mode: str) -> list | None:
+def _sliced_scans(spec: KernelSpec, classified: list, tested: list[int], lowered: list, mode: str) -> list | None:
     """Each table's SlicedScan of the one predicate column the frame loop could read by its top byte: a
     column the predicate alone reads (no aggregate or group needs its exact values), whose top bytes every
     table holds or can read, with low bits of one width (one kernel); found from the zone maps alone, the
@@ -671,13 +671,13 @@ def _sliced_scans(spec: KernelSpec, classified: list, lowered: list, mode: str) 
         if i in spec.value_slots or not all(t.columns[c].has("sliced") and t.rows for t, *_ in classified):
             continue
         scans, buckets = [], {}  # (lowered predicate, the column's range) → its buckets': parts alike found once
-        for (t, classes, *_), low in zip(classified, lowered):
+        for (t, *_), low, frames_tested in zip(classified, lowered, tested):
             lo, hi = t.columns[c].range()
             if (low, lo, hi) not in buckets:
                 buckets[(low, lo, hi)] = _undecided(low, c, lo, hi)
             bucket, dtype, share, mask = buckets[(low, lo, hi)]
             scans.append(SlicedScan(c, i, lo, bucket, 0 if dtype is None else np.dtype(dtype).itemsize, mask,
-                                    share * FRAME_ROWS * int(np.count_nonzero(classes == CHECK))))
+                                    share * FRAME_ROWS * frames_tested))
         if len({s.low_bytes for s in scans}) == 1:
             return scans
     return None
@@ -691,7 +691,7 @@ def _undecided(low: Expr | None, c: str, lo: int, hi: int) -> tuple:
     undecided = (~decided_buckets(low, c, firsts, lasts)
                  if dtype is not None else np.zeros(1 << TOP_BITS, bool))  # a bucket of one value decides itself
     share = min(1.0, int(undecided.sum()) * bucket / (hi - lo + 1))  # of the values, spread evenly
-    return bucket, dtype, share, sum(1 << int(t) for t in np.flatnonzero(undecided))
+    return bucket, dtype, share, int.from_bytes(np.packbits(undecided, bitorder="little").tobytes(), "little")
 
 
 @functools.lru_cache(maxsize=256)
@@ -878,7 +878,8 @@ def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int)
         if not every_tested.all():
             width = joined_once([meta[c] for meta in metas], _join_widths)
             check = parts[0][1].check if len(parts) == 1 else np.concatenate([f.check for _, f, *_ in parts])
-            widths = piece_sums(np.multiply(width, check), joined_firsts, joined_ends)
+            first, end = joined_firsts[0], joined_ends[-1]  # the frames the pieces span alone (clustered: few)
+            widths = piece_sums(np.multiply(width[first:end], check[first:end]), joined_firsts - first, joined_ends - first)
             words[~every_tested] = 128 * widths[~every_tested]
         return words + META_BYTES * n_tested
 
