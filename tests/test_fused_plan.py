@@ -653,6 +653,8 @@ def test_a_dense_range_reads_the_key_by_its_top_byte_and_a_sparse_one_by_index()
     unchosen = plan_fused(query(Compare("<", col("k"), Literal(30, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
     sparse = unchosen.choose()
     assert sparse.tables[0].index is not None
+    # the index reads fewer bytes than the top bytes of the tested frames alone: the frames' top-byte plan never cut
+    assert unchosen.top_plans is not None and unchosen.top_plans._made is None
     # what either plan may launch once chosen, compiled ahead (answer.gpu_plan): packed, by top byte, by index
     from gquery.gpu.fused import plan_builds, possible_builds
 
@@ -665,6 +667,27 @@ def test_a_dense_range_reads_the_key_by_its_top_byte_and_a_sparse_one_by_index()
         assert plan_fused(q, [t], "pinned", 132).by_top is None
     for mode in ("pageable", "resident"):
         assert plan_fused(query(Compare("<", col("k"), Literal(3_000, INTEGER)), total(PRODUCT)), [t], mode, 132).by_top is None
+
+
+def test_the_top_byte_plan_left_uncut_only_where_its_bytes_could_not_matter():
+    """FusedPlan._indexed_anyway's floor (the tested frames' top bytes, the undecided rows' low bits) is never more
+    than the top-byte plan's bytes, and the warm choice without that plan is the one weighed with it: packed or by
+    top byte by their bytes, then by index where the index reads fewer."""
+    t = indexed_table()
+    uncut = 0
+    for z in (1, 2, 5, 10, 30, 60, 100, 300, 600, 1_000, 2_000, 3_000, 6_000, 9_990):
+        for op in ("<", ">="):
+            plan = plan_fused(query(Compare(op, col("k"), Literal(z, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
+            chosen = plan.choose()
+            uncut += plan.top_plans._made is None
+            packed, top = plan.tables[0], plan.by_top[0]
+            top_bytes = top.stream_bytes + top.zero_copy_bytes
+            assert plan.top_plans.floors[0] <= top_bytes
+            frames = top if top_bytes < packed.stream_bytes + packed.zero_copy_bytes else packed
+            by_index = packed.index_option is not None and packed.index_option.link_bytes < \
+                frames.stream_bytes + frames.zero_copy_bytes
+            assert chosen.tables[0].scan == ("index" if by_index else "sliced" if frames is top else "frames"), (op, z)
+    assert uncut >= 3
 
 
 def test_the_top_bytes_on_disk_are_read_once_they_pay_for_themselves():

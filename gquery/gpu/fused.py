@@ -75,7 +75,7 @@ def possible_builds(plan: FusedPlan) -> list[kernels.Build]:
     the frame loop packed and by a column's top byte, and each index scan, its low bits' bytes as the
     lists are built."""
     found = [fused_build(plan.spec)]
-    tops = {tp.sliced.kernel for tp in plan.by_top or () if tp.sliced is not None}
+    tops = {s.kernel for s in (plan.top_plans.sliced if plan.top_plans is not None else ()) if s is not None}
     lists = {codegen.IndexKernel(tp.index_option.slot, tp.index_option.low_bytes) for tp in plan.tables
              if tp.index_option is not None}
     return found + [fused_build(plan.spec, sliced=k) for k in sorted(tops, key=repr)] + \

@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -201,7 +202,8 @@ class FusedPlan:
     encoding: str = "fused"
     scan_note: str = ""  # why the tables are scanned as they are (FusedPlan.choose): a line a choice
     shared_groups: bool = False  # every table's groups counted from one base: they add into one table of words
-    by_top: list | None = None  # each table's plan with a predicate column read by its top byte (SlicedScan), or None
+    # each table's plan with a predicate column read by its top byte (SlicedScan), made when first weighed, or None
+    top_plans: "_TopPlans | None" = field(default=None, repr=False, compare=False)
     hash_slots: int = 0  # a hashed spec's slots a table of words (codegen.hash_slots); 0 where the groups are dense
     top: TopCut | None = None  # the hashed groups cut to those LIMIT can keep before the read-back (codegen.TopCut)
     # scan → choose()'s plan where it reads nothing from disk (a plan of its own: dataclasses.replace makes a new one)
@@ -310,8 +312,10 @@ class FusedPlan:
 
     def _choose_top(self, runs: int | None, scan: str) -> "FusedPlan":
         """The frame loop's tables with the predicate column packed (as planned) or read by its top byte."""
-        if self.by_top is None or scan in ("frames", "index"):
+        if self.top_plans is None or scan in ("frames", "index"):
             return self
+        if runs is None and scan == "auto" and self._indexed_anyway():
+            return self  # (the frames' top-byte plan never made: a new constant's plan cut once, not twice)
         packed = sum(self._frames_cost(tp, runs) for tp in self.tables)
         top = sum(self._frames_cost(tp, runs) for tp in self.by_top)
         if scan == "auto" and packed <= top:
@@ -321,7 +325,19 @@ class FusedPlan:
         note = (f"the frames read {sliced.column} by its top byte (a byte a row; low bits in place for about "
                 f"{sum(tp.sliced.low_rows for tp in self.by_top):,.0f} rows of the buckets the predicate leaves undecided): "
                 f"about {top / 1e6:,.1f} MB against {packed / 1e6:,.1f} MB packed{per}")
-        return dataclasses.replace(self, tables=self.by_top, by_top=None, scan_note=note)
+        return dataclasses.replace(self, tables=self.by_top, top_plans=None, scan_note=note)
+
+    def _indexed_anyway(self) -> bool:
+        """Whether every table's index scan reads fewer bytes than its frames would, packed and by top byte alike
+        (at least the top bytes of its tested frames and the low bits of its undecided rows): the warm choice
+        then scans every table by index, whichever way the frames are read."""
+        return all(tp.index_option is not None and tp.index_option.link_bytes < min(tp.stream_bytes + tp.zero_copy_bytes, floor)
+                   for tp, floor in zip(self.tables, self.top_plans.floors))
+
+    @property
+    def by_top(self) -> list | None:
+        """Each table's plan with the frame loop's predicate column read by its top byte (SlicedScan), or None."""
+        return None if self.top_plans is None else self.top_plans.tables()
 
     def _frames_cost(self, tp: "TablePlan", runs: int | None) -> float:
         """Bytes a table's frames read over the link: a warm run's, or over `runs` runs with what is still on
@@ -603,16 +619,14 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     frames = [_Frames(classes) for _, classes, *_ in classified]
     table_plans = _chunks([(t, f, selected, constants, bases, None)
                            for (t, _, selected, constants, bases), f in zip(classified, frames)], query, spec, mode, target)
-    by_top = None
-    sliced = _sliced_scans(spec, classified, [f.tested for f in frames], lowered, mode)
-    if sliced is not None:
-        by_top = _chunks([(t, f, selected, constants, bases, s)
-                          for (t, _, selected, constants, bases), f, s in zip(classified, frames, sliced)], query, spec,
-                         mode, target)
+    options = [None] * len(table_plans)
     if mode in INDEX_MODES:
         options = [_index_option(tp, spec, r) for tp, r in zip(table_plans, selectable)]
         table_plans = [dataclasses.replace(tp, index_option=o) for tp, o in zip(table_plans, options)]
-        by_top = by_top and [dataclasses.replace(tp, index_option=o) for tp, o in zip(by_top, options)]
+    sliced = _sliced_scans(spec, classified, [f.tested for f in frames], lowered, mode)
+    top_plans = None if sliced is None else _TopPlans(
+        [(t, f, selected, constants, bases, s) for (t, _, selected, constants, bases), f, s in zip(classified, frames, sliced)],
+        query, spec, mode, target, options)
     if mode in MAPPED_MODES:
         reasons.append(f"value columns read in place when a chunk's selected rows x {ZERO_COPY_READ_BYTES} B a column "
                        f"cost less than its frames copied whole")
@@ -621,8 +635,31 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     if any(t.sorted_by for t in tables):
         reasons.append(f"the rows are clustered by {tables[0].sorted_by}: its zone maps are narrow, so a range on it "
                        f"rules out most frames")
-    return FusedPlan(query, mode, spec, table_plans, reasons, shared_groups=shared is not None, by_top=by_top,
+    return FusedPlan(query, mode, spec, table_plans, reasons, shared_groups=shared is not None, top_plans=top_plans,
                      hash_slots=slots, top=top)
+
+
+class _TopPlans:
+    """Each table's plan with the frame loop's predicate column read by its top byte: _chunks of its SlicedScan,
+    cut when first weighed (FusedPlan.choose), not where every table's index scan reads fewer bytes than the
+    top bytes of its tested frames (`floors`, FusedPlan._indexed_anyway): Z < 1,000 as generated at SF 10."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, parts: list, query: Query, spec: KernelSpec, mode: str, target: int, options: list):
+        self.sliced = [part[5] for part in parts]  # each table's SlicedScan
+        self.floors = [FRAME_ROWS * f.tested + int(s.low_rows * SECTOR) for _, f, *_, s in parts]
+        self._made = None
+        self._make = functools.partial(_chunks, parts, query, spec, mode, target)
+        self._options = options
+
+    def tables(self) -> list[TablePlan]:
+        with self._lock:  # (two threads choosing one kept plan's scans at once cut it once)
+            if self._made is None:
+                self._made = [dataclasses.replace(tp, index_option=o) if o is not None else tp
+                              for tp, o in zip(self._make(), self._options)]
+                self._make = self._options = None
+            return self._made
 
 
 SPECS_KEPT = 1024  # kernel specs kept (_interned)
