@@ -307,12 +307,13 @@ class Estimate(abc.ABC):
 
 
 class FrameEstimate(Estimate):
-    """An estimate a frame: each frame's fraction times its rows."""
+    """An estimate a frame: each frame's fraction times its rows (the fractions' array taken, scaled in place)."""
 
     def __init__(self, fractions: np.ndarray, rows: np.ndarray):
-        self._fractions = fractions
-        self.selected = fractions * FRAME_ROWS  # every frame holds FRAME_ROWS rows but the last
-        self.selected[-1:] = fractions[-1:] * rows[-1:]
+        self._last = fractions[-1:].copy()  # the last frame's fraction (its rows are fewer)
+        self.selected = fractions
+        self.selected *= FRAME_ROWS  # every frame holds FRAME_ROWS rows but the last (a power of two: exact)
+        self.selected[-1:] = self._last * rows[-1:]
 
     def per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         return piece_sums(self.selected, firsts, ends)
@@ -321,7 +322,9 @@ class FrameEstimate(Estimate):
         return float(self.selected.sum())
 
     def fractions(self) -> np.ndarray:
-        return self._fractions
+        out = self.selected / FRAME_ROWS
+        out[-1:] = self._last
+        return out
 
 
 class EveryRow(Estimate):
@@ -382,9 +385,10 @@ class BlockEstimate(Estimate):
 
 def _finished(cls: np.ndarray, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The classes as int8, and the estimates of frames that no row passes, or every row, made exact (frac:
-    an array of its own, set in place)."""
-    frac[cls == NEVER] = 0.0
-    frac[cls == ALWAYS] = 1.0
+    an array of its own, finite, set in place). Blended, not assigned through masks: a mask of scattered frames
+    (l_suppkey < 30 as generated rules out three frames in four, at random) took 0.25 ms a mask at SF 10."""
+    np.multiply(frac, cls == CHECK, out=frac)  # a tested frame keeps its estimate, any other 0 ...
+    np.add(frac, cls == ALWAYS, out=frac)  # ... and 1 where every row passes
     return cls.astype(np.int8, copy=False), frac
 
 
