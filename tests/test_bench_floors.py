@@ -223,3 +223,13 @@ def test_the_new_texts_timed_are_of_one_shape_each_with_constants_of_its_own(sf0
 
     # per-day's last number is an ORDER BY position: ORDER BY 2 (its sibling) and 1 (the text) are its only queries
     assert new_texts(text_of("per-day"), NEW_TEXTS, valid) == [text_of("per-day")]
+
+
+def test_the_first_answer_asked_alone_stores_the_missions_columns():
+    """`gquery bench --query first-answer` (a large SF's first answer in a call of its own): the store as generated
+    holds the mission's three columns, its query's; asked with another query, that query's too."""
+    from gquery.bench.queries import FIRST_ANSWER, design_columns
+
+    assert design_columns("as-generated", (FIRST_ANSWER,)) == ("l_suppkey", "l_quantity", "l_extendedprice")
+    assert set(design_columns("as-generated", ("q6", FIRST_ANSWER))) == \
+        {"l_suppkey", "l_quantity", "l_extendedprice", "l_discount", "l_shipdate"}
