@@ -490,18 +490,19 @@ class _Frames:
         self.tested = int(np.count_nonzero(self.check))
         self.touched = _stretches(classes != NEVER)
         self.passing = _stretches(classes == ALWAYS)
-        self._sums = None  # (pieces, their sums): picked_and_tested's last
+        self._picked = None  # (pieces, the rows each is estimated to select): picked's last
 
-    def picked_and_tested(self, pieces: list, selected: Estimate, firsts: np.ndarray,
-                          ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(rows each piece is estimated to select, its tested frames): summed once for pieces cut alike by
-        both scans (the last pieces' kept)."""
-        if self._sums is not None and self._sums[0] == pieces:
-            return self._sums[1]
-        tested = (np.zeros(len(firsts), np.int64) if not self.tested else ends - firsts if self.tested == len(self.classes)
-                  else piece_sums(self.check, firsts, ends, np.int64))  # (no frame tested, or every one: no pass)
-        self._sums = pieces, (selected.per_piece(firsts, ends), tested)
-        return self._sums[1]
+    def picked(self, pieces: list, selected: Estimate, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """The rows each piece is estimated to select: summed once for pieces cut alike by both scans (the last
+        pieces' kept)."""
+        if self._picked is None or self._picked[0] != pieces:
+            self._picked = pieces, selected.per_piece(firsts, ends)
+        return self._picked[1]
+
+    def tested_in(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Each piece's tested frames."""
+        return (np.zeros(len(firsts), np.int64) if not self.tested else ends - firsts if self.tested == len(self.classes)
+                else piece_sums(self.check, firsts, ends, np.int64))  # (no frame tested, or every one: no pass)
 
     def runs(self, gap_frames: int) -> list[tuple[int, int]]:
         """[first, end) runs of touched frames, runs separated by at most `gap_frames` ruled-out frames merged."""
@@ -852,21 +853,38 @@ def _join_widths(metas: list[np.ndarray]) -> np.ndarray:
     return out
 
 
-def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int) -> list[TablePlan]:
-    """Each table's chunks: its touched runs cut into pieces of about `target` frames, of equal size within a
-    run (a run of 1.1 targets is two chunks of 0.55, not one whole and a sliver). `parts`: each table's
-    (table, _Frames, Estimate, constants, group bases, SlicedScan or None: a predicate column read by its top
-    byte, a byte a row, instead of its packed frames). The pieces of every table are weighed together, a
-    column at a time (a scattered predicate cuts SF 10 into hundreds of pieces; a parted table's ten parts
-    asked NumPy ten times as often)."""
+@dataclass
+class _Cut:
+    """What chunking finds from the frames' classes alone, before any estimate: every table's pieces (first, end,
+    whole) one after another, `counts` a table, and for each column a piece needs (a row a column of `columns`)
+    its bytes copied whole (`bulk`) and, for a predicate column alone, whether it is read in place (its tested
+    frames' words) and those bytes."""
+
+    pieces: list
+    counts: list[int]
+    part: np.ndarray  # each piece's table
+    firsts: np.ndarray  # each piece's first frame, in its table
+    ends: np.ndarray
+    wholes: np.ndarray
+    columns: list[str]
+    is_value: np.ndarray  # (a column, 1)
+    needed: np.ndarray  # (columns, pieces): the piece's kernel reads the column
+    bulk: np.ndarray
+    zero: np.ndarray  # read in place: a predicate column alone (value columns: _chunks, by the estimates)
+    zero_read: np.ndarray
+    tested_in_place: np.ndarray  # a piece's predicate bytes read in place
+
+
+def _cut(parts: list, spec: KernelSpec, mode: str, target: int) -> _Cut:
+    """The pieces of _chunks' tables and what each column of them costs the link, from their frames' classes."""
     predicate = [spec.columns[i] for i in spec.predicate_slots]
     values = [spec.columns[i] for i in spec.value_slots]
     # sized from the frame metadata the zone maps came with: no column's words are read to plan
     metas = [{c: table.columns[c].zone_buffers()[0] for c in spec.columns} if mode != "resident" else {}
              for table, *_ in parts]
     by_top = parts[0][5].column if parts and parts[0][5] is not None else None  # one column in every table
-    cut, picked, tested = [], [], []  # each table's pieces, and their estimates and tested frames
-    for (table, frames, selected, *_), meta in zip(parts, metas):
+    cut, tested = [], []  # each table's pieces, and their tested frames
+    for (table, frames, *_), meta in zip(parts, metas):
         classes = frames.classes
         shipped = sum(FRAME_ROWS * len(classes) if c == by_top else packed_bytes(meta[c])
                       for c in predicate if c in meta) / max(len(classes), 1)  # a gap frame's bytes
@@ -880,12 +898,9 @@ def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int)
             for s, e, whole in frames.segments(a, b, split):
                 n = -(-(e - s) // target)
                 pieces += [(s + (e - s) * k // n, s + (e - s) * (k + 1) // n, whole) for k in range(n)]
-        firsts = np.array([piece[0] for piece in pieces], np.int64)
-        ends = np.array([piece[1] for piece in pieces], np.int64)
-        rows, frames_tested = frames.picked_and_tested(pieces, selected, firsts, ends)
         cut.append(pieces)
-        picked.append(rows)
-        tested.append(frames_tested)
+        tested.append(frames.tested_in(np.array([piece[0] for piece in pieces], np.int64),
+                                       np.array([piece[1] for piece in pieces], np.int64)))
     counts = [len(pieces) for pieces in cut]
     part = np.repeat(np.arange(len(parts)), counts)
     offsets = np.concatenate([[0], np.cumsum([len(f.classes) for _, f, *_ in parts])])
@@ -894,7 +909,7 @@ def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int)
     ends = np.array([piece[1] for piece in pieces], np.int64)
     wholes = np.array([piece[2] for piece in pieces], bool)
     joined_firsts, joined_ends = firsts + offsets[part], ends + offsets[part]  # every table's frames one after another
-    picked, n_tested = np.concatenate(picked or [np.zeros(0)]), np.concatenate(tested or [np.zeros(0, np.int64)])
+    n_tested = np.concatenate(tested or [np.zeros(0, np.int64)])
     every_tested = n_tested == ends - firsts
 
     def bulk_bytes(c: str) -> np.ndarray:
@@ -938,12 +953,34 @@ def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int)
                 zero[j] = needed[j] & (in_place * IN_PLACE_FRAME_WEIGHT + IN_PLACE_META_BYTES * n_tested < bulk[j])
                 zero_read[j] = np.where(zero[j], in_place, 0)
                 tested_in_place += zero_read[j]
+    return _Cut(pieces, counts, part, firsts, ends, wholes, columns, is_value, needed, bulk, zero, zero_read,
+                tested_in_place)
+
+
+def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int) -> list[TablePlan]:
+    """Each table's chunks: its touched runs cut into pieces of about `target` frames, of equal size within a
+    run (a run of 1.1 targets is two chunks of 0.55, not one whole and a sliver). `parts`: each table's
+    (table, _Frames, Estimate, constants, group bases, SlicedScan or None: a predicate column read by its top
+    byte, a byte a row, instead of its packed frames). The pieces of every table are weighed together, a
+    column at a time (a scattered predicate cuts SF 10 into hundreds of pieces; a parted table's ten parts
+    asked NumPy ten times as often): from the classes (_cut), then a value column read in place where the
+    rows a piece is estimated to select cost the link less than its frames."""
+    predicate = [spec.columns[i] for i in spec.predicate_slots]
+    cut = _cut(parts, spec, mode, target)
+    columns, pieces, part, bulk, wholes = cut.columns, cut.pieces, cut.part, cut.bulk, cut.wholes
+    picked, at = [], 0
+    for (table, frames, selected, *_), n in zip(parts, cut.counts):
+        picked.append(frames.picked(pieces[at:at + n], selected, cut.firsts[at:at + n], cut.ends[at:at + n]))
+        at += n
+    picked = np.concatenate(picked or [np.zeros(0)])
+    zero, zero_read = cut.zero, cut.zero_read
+    if mode in MAPPED_MODES:
         selected_bytes = (picked * ZERO_COPY_READ_BYTES).astype(np.int64)
-        value_only = np.array([c not in predicate for c in columns], bool)[:, None] & is_value
+        value_only = np.array([c not in predicate for c in columns], bool)[:, None] & cut.is_value
         value_zero = value_only & ~wholes & (picked * ZERO_COPY_READ_BYTES < bulk)  # its selected rows in place
-        zero |= value_zero
+        zero = zero | value_zero
         zero_read = np.where(value_zero, selected_bytes, zero_read)
-    copied = needed & ~zero
+    copied = cut.needed & ~zero
 
     def by_table(x: np.ndarray) -> np.ndarray:
         """Each table's sum of an integer a piece, over every column."""
@@ -957,9 +994,10 @@ def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int)
     shown = {k: (tuple(c for j, c in enumerate(columns) if k >> 2 * j & 1), tuple(c for j, c in enumerate(columns) if k >> 2 * j + 1 & 1))
              for k in set(codes)}
     chunks = [Chunk(first, end, whole, *shown[k], p, t) for (first, end, whole), k, p, t
-              in zip(pieces, codes, picked.tolist(), tested_in_place.tolist())]
+              in zip(pieces, codes, picked.tolist(), cut.tested_in_place.tolist())]
     out, at = [], 0
-    for (table, frames, selected, constants, bases, sliced), n, streamed, zeroed in zip(parts, counts, stream_bytes.tolist(),
+    for (table, frames, selected, constants, bases, sliced), n, streamed, zeroed in zip(parts, cut.counts,
+                                                                                       stream_bytes.tolist(),
                                                                                        zero_bytes.tolist()):
         if sliced is not None:  # the undecided rows' low bits, a sector each
             zeroed += int(sliced.low_rows * SECTOR)
