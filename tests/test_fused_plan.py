@@ -2,6 +2,7 @@
 three answers per frame, chunks and where each column's bytes come from, the arithmetic widths the
 kernel is generated with, and (with nvcc) that every generated kernel compiles without spills."""
 
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -755,3 +756,35 @@ def test_a_wide_keys_words_read_back_as_its_columns_values_and_nulls():
     counts = np.array([3, 1, 2, 5], dtype=np.int64)
     partial = table_partial(plan.query, plan.spec, TableRun(tp, index, counts, [], 0, 0))
     assert plan.spec.wide_keys and partial.groups == {(p, k): [[n]] for (p, k), n in zip(groups, counts.tolist())}
+
+
+def test_a_cut_is_kept_for_the_next_constant_whose_frames_class_alike():
+    """fusedplan._kept_cut: a new constant whose frames are classed as the last plan's (every frame tested, as
+    generated) finds that plan's pieces and their bytes; one whose classes differ (a clustered column's bound
+    moved a frame) cuts its own. Either way its plan is the plan made with nothing kept."""
+    from gquery.gpu import fusedplan
+
+    def plans(t, constants):
+        out = []
+        for z in constants:
+            q = query(Compare("<", col("k"), Literal(z, INTEGER)), total(PRODUCT))
+            kept = plan_fused(q, [t], "pinned", 132)
+            fusedplan._cuts.clear()
+            fresh = plan_fused(q, [t], "pinned", 132)
+            out.append(kept)
+            assert [dataclasses.astuple(c) for c in kept.tables[0].chunks] == \
+                [dataclasses.astuple(c) for c in fresh.tables[0].chunks]
+            assert (kept.tables[0].stream_bytes, kept.tables[0].zero_copy_bytes) == \
+                (fresh.tables[0].stream_bytes, fresh.tables[0].zero_copy_bytes)
+        return out
+
+    scattered = table(1_000_000)
+    plan_fused(query(Compare("<", col("k"), Literal(5_000, INTEGER)), total(PRODUCT)), [scattered], "pinned", 132)
+    before = len(fusedplan._cuts)
+    a, b = [plan_fused(query(Compare("<", col("k"), Literal(z, INTEGER)), total(PRODUCT)), [scattered], "pinned", 132)
+            for z in (5_001, 5_002)]
+    assert (a.tables[0].classes == b.tables[0].classes).all() and len(fusedplan._cuts) == before  # found, not cut
+    plans(scattered, (5_001, 5_002, 30))
+    clustered = table(1_000_000, sort_by="k")
+    made = plans(clustered, (2_000, 2_001, 20_000))
+    assert not (made[0].tables[0].classes == made[2].tables[0].classes).all()

@@ -875,6 +875,32 @@ class _Cut:
     tested_in_place: np.ndarray  # a piece's predicate bytes read in place
 
 
+# Cuts kept for the next plan of the same tables, kernel columns, mode and target whose frames are classed alike (a
+# new constant of Q6 as generated tests every frame whatever its bounds): a few shapes' packed and top-byte cuts
+CUTS_KEPT = 32
+_cuts: dict = {}  # (mode, target, kernel columns and slots, top-byte column, ids of the tables, ...) → (tables, kept
+_cuts_lock = threading.Lock()  # alive so no id is reused; copies of their classes; the _Cut, read only)
+
+
+def _kept_cut(parts: list, spec: KernelSpec, mode: str, target: int) -> _Cut:
+    """_cut, found again where the last plan of its key had every table's frames classed as these are."""
+    by_top = parts[0][5].column if parts and parts[0][5] is not None else None
+    key = (mode, target, spec.columns, spec.predicate_slots, spec.value_slots, by_top, tuple(id(p[0]) for p in parts),
+           GAP_BYTES, SPLIT_FRAMES, META_BYTES, IN_PLACE_FRAME_WEIGHT, IN_PLACE_META_BYTES)  # (as tests set them)
+    found = _cuts.get(key)
+    if found is not None and all(np.array_equal(c, f.classes) for c, (_, f, *_) in zip(found[1], parts)):
+        return found[2]
+    cut = _cut(parts, spec, mode, target)
+    for f in dataclasses.fields(cut):
+        if isinstance(getattr(cut, f.name), np.ndarray):
+            getattr(cut, f.name).setflags(write=False)
+    with _cuts_lock:
+        if len(_cuts) >= CUTS_KEPT:
+            _cuts.pop(next(iter(_cuts)))
+        _cuts[key] = (tuple(p[0] for p in parts), tuple(f.classes.copy() for _, f, *_ in parts), cut)
+    return cut
+
+
 def _cut(parts: list, spec: KernelSpec, mode: str, target: int) -> _Cut:
     """The pieces of _chunks' tables and what each column of them costs the link, from their frames' classes."""
     predicate = [spec.columns[i] for i in spec.predicate_slots]
@@ -966,7 +992,7 @@ def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int)
     asked NumPy ten times as often): from the classes (_cut), then a value column read in place where the
     rows a piece is estimated to select cost the link less than its frames."""
     predicate = [spec.columns[i] for i in spec.predicate_slots]
-    cut = _cut(parts, spec, mode, target)
+    cut = _kept_cut(parts, spec, mode, target)
     columns, pieces, part, bulk, wholes = cut.columns, cut.pieces, cut.part, cut.bulk, cut.wholes
     picked, at = [], 0
     for (table, frames, selected, *_), n in zip(parts, cut.counts):
