@@ -702,11 +702,13 @@ class FusedRunner:
             memory.dtoh_async(counts_h, int(counts_d), copy)
             copy.synchronize()
             counters, filled, rows = counts_h[:COUNTER_WORDS].copy(), int(counts_h[COUNTER_WORDS]), int(counts_h[-1])
-            keys_h = memory.scratch_host("fused:hash-keys", max(1, n * filled), np.int64, pinned=True)
-            words_h = memory.scratch_host("fused:hash-words", max(1, filled * spec.words), np.uint64, pinned=True)
-            if filled:
-                memory.dtoh_async(keys_h, int(out_keys), copy)
-                memory.dtoh_async(words_h, int(out_words), copy)
+            # sized to a power of two: a new LIMIT's few more groups regrew (freed) both a call, and each freed buffer
+            # made the next call's launch prepared again (top-parts' new texts queued 0.4 ms)
+            keys_h = memory.scratch_host("fused:hash-keys", _power_of_two(n * filled), np.int64, pinned=True)
+            words_h = memory.scratch_host("fused:hash-words", _power_of_two(filled * spec.words), np.uint64, pinned=True)
+            if filled:  # the filled slots alone
+                memory.dtoh_async(keys_h[:n * filled], int(out_keys), copy)
+                memory.dtoh_async(words_h[:filled * spec.words], int(out_words), copy)
             done = tl.event(copy)
             done.synchronize()
             keys = keys_h[:n * filled].reshape(filled, n) if n > 1 else keys_h[:filled]  # a wide key's three words a row
@@ -760,6 +762,11 @@ def layout_key(plan: FusedPlan) -> tuple | None:
 def _sets(tables: list[TablePlan]) -> list[tuple]:
     """The long IN lists (sorted sets) among the tables' constants, in order."""
     return [k for tp in tables for k in tp.constants if isinstance(k, tuple)]
+
+
+def _power_of_two(n: int) -> int:
+    """The least power of two at least n (and 1)."""
+    return 1 << max(0, n - 1).bit_length()
 
 
 def _blocks(frames: int, wave: int) -> int:
