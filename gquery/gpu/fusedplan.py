@@ -307,7 +307,7 @@ class FusedPlan:
                if runs is not None else "")
         note = (f"{chosen} of {len(options)} table(s) scanned by the index on {column}: about "
                 f"{sum(i for _, i in costs) / 1e6:,.1f} MB to read by index against {sum(f for f, _ in costs) / 1e6:,.1f} MB "
-                f"by frames{per}")
+                f"by frames{per}{self._top_floor_note()}")
         return dataclasses.replace(self, tables=tables, scan_note="\n".join(filter(None, (self.scan_note, note))))
 
     def _choose_top(self, runs: int | None, scan: str) -> "FusedPlan":
@@ -326,6 +326,12 @@ class FusedPlan:
                 f"{sum(tp.sliced.low_rows for tp in self.by_top):,.0f} rows of the buckets the predicate leaves undecided): "
                 f"about {top / 1e6:,.1f} MB against {packed / 1e6:,.1f} MB packed{per}")
         return dataclasses.replace(self, tables=self.by_top, top_plans=None, scan_note=note)
+
+    def _top_floor_note(self) -> str:
+        """Where the frames' top-byte plan was never cut (_indexed_anyway), the least its bytes could be."""
+        if self.top_plans is None or self.top_plans.made:
+            return ""
+        return f" packed (by their top bytes at least {sum(self.top_plans.floors) / 1e6:,.1f} MB)"
 
     def _indexed_anyway(self) -> bool:
         """Whether every table's index scan reads fewer bytes than its frames would, packed and by top byte alike
@@ -653,6 +659,10 @@ class _TopPlans:
         self._made = None
         self._make = functools.partial(_chunks, parts, query, spec, mode, target)
         self._options = options
+
+    @property
+    def made(self) -> bool:
+        return self._made is not None
 
     def tables(self) -> list[TablePlan]:
         with self._lock:  # (two threads choosing one kept plan's scans at once cut it once)
