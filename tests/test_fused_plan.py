@@ -30,9 +30,9 @@ def col(name):
     return Column(name, TYPES[name])
 
 
-def table(rows=50_000, seed=1, sort_by=None, p_hi=10**7):
+def table(rows=50_000, seed=1, sort_by=None, p_hi=10**7, k_from=1):
     rng = np.random.default_rng(seed)
-    values = {"k": rng.integers(1, 10_000, rows), "q": rng.integers(1, 51, rows) * 100, "p": rng.integers(-p_hi, p_hi, rows),
+    values = {"k": rng.integers(k_from, k_from + 9_999, rows), "q": rng.integers(1, 51, rows) * 100, "p": rng.integers(-p_hi, p_hi, rows),
               "d": rng.integers(0, 11, rows), "t": rng.integers(8000, 10500, rows), "s": rng.integers(0, 3, rows)}
     if sort_by:
         order = np.argsort(values[sort_by], kind="stable")
@@ -689,6 +689,22 @@ def test_the_top_byte_plan_left_uncut_only_where_its_bytes_could_not_matter():
                 frames.stream_bytes + frames.zero_copy_bytes
             assert chosen.tables[0].scan == ("index" if by_index else "sliced" if frames is top else "frames"), (op, z)
     assert uncut >= 3
+
+
+def test_a_part_the_zone_maps_rule_out_leaves_the_top_byte_plan_uncut():
+    """A parted table whose other part holds no value the predicate can select (no frame to read, packed or by top
+    byte): the part that does is scanned by index, and the frames' top-byte plan is never cut (SF 100's ten parts
+    as generated, the mission at Z < 30: most parts ruled out)."""
+    near, far = indexed_table(), table(400_000, seed=6, k_from=20_000)
+    far.columns["k"].get("indexed")
+    plan = plan_fused(query(Compare("<", col("k"), Literal(30, INTEGER)), total(PRODUCT)), [near, far], "pinned", 132)
+    chosen = plan.choose()
+    assert plan.top_plans is not None and not plan.top_plans.made and not plan.tables[1].chunks
+    assert chosen.tables[0].scan == "index" and not chosen.tables[1].chunks and chosen.empty is False
+    cut = plan_fused(query(Compare("<", col("k"), Literal(30, INTEGER)), total(PRODUCT)), [near, far], "pinned", 132)
+    top = cut.by_top  # cut first: the same tables scanned the same way
+    assert [tp.index is not None for tp in cut.choose().tables] == [tp.index is not None for tp in chosen.tables]
+    assert top[1].stream_bytes + top[1].zero_copy_bytes == 0
 
 
 def test_the_top_bytes_on_disk_are_read_once_they_pay_for_themselves():

@@ -335,9 +335,11 @@ class FusedPlan:
 
     def _indexed_anyway(self) -> bool:
         """Whether every table's index scan reads fewer bytes than its frames would, packed and by top byte alike
-        (at least the top bytes of its tested frames and the low bits of its undecided rows): the warm choice
-        then scans every table by index, whichever way the frames are read."""
-        return all(tp.index_option is not None and tp.index_option.link_bytes < min(tp.stream_bytes + tp.zero_copy_bytes, floor)
+        (at least the top bytes of its tested frames and the low bits of its undecided rows), or the table has no
+        frame to read either way (a part the zone maps rule out): the warm choice then scans every table by index
+        where it reads any, whichever way the frames are read."""
+        return all(not tp.chunks or (tp.index_option is not None and
+                                     tp.index_option.link_bytes < min(tp.stream_bytes + tp.zero_copy_bytes, floor))
                    for tp, floor in zip(self.tables, self.top_plans.floors))
 
     @property
