@@ -392,23 +392,31 @@ def _finished(cls: np.ndarray, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return cls.astype(np.int8, copy=False), frac
 
 
+_kept_lock = threading.Lock()
+
+
+def kept(store: dict, limit: int, key, objects, make, valid=None):
+    """make(), made once for `key` and these very objects (kept with them in `store`, so the ids that key it are
+    not reused while it is kept), and again where valid(what it made) no longer holds; at most `limit` kept, the
+    oldest dropped first."""
+    k = (key, *map(id, objects))
+    found = store.get(k)
+    if found is None or (valid is not None and not valid(found[1])):
+        made = make()
+        with _kept_lock:
+            if k not in store and len(store) >= limit:
+                store.pop(next(iter(store)))
+            found = store[k] = (tuple(objects), made)
+    return found[1]
+
+
 _JOINED_KEPT = 64  # joins kept: a parted table's columns, a few sets of parts
-_joins: dict = {}  # (join, ids of its parts) → (those parts, kept alive so no id is reused; their join)
-_joins_lock = threading.Lock()
+_joins: dict = {}  # (join, ids of its parts) → (those parts; their join)
 
 
 def joined_once(parts: list, join):
-    """join(parts), made once for these very objects (a parted table's parts' zone blocks or frame metadata):
-    kept with them, so the ids that key it are not reused while it is kept."""
-    key = (join, *map(id, parts))
-    found = _joins.get(key)
-    if found is None:
-        made = join(parts)
-        with _joins_lock:
-            if len(_joins) >= _JOINED_KEPT:
-                _joins.pop(next(iter(_joins)))
-            found = _joins[key] = (tuple(parts), made)
-    return found[1]
+    """join(parts), made once for these very objects (a parted table's parts' zone blocks or frame metadata)."""
+    return kept(_joins, _JOINED_KEPT, join, parts, lambda: join(parts))
 
 
 def _joined(blocks: list[ZoneBlocks]) -> ZoneBlocks:
@@ -475,21 +483,18 @@ def _in_list_blocks(e: InList, b: ZoneBlocks) -> tuple[np.ndarray, np.ndarray]:
 # query (Q6 with one bound changed) classes the atom that changed, its others found. A few shapes' worth: an entry
 # holds two arrays a block (SF 100's ten parts: 36,620 blocks, 330 KB).
 ATOMS_KEPT = 64
-_atoms: dict = {}  # (atom, id of the blocks) → (the blocks, kept alive so no id is reused; the atom's arrays, read only)
+_atoms: dict = {}  # (atom, id of the blocks) → (the blocks; the atom's arrays, read only)
 
 
 def _kept_blocks(key, b: ZoneBlocks, make) -> tuple[np.ndarray, np.ndarray]:
     """make() of an atom over blocks b, made once while kept (read only: every caller makes arrays of its own)."""
-    found = _atoms.get((key, id(b)))
-    if found is None:
-        made = make()
-        for x in made:
-            x.setflags(write=False)
-        with _joins_lock:
-            if len(_atoms) >= ATOMS_KEPT:
-                _atoms.pop(next(iter(_atoms)))
-            found = _atoms[(key, id(b))] = (b, made)
-    return found[1]
+    return kept(_atoms, ATOMS_KEPT, key, [b], lambda: _read_only(make()))
+
+
+def _read_only(arrays: tuple) -> tuple:
+    for x in arrays:
+        x.setflags(write=False)
+    return arrays
 
 
 def _count_within(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

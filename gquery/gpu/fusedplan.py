@@ -43,7 +43,7 @@ from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, No
                                 kernel_spec, top_cut)
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
 from gquery.prune import (ALWAYS, CHECK, NEVER, Estimate, EveryRow, classify_parts, decided_buckets, frame_zones, lower,
-                          joined_once, narrowed, piece_sums, string_sides)
+                          joined_once, kept, narrowed, piece_sums, string_sides)
 from gquery.query import Expr, Query
 
 # Two touched runs become one chunk when the ruled-out frames between them cost the link less than a
@@ -890,27 +890,27 @@ class _Cut:
 # Cuts kept for the next plan of the same tables, kernel columns, mode and target whose frames are classed alike (a
 # new constant of Q6 as generated tests every frame whatever its bounds): a few shapes' packed and top-byte cuts
 CUTS_KEPT = 32
-_cuts: dict = {}  # (mode, target, kernel columns and slots, top-byte column, ids of the tables, ...) → (tables, kept
-_cuts_lock = threading.Lock()  # alive so no id is reused; copies of their classes; the _Cut, read only)
+_cuts: dict = {}  # (mode, target, kernel columns and slots, top-byte column, ..., ids of the tables) → (the tables;
+# copies of their classes and the _Cut made from them, read only)
 
 
 def _kept_cut(parts: list, spec: KernelSpec, mode: str, target: int) -> _Cut:
     """_cut, found again where the last plan of its key had every table's frames classed as these are."""
     by_top = parts[0][5].column if parts and parts[0][5] is not None else None
-    key = (mode, target, spec.columns, spec.predicate_slots, spec.value_slots, by_top, tuple(id(p[0]) for p in parts),
+    key = (mode, target, spec.columns, spec.predicate_slots, spec.value_slots, by_top,
            GAP_BYTES, SPLIT_FRAMES, META_BYTES, IN_PLACE_FRAME_WEIGHT, IN_PLACE_META_BYTES)  # (as tests set them)
-    found = _cuts.get(key)
-    if found is not None and all(np.array_equal(c, f.classes) for c, (_, f, *_) in zip(found[1], parts)):
-        return found[2]
-    cut = _cut(parts, spec, mode, target)
-    for f in dataclasses.fields(cut):
-        if isinstance(getattr(cut, f.name), np.ndarray):
-            getattr(cut, f.name).setflags(write=False)
-    with _cuts_lock:
-        if len(_cuts) >= CUTS_KEPT:
-            _cuts.pop(next(iter(_cuts)))
-        _cuts[key] = (tuple(p[0] for p in parts), tuple(f.classes.copy() for _, f, *_ in parts), cut)
-    return cut
+
+    def made() -> tuple:
+        cut = _cut(parts, spec, mode, target)
+        for f in dataclasses.fields(cut):
+            if isinstance(getattr(cut, f.name), np.ndarray):
+                getattr(cut, f.name).setflags(write=False)
+        return tuple(f.classes.copy() for _, f, *_ in parts), cut
+
+    def alike(found: tuple) -> bool:
+        return all(np.array_equal(c, f.classes) for c, (_, f, *_) in zip(found[0], parts))
+
+    return kept(_cuts, CUTS_KEPT, key, [p[0] for p in parts], made, alike)[1]
 
 
 def _cut(parts: list, spec: KernelSpec, mode: str, target: int) -> _Cut:
