@@ -102,6 +102,7 @@ class Column:
     _zone_map: tuple | None = field(default=None, repr=False, compare=False)  # zones(), made once
     _zone_spans: tuple | None = field(default=None, repr=False, compare=False)  # zone_spans(), made once
     _zone_blocks: ZoneBlocks | None = field(default=None, repr=False, compare=False)  # zone_blocks(), made once
+    _narrowest: int | None = field(default=None, repr=False, compare=False)  # narrowest_frame(), found once
     on_disk: dict = field(default_factory=dict, repr=False, compare=False)  # stored encoding → bytes its read takes
     nulls: int = 0  # rows that hold NULL (their values hold the column's smallest: schema.engine_values)
     _valid: np.ndarray | None = field(default=None, repr=False, compare=False)  # validity(), once read
@@ -245,6 +246,14 @@ class Column:
         if self._zone_blocks is None:
             self._zone_blocks = zone_blocks(*self.zones(), self.zone_spans())
         return self._zone_blocks
+
+    def narrowest_frame(self) -> int:
+        """The fewest bits a row any of its packed frames takes (the low byte of a frame's second metadata field):
+        the least bytes a tested frame's words cost the planner, found once from the metadata alone."""
+        if self._narrowest is None:
+            meta, zmax, _ = self.zone_buffers()
+            self._narrowest = int((meta[:len(zmax), 1] & 0xFF).min()) if len(zmax) else 0
+        return self._narrowest
 
     def range(self) -> tuple[int, int] | None:
         """(smallest, largest) value of the column, exact; None when it has no rows."""

@@ -655,7 +655,7 @@ def test_a_dense_range_reads_the_key_by_its_top_byte_and_a_sparse_one_by_index()
     sparse = unchosen.choose()
     assert sparse.tables[0].index is not None
     # the index reads fewer bytes than the top bytes of the tested frames alone: the frames' top-byte plan never cut
-    assert unchosen.top_plans is not None and unchosen.top_plans._made is None
+    assert unchosen.top_plans is not None and not unchosen.top_plans.made
     # what either plan may launch once chosen, compiled ahead (answer.gpu_plan): packed, by top byte, by index
     from gquery.gpu.fused import plan_builds, possible_builds
 
@@ -680,15 +680,40 @@ def test_the_top_byte_plan_left_uncut_only_where_its_bytes_could_not_matter():
         for op in ("<", ">="):
             plan = plan_fused(query(Compare(op, col("k"), Literal(z, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
             chosen = plan.choose()
-            uncut += plan.top_plans._made is None
+            uncut += not plan.top_plans.made
             packed, top = plan.tables[0], plan.by_top[0]
             top_bytes = top.stream_bytes + top.zero_copy_bytes
-            assert plan.top_plans.floors[0] <= top_bytes
+            assert plan.top_plans.floors[0] <= top.frames_floor <= top_bytes
+            assert packed.frames_floor <= packed.stream_bytes + packed.zero_copy_bytes
             frames = top if top_bytes < packed.stream_bytes + packed.zero_copy_bytes else packed
             by_index = packed.index_option is not None and packed.index_option.link_bytes < \
                 frames.stream_bytes + frames.zero_copy_bytes
             assert chosen.tables[0].scan == ("index" if by_index else "sliced" if frames is top else "frames"), (op, z)
     assert uncut >= 3
+
+
+def test_frames_whose_floor_the_lists_beat_are_never_cut_and_the_choice_is_the_one_weighed_exactly():
+    """TablePlan.frames_floor (the tested frames' bytes of the columns only the predicate reads, at their narrowest
+    frame's width) is never more than the frames' bytes as cut, packed or by top byte, in any mode; where every
+    table's lists read fewer bytes than it, the frames are never cut; and every choice, warm or over some runs,
+    is the one made with every cut made first."""
+    near, far = indexed_table(), table(400_000, seed=6, k_from=5_000)
+    far.columns["k"].get("indexed")
+    never_cut = 0
+    for z in (1, 3, 30, 300, 3_000, 5_100, 9_000):
+        for op in ("<", ">="):
+            for mode in ("pinned", "pageable", "resident"):
+                q = query(And((Compare(op, col("k"), Literal(z, INTEGER)), Compare("<", col("d"), Literal(9, INTEGER)))),
+                          total(PRODUCT))
+                for runs in (None, 1, 5):
+                    lazy = plan_fused(q, [near, far], mode, 132)
+                    chosen = lazy.choose(runs)
+                    never_cut += not lazy.tables[0].cut.made
+                    eager = plan_fused(q, [near, far], mode, 132)
+                    for tp in eager.tables + (eager.by_top or []):  # every cut made before the choice
+                        assert tp.frames_floor <= tp.stream_bytes + tp.zero_copy_bytes, (op, z, mode)
+                    assert [tp.scan for tp in eager.choose(runs).tables] == [tp.scan for tp in chosen.tables], (op, z, mode, runs)
+    assert never_cut >= 6
 
 
 def test_a_part_the_zone_maps_rule_out_leaves_the_top_byte_plan_uncut():

@@ -378,7 +378,7 @@ class FusedRunner:
         self._unread.append((unread, tl.recorded))
         profile = Profile(plan.mode, plan.rows, launch.logical_bytes, launch.h2d_bytes, total_ms, [], setup_ms,
                           None, encoding="fused", zero_copy_bytes=zero_bytes,
-                          physical_bytes=sum(tp.stream_bytes for tp in plan.tables),
+                          physical_bytes=sum(tp.stream_bytes for tp in plan.tables if tp.index is None),
                           counters={"selected_rows": selected, "chunks": len(launch.chunks), "queued_ms": queued_ms,
                                     "index_scans": len(launch.scans), "list_entries": launch.list_entries,
                                     "values_read_in_place": sum(r.values_in_place for r in runs)},
@@ -457,7 +457,7 @@ class FusedRunner:
         in_place = {(i, c): (tp.table, c) for i, tp in enumerate(plan.tables) if plan.mode in MAPPED_MODES
                     for c in used[i] if c != by_top[i] and (tp.index is not None or any(
                         c in ch.zero_copy or (c in _needed(spec, ch) and c not in ch.streamed) for ch in tp.chunks))}
-        shipped = {(i, c): (tp.table, c) for i, tp in enumerate(plan.tables) if plan.mode != "resident"
+        shipped = {(i, c): (tp.table, c) for i, tp in enumerate(plan.tables) if plan.mode != "resident" and tp.index is None
                    for ch in tp.chunks for c in ch.streamed if c != by_top[i]}
         device_meta = self._device_metas({**in_place, **shipped})
 
@@ -468,7 +468,7 @@ class FusedRunner:
 
         for i, tp in enumerate(plan.tables):  # uploaded before the query's clock starts
             for slot in spec.nullable:
-                if tp.chunks:
+                if tp.touched:
                     valid_on_device(tp.table, spec.columns[slot])
         if plan.mode == "resident":
             cuda.Context.synchronize()  # uploads done before the query's clock starts

@@ -156,21 +156,58 @@ class Chunk:
         return self.end - self.first
 
 
+class _Lazy:
+    """make(), made when first asked for, once (two threads asking at once make it once)."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, make):
+        self._make, self._made = make, None
+
+    @property
+    def made(self) -> bool:
+        return self._made is not None
+
+    def __call__(self):
+        if self._made is None:
+            with self._lock:
+                if self._made is None:
+                    self._made, self._make = self._make(), None
+        return self._made
+
+
 @dataclass
 class TablePlan:
-    """One table's share of the plan: its constants, its frames' classes, its chunks."""
+    """One table's share of the plan: its constants, its frames' classes, its chunks. The chunks of a plan's tables
+    are cut together when first asked for (`cut`, _chunks'): a plan whose every table is scanned by index never
+    cuts them (FusedPlan._beats_frames weighs its lists against `frames_floor`)."""
 
     table: object = field(repr=False)
     constants: tuple[int, ...]
     group_bases: tuple[int, ...]
     classes: np.ndarray = field(repr=False)  # int8 a frame: NEVER, CHECK, ALWAYS
-    chunks: tuple[Chunk, ...]
+    cut: _Lazy = field(repr=False, compare=False)  # every table's (chunks, stream bytes, bytes read in place)
+    at: int  # this table's place among them
+    touched: int  # frames not ruled out (a table without any has no chunk)
+    frames_floor: int  # the least stream_bytes + zero_copy_bytes can be: its tested frames' predicate bytes
     selected: float  # rows estimated to pass
-    stream_bytes: int  # bulk copies, over every chunk
-    zero_copy_bytes: int  # estimated reads in place
     index_option: IndexOption | None = None  # the index scan the planner may choose instead of the chunks
     index: IndexScan | None = None  # chosen (FusedPlan.choose): the table is scanned by its lists, not its chunks
     sliced: SlicedScan | None = None  # its frames read this predicate column by its top byte
+
+    @property
+    def chunks(self) -> tuple[Chunk, ...]:
+        return self.cut()[self.at][0]
+
+    @property
+    def stream_bytes(self) -> int:
+        """Bulk copies, over every chunk."""
+        return self.cut()[self.at][1]
+
+    @property
+    def zero_copy_bytes(self) -> int:
+        """Estimated reads in place."""
+        return self.cut()[self.at][2]
 
     @property
     def rows(self) -> int:
@@ -286,8 +323,7 @@ class FusedPlan:
             if tp.index_option is None or scan in ("frames", "sliced"):
                 by_index.append(False)
             else:
-                frames, index = plan._costs(tp, runs)
-                by_index.append(scan == "index" or (scan == "auto" and index < frames))
+                by_index.append(scan == "index" or (scan == "auto" and plan._beats_frames(tp, runs)))
         return plan, tuple(by_index)
 
     def _with_index_scans(self, by_index: list[bool], runs: int | None, scan: str,
@@ -297,7 +333,9 @@ class FusedPlan:
         options = [tp for tp in self.tables if tp.index_option is not None]
         if not options or scan in ("frames", "sliced"):
             return self
-        costs = [self._costs(tp, runs) for tp in options]
+        cut = all(tp.cut.made for tp in options)  # (else the frames' floor: where the lists beat it, never cut)
+        index_bytes = sum(self._index_cost(tp, runs) for tp in options)
+        frames_bytes = sum(self._frames_cost(tp, runs, floor=not cut) for tp in options)
         if tables is None:
             tables = [dataclasses.replace(tp, index=_index_scan(tp, self.spec) if ix else None)
                       if tp.index_option is not None else tp for tp, ix in zip(self.tables, by_index)]
@@ -306,7 +344,7 @@ class FusedPlan:
         per = (f" for {runs} run{'s' * (runs > 1)}, a byte still on disk weighed as {COLD_READ_WEIGHT} read over the link"
                if runs is not None else "")
         note = (f"{chosen} of {len(options)} table(s) scanned by the index on {column}: about "
-                f"{sum(i for _, i in costs) / 1e6:,.1f} MB to read by index against {sum(f for f, _ in costs) / 1e6:,.1f} MB "
+                f"{index_bytes / 1e6:,.1f} MB to read by index against {'' if cut else 'at least '}{frames_bytes / 1e6:,.1f} MB "
                 f"by frames{per}{self._top_floor_note()}")
         return dataclasses.replace(self, tables=tables, scan_note="\n".join(filter(None, (self.scan_note, note))))
 
@@ -314,8 +352,8 @@ class FusedPlan:
         """The frame loop's tables with the predicate column packed (as planned) or read by its top byte."""
         if self.top_plans is None or scan in ("frames", "index"):
             return self
-        if runs is None and scan == "auto" and self._indexed_anyway():
-            return self  # (the frames' top-byte plan never made: a new constant's plan cut once, not twice)
+        if scan == "auto" and self._indexed_anyway(runs):
+            return self  # (the frames never cut, packed or by top byte: a new constant's plan reads the lists alone)
         packed = sum(self._frames_cost(tp, runs) for tp in self.tables)
         top = sum(self._frames_cost(tp, runs) for tp in self.by_top)
         if scan == "auto" and packed <= top:
@@ -333,35 +371,44 @@ class FusedPlan:
             return ""
         return f" packed (by their top bytes at least {sum(self.top_plans.floors) / 1e6:,.1f} MB)"
 
-    def _indexed_anyway(self) -> bool:
+    def _indexed_anyway(self, runs: int | None) -> bool:
         """Whether every table's index scan reads fewer bytes than its frames would, packed and by top byte alike
-        (at least the top bytes of its tested frames and the low bits of its undecided rows), or the table has no
-        frame to read either way (a part the zone maps rule out): the warm choice then scans every table by index
-        where it reads any, whichever way the frames are read."""
-        return all(not tp.chunks or (tp.index_option is not None and
-                                     tp.index_option.link_bytes < min(tp.stream_bytes + tp.zero_copy_bytes, floor))
-                   for tp, floor in zip(self.tables, self.top_plans.floors))
+        (found from their floors where it reads fewer than those: TablePlan.frames_floor), or the table has no
+        frame to read either way (a part the zone maps rule out): `runs` as choose's. The choice then scans every
+        table by index where it reads any, whichever way the frames are read."""
+        return all(not tp.touched or (tp.index_option is not None
+                                      and self._index_cost(tp, runs) < self._frames_cost(top, runs, floor=True)
+                                      and self._beats_frames(tp, runs))
+                   for tp, top in zip(self.tables, self.by_top))
 
     @property
     def by_top(self) -> list | None:
         """Each table's plan with the frame loop's predicate column read by its top byte (SlicedScan), or None."""
         return None if self.top_plans is None else self.top_plans.tables()
 
-    def _frames_cost(self, tp: "TablePlan", runs: int | None) -> float:
+    def _frames_cost(self, tp: "TablePlan", runs: int | None, floor: bool = False) -> float:
         """Bytes a table's frames read over the link: a warm run's, or over `runs` runs with what is still on
-        disk weighed COLD_READ_WEIGHT (the top bytes and low bits of a sliced column, the others' words)."""
-        bytes_ = tp.stream_bytes + tp.zero_copy_bytes
+        disk weighed COLD_READ_WEIGHT (the top bytes and low bits of a sliced column, the others' words). `floor`:
+        the least they can be, found without cutting the frames (TablePlan.frames_floor)."""
+        bytes_ = tp.frames_floor if floor else tp.stream_bytes + tp.zero_copy_bytes
         if runs is None:
             return bytes_
         return bytes_ * runs + COLD_READ_WEIGHT * sum(c.cold_bytes(e) for c, e in self._table_reads(tp, False))
 
-    def _costs(self, tp: "TablePlan", runs: int | None) -> tuple[float, float]:
-        """(bytes by frames, bytes by index) of a table with an index option: a warm run's (`runs` None),
-        or over `runs` runs, a byte still on disk weighed COLD_READ_WEIGHT."""
-        frames, index = self._frames_cost(tp, runs), tp.index_option.link_bytes
+    def _index_cost(self, tp: "TablePlan", runs: int | None) -> float:
+        """Bytes a table's index scan reads over the link: a warm run's (`runs` None), or over `runs` runs, a byte
+        still on disk weighed COLD_READ_WEIGHT."""
+        index = tp.index_option.link_bytes
         if runs is not None:
             index = index * runs + COLD_READ_WEIGHT * sum(c.cold_bytes(e) for c, e in self._table_reads(tp, True))
-        return frames, index
+        return index
+
+    def _beats_frames(self, tp: "TablePlan", runs: int | None) -> bool:
+        """Whether a table's index scan reads fewer bytes than its frames would: found without cutting the frames
+        where it reads fewer than their floor (every table of Z >= 30 as generated at SF 100: ten parts' 586,000
+        frames cut for a plan that reads none of them took most of a new constant's 20 ms plan)."""
+        index = self._index_cost(tp, runs)
+        return index < self._frames_cost(tp, runs, floor=True) or index < self._frames_cost(tp, runs)
 
     def worth_reading(self) -> list[tuple]:
         """(column, encoding) a warm run would scan by where this plan does not, found from the estimates
@@ -397,7 +444,7 @@ class FusedPlan:
     def empty(self) -> bool:
         """The zone maps rule out every frame of every table (and no index scan has an entry): nothing to
         read, the answer is the aggregates of no row (gpu.fused.empty_run), as DuckDB answers from its own."""
-        return all(not tp.chunks and (tp.index is None or not tp.index.entries) for tp in self.tables)
+        return all(not tp.touched and (tp.index is None or not tp.index.entries) for tp in self.tables)
 
     @property
     def z(self):  # a fused plan answers SQL; the mission's Z is in its constants
@@ -466,15 +513,16 @@ class FusedPlan:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
+        by_frames = [t for t in self.tables if t.index is None]  # (a table scanned by index runs no chunk)
         return {"kernel": "fused", "mode": self.mode, "rows": self.rows, "columns": list(self.spec.columns),
                 "predicate": self.spec.predicate, "groups": self.spec.groups, "hash_slots": self.hash_slots,
                 "top_cut": None if self.top is None else {"key": self.top.key, "limit": self.top.limit,
                                                           "partitions": 1 << self.top.bits},
                 "accumulators": [a.kind for a in self.spec.accumulators],
                 "frames": {k: sum(t.counts()[k] for t in self.tables) for k in ("never", "check", "always")},
-                "chunks": sum(len(t.chunks) for t in self.tables), "selected_estimate": sum(t.selected for t in self.tables),
-                "stream_bytes": sum(t.stream_bytes for t in self.tables),
-                "zero_copy_bytes_estimate": sum(t.zero_copy_bytes for t in self.tables),
+                "chunks": sum(len(t.chunks) for t in by_frames), "selected_estimate": sum(t.selected for t in self.tables),
+                "stream_bytes": sum(t.stream_bytes for t in by_frames),
+                "zero_copy_bytes_estimate": sum(t.zero_copy_bytes for t in by_frames),
                 "index_scans": [{"column": t.index.column, "entries": t.index.entries} for t in self.tables if t.index],
                 "by_top_byte": sorted({t.sliced.column for t in self.tables if t.sliced is not None and t.index is None}),
                 "steps": [list(s) for s in self.steps()], "reasons": self.why}
@@ -490,15 +538,24 @@ def _stretches(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 class _Frames:
     """A table's frame classes and what chunking reads of them, found once a plan: its scan by frames and by
-    a column's top bytes cut the same frames (each _chunks call)."""
+    a column's top bytes cut the same frames (each _chunks call); their stretches found when first cut."""
 
     def __init__(self, classes: np.ndarray):
         self.classes = classes
         self.check = classes == CHECK
         self.tested = int(np.count_nonzero(self.check))
-        self.touched = _stretches(classes != NEVER)
-        self.passing = _stretches(classes == ALWAYS)
+        self.ruled_out = int(np.count_nonzero(classes == NEVER))
         self._picked = None  # (pieces, the rows each is estimated to select): picked's last
+
+    @functools.cached_property
+    def touched(self) -> tuple[np.ndarray, np.ndarray]:
+        """Stretches of frames not ruled out."""
+        return _stretches(self.classes != NEVER)
+
+    @functools.cached_property
+    def passing(self) -> tuple[np.ndarray, np.ndarray]:
+        """Stretches of frames that pass whole."""
+        return _stretches(self.classes == ALWAYS)
 
     def picked(self, pieces: list, selected: Estimate, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """The rows each piece is estimated to select: summed once for pieces cut alike by both scans (the last
@@ -610,10 +667,11 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
                 classes[(classes == ALWAYS) & nulls] = CHECK
         bases = shared or tuple(r[c.name][0] // step for c, step in zip(query.group_by, steps))
         classified.append((t, classes, selected, tuple(constants), bases))
-    touched = sum(int(np.count_nonzero(c != NEVER)) for _, c, *_ in classified)
+    frames = [_Frames(classes) for _, classes, *_ in classified]
+    touched = sum(len(f.classes) - f.ruled_out for f in frames)
     slots = 0
     if spec.hashed:  # the groups a run can select: no more than the rows of the frames it can select from
-        selectable_rows = [min(t.rows, FRAME_ROWS * int(np.count_nonzero(c != NEVER))) for t, c, *_ in classified]
+        selectable_rows = [min(t.rows, FRAME_ROWS * (len(f.classes) - f.ruled_out)) for (t, *_), f in zip(classified, frames)]
         slots = hash_slots(spec, sum(selectable_rows) if shared is not None else max(selectable_rows),
                            1 if shared is not None else len(tables))
         reasons.append(f"{spec.groups:,} possible groups take more than {GLOBAL_ACC_BYTES >> 20} MB as a dense array: "
@@ -625,9 +683,8 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
                        f"in {1 << top.bits:,} partitions give a threshold that at least {top.limit:,} groups reach; only "
                        f"the groups that reach it are read back")
     target = chunk_frames or min(MAX_CHUNK_FRAMES, max(MIN_CHUNK_FRAMES, math.ceil(touched / CHUNKS_PER_QUERY)))
-    frames = [_Frames(classes) for _, classes, *_ in classified]
-    table_plans = _chunks([(t, f, selected, constants, bases, None)
-                           for (t, _, selected, constants, bases), f in zip(classified, frames)], query, spec, mode, target)
+    table_plans = _table_plans([(t, f, selected, constants, bases, None)
+                                for (t, _, selected, constants, bases), f in zip(classified, frames)], query, spec, mode, target)
     options = [None] * len(table_plans)
     if mode in INDEX_MODES:
         options = [_index_option(tp, spec, r) for tp, r in zip(table_plans, selectable)]
@@ -648,31 +705,42 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
                      hash_slots=slots, top=top)
 
 
-class _TopPlans:
-    """Each table's plan with the frame loop's predicate column read by its top byte: _chunks of its SlicedScan,
-    cut when first weighed (FusedPlan.choose), not where every table's index scan reads fewer bytes than the
-    top bytes of its tested frames (`floors`, FusedPlan._indexed_anyway): Z < 1,000 as generated at SF 10."""
+def _table_plans(parts: list, query: Query, spec: KernelSpec, mode: str, target: int) -> list[TablePlan]:
+    """Each table's plan from `parts` (_chunks'), their chunks cut together when first asked for."""
+    cut = _Lazy(functools.partial(_chunks, parts, query, spec, mode, target))
+    alone = [spec.columns[i] for i in spec.predicate_slots if i not in spec.value_slots]  # read for the test alone
+    return [TablePlan(t, constants, bases, f.classes, cut, at, len(f.classes) - f.ruled_out,
+                      _frames_floor(t, f, sliced, alone, mode), selected.total(), sliced=sliced)
+            for at, (t, f, selected, constants, bases, sliced) in enumerate(parts)]
 
-    _lock = threading.Lock()
+
+def _frames_floor(table, frames: _Frames, sliced: SlicedScan | None, alone: list[str], mode: str) -> int:
+    """The least bytes a table's frames can read over the link, however they are cut (_cut): each tested frame's
+    bytes of every column its test alone reads, shipped or in place: its words, at least its narrowest frame's
+    (encodings.pack: 32 words a bit of width); by its top byte, a byte a row and its undecided rows' low bits a
+    sector each. Resident: none (nothing crosses the link)."""
+    if mode == "resident":
+        return 0
+    top = 0 if sliced is None else FRAME_ROWS * frames.tested + int(sliced.low_rows * SECTOR)
+    return top + sum(128 * table.columns[c].narrowest_frame() * frames.tested
+                     for c in alone if sliced is None or c != sliced.column)
+
+
+class _TopPlans:
+    """Each table's plan with the frame loop's predicate column read by its top byte (its SlicedScan), made when
+    first asked for, its chunks cut when first weighed (FusedPlan.choose): never where every table's index scan
+    reads fewer bytes than its frames' floor (FusedPlan._indexed_anyway; Z < 1,000 as generated at SF 10)."""
 
     def __init__(self, parts: list, query: Query, spec: KernelSpec, mode: str, target: int, options: list):
         self.sliced = [part[5] for part in parts]  # each table's SlicedScan
         self.floors = [FRAME_ROWS * f.tested + int(s.low_rows * SECTOR) for _, f, *_, s in parts]
-        self._made = None
-        self._make = functools.partial(_chunks, parts, query, spec, mode, target)
-        self._options = options
+        self.tables = _Lazy(lambda: [dataclasses.replace(tp, index_option=o) if o is not None else tp
+                                     for tp, o in zip(_table_plans(parts, query, spec, mode, target), options)])
 
     @property
     def made(self) -> bool:
-        return self._made is not None
-
-    def tables(self) -> list[TablePlan]:
-        with self._lock:  # (two threads choosing one kept plan's scans at once cut it once)
-            if self._made is None:
-                self._made = [dataclasses.replace(tp, index_option=o) if o is not None else tp
-                              for tp, o in zip(self._make(), self._options)]
-                self._make = self._options = None
-            return self._made
+        """Whether the tables' chunks by top byte were cut."""
+        return self.tables.made and self.tables()[0].cut.made
 
 
 SPECS_KEPT = 1024  # kernel specs kept (_interned)
@@ -792,7 +860,7 @@ def _one_base(query: Query, tables: list, selectable: list, steps: tuple, nullab
 
 # --- the index scan ------------------------------------------------------------------------------------------------
 def _frame_columns(spec: KernelSpec, tp: TablePlan) -> list[str]:
-    return list(spec.columns) if tp.chunks else []
+    return list(spec.columns) if tp.touched else []
 
 
 def _index_columns(spec: KernelSpec, opt: IndexOption) -> list[str]:
@@ -812,7 +880,7 @@ def _index_option(tp: TablePlan, spec: KernelSpec, selectable: dict) -> IndexOpt
     rows touches (its values spread evenly over the buckets), each an id and its low bits read in order, and
     every other column read in place at each entry's row (predicate columns) or selected row (the rest)."""
     table, best = tp.table, None
-    if not tp.chunks or table.rows >= 2**32 or spec.nullable:  # nothing to scan; 32-bit row ids only; NULLs by frames
+    if not tp.touched or table.rows >= 2**32 or spec.nullable:  # nothing to scan; 32-bit row ids only; NULLs by frames
         return None
     for i in spec.predicate_slots:
         c = spec.columns[i]
@@ -995,8 +1063,8 @@ def _cut(parts: list, spec: KernelSpec, mode: str, target: int) -> _Cut:
                 tested_in_place)
 
 
-def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int) -> list[TablePlan]:
-    """Each table's chunks: its touched runs cut into pieces of about `target` frames, of equal size within a
+def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int) -> list[tuple]:
+    """Each table's (chunks, stream bytes, bytes read in place): its touched runs cut into pieces of about `target` frames, of equal size within a
     run (a run of 1.1 targets is two chunks of 0.55, not one whole and a sliver). `parts`: each table's
     (table, _Frames, Estimate, constants, group bases, SlicedScan or None: a predicate column read by its top
     byte, a byte a row, instead of its packed frames). The pieces of every table are weighed together, a
@@ -1039,8 +1107,7 @@ def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int)
                                                                                        zero_bytes.tolist()):
         if sliced is not None:  # the undecided rows' low bits, a sector each
             zeroed += int(sliced.low_rows * SECTOR)
-        out.append(TablePlan(table, constants, bases, frames.classes, tuple(chunks[at:at + n]), selected.total(), streamed,
-                             zeroed, sliced=sliced))
+        out.append((tuple(chunks[at:at + n]), streamed, zeroed))
         at += n
     return out
 
