@@ -327,6 +327,63 @@ class FrameEstimate(Estimate):
         return out
 
 
+class SummaryEstimate(Estimate):
+    """An estimate whose total is known ahead (compare_summary's) and whose frames' are made when first asked for
+    (`full`: () → the table's Estimate, as classify_parts makes it): a plan that never cuts the table's frames
+    (scanned by index) never makes them."""
+
+    def __init__(self, total: float, full):
+        self._total, self._full = total, full
+
+    def per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        return self._full().per_piece(firsts, ends)
+
+    def total(self) -> float:
+        return self._total
+
+    def fractions(self) -> np.ndarray:
+        return self._full().fractions()
+
+
+INT64_MAX = 2**63 - 1
+
+
+def summarized(e: Expr | None) -> bool:
+    """Whether compare_summary counts and estimates `e`: a column's order with a constant (< <= > >=)."""
+    return (isinstance(e, Compare) and e.op in ("<", "<=", ">", ">=") and isinstance(e.left, Column)
+            and isinstance(e.right, Literal))
+
+
+def compare_summary(e: Compare, order, rows: int, last: tuple[int, int]) -> tuple[tuple[int, int, int], float]:
+    """((frames ruled out, tested, passing whole), rows estimated to pass) of `column op constant` (summarized's)
+    over a table of `rows` rows, from its column's ZoneOrder (table.zone_order) and its last frame's (low, high):
+    the classes _compare gives a frame at a time, counted, and FrameEstimate's total, its sums taken in another
+    order (equal but for rounding)."""
+    op, c = e.op, int(e.right.value)
+    c_ = c if op in ("<", ">=") else c + 1  # x < c_, or x >= c_
+    n = len(order.lows)
+    if not n:
+        return (0, 0, 0), 0.0
+
+    def below(values: np.ndarray) -> int:  # frames whose sorted `values` lie below c_ (c_ may pass int64 by one)
+        return n if c_ > INT64_MAX else int(np.searchsorted(values, c_, "left"))
+
+    k_low, k_high = below(order.lows), below(order.highs)  # low < c_; high < c_ (a frame of these is of those)
+    tested = k_low - k_high  # low < c_ <= high
+    u, v, w = (float(a[k_low] - b[k_high]) for a, b in zip(order.by_low, order.by_high))
+    at = float(c_ - order.base)
+    lo, hi = last
+    if op in ("<", "<="):
+        counts, share = (n - k_low, tested, k_high), at * u - v  # each tested frame's (c_ - low) / span
+        last_share = 1.0 if hi < c_ else 0.0 if lo >= c_ else (c_ - float(lo)) / (float(hi) - float(lo) + 1)
+    else:
+        counts, share = (k_high, tested, n - k_low), w - at * u  # each tested frame's (high - c_ + 1) / span
+        last_share = 1.0 if lo >= c_ else 0.0 if hi < c_ else (float(hi) - c_ + 1) / (float(hi) - float(lo) + 1)
+    share = min(max(share, 0.0), float(tested))  # (rounding: never past what the tested frames hold)
+    # the last frame holds fewer rows (FrameEstimate): its share counted for them alone
+    return counts, FRAME_ROWS * (counts[2] + share) - (FRAME_ROWS * n - rows) * min(max(last_share, 0.0), 1.0)
+
+
 class EveryRow(Estimate):
     """Every row of a table's frames (no predicate)."""
 

@@ -699,9 +699,10 @@ def test_a_warm_query_runs_on_the_asking_thread_and_every_module_is_loaded_on_th
 
 @pytest.mark.parametrize("mode", ["pinned", "pageable"])
 def test_a_new_constants_launch_made_from_a_kept_layout_is_exact(engine, data_dir, mode):
-    """Plans that cut the same chunks (a new constant in WHERE or a select item, a new LIMIT) launch from the
-    layout the first prepared (fused.layout_key): its host views and addresses kept, each chunk's constants, long
-    IN list, top byte's undecided buckets and group bases the new plan's, its classes written. Every answer equal
+    """Plans that cut the same chunks (a new constant in WHERE or a select item, a new LIMIT) or scan the same tables
+    by index launch from the layout the first prepared (fused.layout_key): its host views and addresses kept, each
+    chunk's constants, long IN list, top byte's undecided buckets and group bases the new plan's, its index scans'
+    buckets, its classes and starts written. Every answer equal
     to the CPU reference's, whichever plan ran last."""
     from gquery.gpu import fused
 
@@ -717,9 +718,11 @@ def test_a_new_constants_launch_made_from_a_kept_layout_is_exact(engine, data_di
         ["SELECT l_shipdate, COUNT(*) FROM lineitem WHERE l_shipdate >= DATE '1995-03-%02d' AND l_quantity < 30 "
          "GROUP BY 1 ORDER BY 1 LIMIT %d" % (d, n) for d, n in ((1, 5), (9, 7), (20, 100))],
         ["SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < %d" % z for z in (40, 41, 77, 40)],
+        # by index (pinned): each constant's buckets' entries, its starts written in the kept places
+        ["SELECT SUM(l_quantity * l_extendedprice), COUNT(*) FROM lineitem WHERE l_suppkey < %d" % z for z in (3, 40, 77, 2)],
     ]
-    scans = ("auto", "auto", "auto", "auto", "sliced")
-    reused = 0
+    scans = ("auto", "auto", "auto", "auto", "sliced", "index")
+    reused = by_index = 0
     for family, scan in zip(families, scans):
         first = None
         for text in family * 2:  # each text again after the others: its own launch, written back
@@ -731,7 +734,8 @@ def test_a_new_constants_launch_made_from_a_kept_layout_is_exact(engine, data_di
             if first is not None and key == first[1] and launch.generation == first[0].generation:
                 assert launch is not first[0] and all(a[1] is b[1] for a, b in zip(launch.chunks, first[0].chunks)), text
                 reused += 1  # made from the kept layout (no memory freed since it was prepared)
+                by_index += bool(launch.scans)
             else:
                 first = (launch, key)
-    assert reused >= 10, reused
+    assert reused >= 10 and (mode != "pinned" or by_index >= 3), (reused, by_index)
     engine.memory.release_table(table)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gquery.encodings import FRAME_ROWS, PAD_WORDS
+from gquery.encodings import FRAME_ROWS, PAD_WORDS, TOP_BITS
 from gquery.errors import GqueryError
 from gquery.gpu.fusedplan import SECTOR, FusedPlan, TablePlan
 from gquery.gpu.memory import freed, generation
@@ -495,12 +495,12 @@ class FusedRunner:
             for k, n in staged.items():
                 memory.scratch_host(f"fusedstage{s}:{k[0]}.{k[1]}", n, np.uint8, pinned=True)
 
-        frames = sum(len(tp.classes) for tp in plan.tables)
+        frames = sum(tp.frame_count for tp in plan.tables)
         classes = memory.scratch_mapped("fused:classes", frames, np.int8)
         class_at, at = [], 0
         for tp in plan.tables:
             class_at.append(at)
-            at += len(tp.classes)
+            at += tp.frame_count
         classes_d = memory.mapped_pointer(classes) if len(classes) else 0
         set_words = max(1, sum(len(k) for k in _sets(plan.tables)))
         set_memory = memory.scratch_mapped("fused:sets", set_words, np.int64)
@@ -520,13 +520,12 @@ class FusedRunner:
 
         set_at = set_positions(plan)
 
-        scans = [(i, tp.index) for i, tp in enumerate(plan.tables) if tp.index is not None and tp.index.entries]
-        start_words = max(1, sum(len(ix.starts) for _, ix in scans))
+        scans = _scans(plan)
+        # each scan's buckets' starts in a place of its own, sized for every bucket: a new constant's scans (others'
+        # buckets, as many tables) keep their places, and the launch is made again (again)
+        start_words = max(1, STARTS_WORDS * len(scans))
         starts = memory.scratch_mapped("fused:starts", start_words, np.int64)
-        start_at, at = [], 0
-        for _, ix in scans:
-            start_at.append(at)
-            at += len(ix.starts)
+        start_at = [STARTS_WORDS * n for n in range(len(scans))]
 
         predicate_columns = {spec.columns[k] for k in spec.predicate_slots}
         groups = plan.hash_slots if spec.hashed else spec.groups  # a table's groups of words (a hashed table's slots)
@@ -601,27 +600,34 @@ class FusedRunner:
             args += [0 if ch.always else classes_d + class_at[i] + ch.first, ch.frames, rows,
                      table_words + 8 * COUNTER_WORDS, values_in_place, table_words, *hash_args(i)]
             queued.append((slot, parts, ring[slot], ch.frames, args))
-        list_bytes, by_index = 0, []
-        for n, ((i, ix), at) in enumerate(zip(scans, start_at)):  # index scans: a launch a table, after the chunks
-            tp = plan.tables[i]
-            args = []
-            for c in spec.columns:
-                if c == ix.column:
-                    args += [0, 0, 0]  # its value comes from the lists
-                else:  # its words read in place at each row, its frames' metadata from device memory (copied once)
-                    args += [memory.mapped_pointer(sources[(i, c, "words")]), device_meta[(i, c)], 0]
-                args.append(tp.table.columns[c].zone_buffers()[2])
-            ids = sources[(i, ix.column, "ids")][ix.first:ix.end]
-            low = sources.get((i, ix.column, "low"))
-            table_words = acc_d + 8 * (i % accumulating) * words_per_table
-            args += constant_args(tp, set_at) + list(tp.group_bases)
-            args += [memory.mapped_pointer(ids), memory.mapped_pointer(low[ix.first:ix.end]) if low is not None else 0,
-                     memory.mapped_pointer(starts[at:]), ix.bucket_end - ix.bucket_first, ix.first_value, ix.bucket,
-                     ix.entries, table_words + 8 * COUNTER_WORDS, 1, table_words, *hash_args(i)]
-            list_bytes += ids.nbytes + (ix.entries * low.itemsize if low is not None else 0)
-            warps = -(-ix.entries // (32 * codegen.list_unroll(spec)))  # a warp's entries a step
-            by_index.append((index_kernel(ix), n % slots, warps, args))  # a compute stream a ring slot (one: the copy stream)
-        def zero_bytes(plan: FusedPlan) -> int:
+        def index_launches(plan: FusedPlan, set_at: dict) -> tuple[list, int]:
+            """Each index scan's launch (its kernel, compute lane, warps and arguments), after the chunks, and the
+            bytes of the lists they read."""
+            list_bytes, by_index = 0, []
+            for n, ((i, ix), at) in enumerate(zip(_scans(plan), start_at)):  # a launch a table
+                tp = plan.tables[i]
+                args = []
+                for c in spec.columns:
+                    if c == ix.column:
+                        args += [0, 0, 0]  # its value comes from the lists
+                    else:  # its words read in place at each row, its frames' metadata from device memory (copied once)
+                        args += [memory.mapped_pointer(sources[(i, c, "words")]), device_meta[(i, c)], 0]
+                    args.append(tp.table.columns[c].zone_buffers()[2])
+                ids = sources[(i, ix.column, "ids")][ix.first:ix.end]
+                low = sources.get((i, ix.column, "low"))
+                table_words = acc_d + 8 * (i % accumulating) * words_per_table
+                args += constant_args(tp, set_at) + list(tp.group_bases)
+                args += [memory.mapped_pointer(ids), memory.mapped_pointer(low[ix.first:ix.end]) if low is not None else 0,
+                         memory.mapped_pointer(starts[at:]), ix.bucket_end - ix.bucket_first, ix.first_value, ix.bucket,
+                         ix.entries, table_words + 8 * COUNTER_WORDS, 1, table_words, *hash_args(i)]
+                list_bytes += ids.nbytes + (ix.entries * low.itemsize if low is not None else 0)
+                warps = -(-ix.entries // (32 * codegen.list_unroll(spec)))  # a warp's entries a step
+                by_index.append((index_kernel(ix), n % slots, warps, args))  # a compute stream a ring slot (one: the copy stream)
+            return by_index, list_bytes
+
+        by_index, list_bytes = index_launches(plan, set_at)
+
+        def zero_bytes(plan: FusedPlan, list_bytes: int) -> int:
             return (list_bytes + sum(ch.tested_in_place for tp in plan.tables if tp.index is None for ch in tp.chunks)
                     + sum(int(SECTOR * tp.sliced.low_rows) for tp, top in zip(plan.tables, by_top) if top))  # estimated
             # (a tested frame's predicate words, read whole; the low bits of the undecided buckets' rows)
@@ -632,13 +638,14 @@ class FusedRunner:
                 generation would have changed), written as this plan needs it."""
                 at, classes = 0, memory.scratch_mapped("fused:classes", frames, np.int8)
                 for tp in plan.tables:
-                    classes[at:at + len(tp.classes)] = tp.classes
-                    at += len(tp.classes)
+                    if tp.index is None:  # (an index scan reads no class: a table's classes made only where read)
+                        classes[at:at + tp.frame_count] = tp.classes
+                    at += tp.frame_count
                 set_memory, set_at = memory.scratch_mapped("fused:sets", set_words, np.int64), set_positions(plan)
                 for k in _sets(plan.tables):
                     set_memory[set_at[id(k)]:set_at[id(k)] + len(k)] = k
                 starts = memory.scratch_mapped("fused:starts", start_words, np.int64)
-                for (_, ix), at in zip(scans, start_at):
+                for (_, ix), at in zip(_scans(plan), start_at):
                     starts[at:at + len(ix.starts)] = ix.starts
                 if imaged:
                     memory.scratch_host("fused:init", host_words, np.uint64, pinned=True)[:] = self._initial(spec, accumulating)
@@ -647,8 +654,9 @@ class FusedRunner:
         logical_bytes = sum(tp.table.logical_bytes(spec.columns) for tp in plan.tables)
 
         def again(other: FusedPlan) -> _Launch:
-            """This launch for a plan of the same layout (layout_key's, no index scan): each chunk's arguments with the
-            other plan's undecided buckets, constants and group bases in their places, its classes and sets written."""
+            """This launch for a plan of the same layout (layout_key's): each chunk's arguments with the other plan's
+            undecided buckets, constants and group bases in their places, its index scans' launches made (their
+            buckets' entries), its classes, sets and starts written."""
             other_at, made_again = set_positions(other), []
             for (slot, parts, ring_slot, frames_, args), (i, mask_at, const_at) in zip(queued, holes):
                 tp, args = other.tables[i], list(args)
@@ -657,11 +665,13 @@ class FusedRunner:
                 filled = constant_args(tp, other_at) + list(tp.group_bases)
                 args[const_at:const_at + len(filled)] = filled
                 made_again.append((slot, parts, ring_slot, frames_, args))
-            return _Launch(made, slots, words_per_table, groups, acc_d, keys_d, host_words, staged, made_again, [],
-                           h2d_bytes, zero_bytes(other), 0, logical_bytes, writer(other), again)
+            other_scans, other_lists = index_launches(other, other_at)
+            return _Launch(made, slots, words_per_table, groups, acc_d, keys_d, host_words, staged, made_again,
+                           other_scans, h2d_bytes, zero_bytes(other, other_lists), sum(ix.entries for _, ix in _scans(other)),
+                           logical_bytes, writer(other), again)
 
         return _Launch(made, slots, words_per_table, groups, acc_d, keys_d, host_words, staged, queued,
-                       by_index, h2d_bytes, zero_bytes(plan), sum(ix.entries for _, ix in scans), logical_bytes,
+                       by_index, h2d_bytes, zero_bytes(plan, list_bytes), sum(ix.entries for _, ix in scans), logical_bytes,
                        writer(plan), again)
 
     def _gather(self, spec, acc_d, keys_d, words_per_table: int, slots: int, tables: int, best, gather, wave: int, copy,
@@ -748,15 +758,22 @@ def empty_run(plan: FusedPlan) -> FusedRun:
 
 def layout_key(plan: FusedPlan) -> tuple | None:
     """What a plan's launch depends on besides its constants, its top byte's undecided buckets, its group bases, its
-    frames' classes and its sets' values (FusedRunner._prepare): plans of one key are launched alike but for those.
-    None where a table is scanned by its lists (their starts are the plan's own)."""
-    if any(tp.index is not None for tp in plan.tables):
-        return None
+    frames' classes, its sets' values and its index scans' buckets (FusedRunner._prepare): plans of one key are
+    launched alike but for those. A table scanned by index: its lists' column, their low bits, whether it reads any."""
     return (plan.spec, plan.mode, plan.hash_slots, plan.word_tables, plan.sliced_kernel,
-            tuple((id(tp.table), len(tp.classes), tuple(len(k) for k in _sets([tp])),
+            tuple((id(tp.table), tp.frame_count, tuple(len(k) for k in _sets([tp])),
                    None if tp.sliced is None else (tp.sliced.column, tp.sliced.reference, tp.sliced.bucket),
-                   tuple((ch.first, ch.end, ch.always, ch.streamed, ch.zero_copy) for ch in tp.chunks))
+                   tuple((ch.first, ch.end, ch.always, ch.streamed, ch.zero_copy) for ch in tp.chunks) if tp.index is None
+                   else ("index", tp.index.column, tp.index.low_bytes, tp.index.entries > 0))
                   for tp in plan.tables))
+
+
+STARTS_WORDS = (1 << TOP_BITS) + 1  # an index scan's buckets' starts, and their end: at most every bucket's
+
+
+def _scans(plan: FusedPlan) -> list[tuple]:
+    """(table index, IndexScan) of each table scanned by index that reads any entry."""
+    return [(i, tp.index) for i, tp in enumerate(plan.tables) if tp.index is not None and tp.index.entries]
 
 
 def _sets(tables: list[TablePlan]) -> list[tuple]:

@@ -42,8 +42,9 @@ from gquery.errors import UsageError
 from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, NotOnGpu, SlicedKernel, TopCut, hash_slots,
                                 kernel_spec, top_cut)
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
-from gquery.prune import (ALWAYS, CHECK, NEVER, Estimate, EveryRow, classify_parts, decided_buckets, frame_zones, lower,
-                          joined_once, kept, narrowed, piece_sums, string_sides)
+from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, Estimate, EveryRow, SummaryEstimate, classify_parts,
+                          compare_summary, decided_buckets, frame_zones, joined_once, kept, lower, narrowed, piece_sums,
+                          string_sides, summarized)
 from gquery.query import Expr, Query
 
 # Two touched runs become one chunk when the ruled-out frames between them cost the link less than a
@@ -157,12 +158,11 @@ class Chunk:
 
 
 class _Lazy:
-    """make(), made when first asked for, once (two threads asking at once make it once)."""
-
-    _lock = threading.Lock()
+    """make(), made when first asked for, once (two threads asking at once make it once; a lock each, as one
+    made may ask for another)."""
 
     def __init__(self, make):
-        self._make, self._made = make, None
+        self._make, self._made, self._lock = make, None, threading.Lock()
 
     @property
     def made(self) -> bool:
@@ -185,7 +185,7 @@ class TablePlan:
     table: object = field(repr=False)
     constants: tuple[int, ...]
     group_bases: tuple[int, ...]
-    classes: np.ndarray = field(repr=False)  # int8 a frame: NEVER, CHECK, ALWAYS
+    frames: "_Frames" = field(repr=False)  # its frames' classes (made when first asked for) and their counts
     cut: _Lazy = field(repr=False, compare=False)  # every table's (chunks, stream bytes, bytes read in place)
     at: int  # this table's place among them
     touched: int  # frames not ruled out (a table without any has no chunk)
@@ -194,6 +194,15 @@ class TablePlan:
     index_option: IndexOption | None = None  # the index scan the planner may choose instead of the chunks
     index: IndexScan | None = None  # chosen (FusedPlan.choose): the table is scanned by its lists, not its chunks
     sliced: SlicedScan | None = None  # its frames read this predicate column by its top byte
+
+    @property
+    def classes(self) -> np.ndarray:
+        """int8 a frame: NEVER, CHECK, ALWAYS."""
+        return self.frames.classes
+
+    @property
+    def frame_count(self) -> int:
+        return self.frames.n
 
     @property
     def chunks(self) -> tuple[Chunk, ...]:
@@ -225,7 +234,8 @@ class TablePlan:
         return "index" if self.index is not None else "sliced" if self.sliced is not None else "frames"
 
     def counts(self) -> dict[str, int]:
-        return {name: int(np.count_nonzero(self.classes == c)) for name, c in (("never", NEVER), ("check", CHECK), ("always", ALWAYS))}
+        f = self.frames
+        return {"never": f.ruled_out, "check": f.tested, "always": f.n - f.ruled_out - f.tested}
 
 
 @dataclass
@@ -540,12 +550,26 @@ class _Frames:
     """A table's frame classes and what chunking reads of them, found once a plan: its scan by frames and by
     a column's top bytes cut the same frames (each _chunks call); their stretches found when first cut."""
 
-    def __init__(self, classes: np.ndarray):
-        self.classes = classes
-        self.check = classes == CHECK
-        self.tested = int(np.count_nonzero(self.check))
-        self.ruled_out = int(np.count_nonzero(classes == NEVER))
+    def __init__(self, classes, counts: tuple[int, int, int] | None = None):
+        """`classes`: an int8 array, or () → (classes, Estimate) made when first asked for, its `counts` (ruled
+        out, tested, passing whole) given (prune.compare_summary)."""
+        if counts is None:
+            self.classes, self.n = classes, len(classes)
+            self.check = classes == CHECK
+            self.tested = int(np.count_nonzero(self.check))
+            self.ruled_out = int(np.count_nonzero(classes == NEVER))
+        else:
+            self._classing, self.n = classes, sum(counts)
+            self.ruled_out, self.tested, _ = counts
         self._picked = None  # (pieces, the rows each is estimated to select): picked's last
+
+    @functools.cached_property
+    def classes(self) -> np.ndarray:
+        return self._classing()[0]
+
+    @functools.cached_property
+    def check(self) -> np.ndarray:
+        return self.classes == CHECK
 
     @functools.cached_property
     def touched(self) -> tuple[np.ndarray, np.ndarray]:
@@ -566,7 +590,7 @@ class _Frames:
 
     def tested_in(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """Each piece's tested frames."""
-        return (np.zeros(len(firsts), np.int64) if not self.tested else ends - firsts if self.tested == len(self.classes)
+        return (np.zeros(len(firsts), np.int64) if not self.tested else ends - firsts if self.tested == self.n
                 else piece_sums(self.check, firsts, ends, np.int64))  # (no frame tested, or every one: no pass)
 
     def runs(self, gap_frames: int) -> list[tuple[int, int]]:
@@ -657,7 +681,7 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
         reasons.append(f"the {len(tables)} parts' groups counted from one base, in as many groups as each part's: "
                        f"they add into one table of accumulators, read back once")
     classified = []
-    for t, low, r, (classes, selected) in zip(tables, lowered, selectable, _classified(tables, lowered)):
+    for t, low, r, (classes, selected, counts) in zip(tables, lowered, selectable, _classified(tables, lowered, nullable)):
         other, constants = spec_of(low)
         if other != spec:
             raise NotOnGpu("the parts lower the query to different kernels")
@@ -666,12 +690,12 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
             if nulls is not None:
                 classes[(classes == ALWAYS) & nulls] = CHECK
         bases = shared or tuple(r[c.name][0] // step for c, step in zip(query.group_by, steps))
-        classified.append((t, classes, selected, tuple(constants), bases))
-    frames = [_Frames(classes) for _, classes, *_ in classified]
-    touched = sum(len(f.classes) - f.ruled_out for f in frames)
+        classified.append((t, _Frames(classes, counts), selected, tuple(constants), bases))
+    frames = [f for _, f, *_ in classified]
+    touched = sum(f.n - f.ruled_out for f in frames)
     slots = 0
     if spec.hashed:  # the groups a run can select: no more than the rows of the frames it can select from
-        selectable_rows = [min(t.rows, FRAME_ROWS * (len(f.classes) - f.ruled_out)) for (t, *_), f in zip(classified, frames)]
+        selectable_rows = [min(t.rows, FRAME_ROWS * (f.n - f.ruled_out)) for (t, *_), f in zip(classified, frames)]
         slots = hash_slots(spec, sum(selectable_rows) if shared is not None else max(selectable_rows),
                            1 if shared is not None else len(tables))
         reasons.append(f"{spec.groups:,} possible groups take more than {GLOBAL_ACC_BYTES >> 20} MB as a dense array: "
@@ -709,7 +733,7 @@ def _table_plans(parts: list, query: Query, spec: KernelSpec, mode: str, target:
     """Each table's plan from `parts` (_chunks'), their chunks cut together when first asked for."""
     cut = _Lazy(functools.partial(_chunks, parts, query, spec, mode, target))
     alone = [spec.columns[i] for i in spec.predicate_slots if i not in spec.value_slots]  # read for the test alone
-    return [TablePlan(t, constants, bases, f.classes, cut, at, len(f.classes) - f.ruled_out,
+    return [TablePlan(t, constants, bases, f, cut, at, f.n - f.ruled_out,
                       _frames_floor(t, f, sliced, alone, mode), selected.total(), sliced=sliced)
             for at, (t, f, selected, constants, bases, sliced) in enumerate(parts)]
 
@@ -758,23 +782,39 @@ def _interned(spec: KernelSpec) -> KernelSpec:
     return found
 
 
-def _classified(tables: list, lowered: list) -> list[tuple[np.ndarray, Estimate]]:
-    """Each table's frame classes and the Estimate of the rows each frame selects, the parts that lower the
-    predicate alike classed together (prune.classify_parts: their blocks in one pass)."""
+def _classified(tables: list, lowered: list, nullable=frozenset()) -> list[tuple]:
+    """Each table's frame classes, the Estimate of the rows each frame selects and, where known before the classes,
+    their counts (ruled out, tested, passing whole). A column's order with a constant over a table of many frames
+    is counted and estimated from the column's ZoneOrder (prune.compare_summary), its classes made when first
+    asked for (a table scanned by index never asks); the other parts that lower the predicate alike are classed
+    together (prune.classify_parts: their blocks in one pass)."""
     out: list = [None] * len(tables)
     alike: dict = {}
-    for i, low in enumerate(lowered):
+    for i, (t, low) in enumerate(zip(tables, lowered)):
+        if summarized(low) and low.left.name not in nullable and t.rows >= BLOCKED_FRAMES * FRAME_ROWS:
+            out[i] = _summary(t, low)
+            continue
         alike.setdefault(low, []).append(i)
     for low, parts in alike.items():
         if low is None:  # every frame passes whole
             for i in parts:
                 frames = -(-tables[i].rows // FRAME_ROWS)
-                out[i] = np.full(frames, ALWAYS, np.int8), EveryRow(frames, tables[i].rows)
+                out[i] = np.full(frames, ALWAYS, np.int8), EveryRow(frames, tables[i].rows), None
             continue
         zones = [frame_zones(tables[i], low.columns(), tables[i].rows) for i in parts]
-        for i, found in zip(parts, classify_parts(low, zones)):
-            out[i] = found
+        for i, (classes, estimate) in zip(parts, classify_parts(low, zones)):
+            out[i] = classes, estimate, None
     return out
+
+
+def _summary(t, low: Expr) -> tuple:
+    """(() → (classes, Estimate), the Estimate, the counts) of a table's frames under a column's order with a
+    constant: counted from the column's ZoneOrder, classed as classify_parts would when first asked for."""
+    column = t.columns[low.left.name]
+    lows, highs = column.zones()
+    counts, total = compare_summary(low, column.zone_order(), t.rows, (int(lows[-1]), int(highs[-1])))
+    classing = _Lazy(lambda: classify_parts(low, [frame_zones(t, low.columns(), t.rows)])[0])
+    return classing, SummaryEstimate(total, lambda: classing()[1]), counts
 
 
 def _sliced_scans(spec: KernelSpec, classified: list, tested: list[int], lowered: list, mode: str) -> list | None:
@@ -1009,7 +1049,7 @@ def _cut(parts: list, spec: KernelSpec, mode: str, target: int) -> _Cut:
                                        np.array([piece[1] for piece in pieces], np.int64)))
     counts = [len(pieces) for pieces in cut]
     part = np.repeat(np.arange(len(parts)), counts)
-    offsets = np.concatenate([[0], np.cumsum([len(f.classes) for _, f, *_ in parts])])
+    offsets = np.concatenate([[0], np.cumsum([f.n for _, f, *_ in parts])])
     pieces = [piece for pieces in cut for piece in pieces]
     firsts = np.array([piece[0] for piece in pieces], np.int64)
     ends = np.array([piece[1] for piece in pieces], np.int64)
