@@ -354,11 +354,11 @@ def summarized(e: Expr | None) -> bool:
             and isinstance(e.right, Literal))
 
 
-def compare_summary(e: Compare, order, rows: int, last: tuple[int, int]) -> tuple[tuple[int, int, int], float]:
+def compare_summary(e: Compare, order, rows: int, last: tuple) -> tuple[tuple[int, int, int], float]:
     """((frames ruled out, tested, passing whole), rows estimated to pass) of `column op constant` (summarized's)
-    over a table of `rows` rows, from its column's ZoneOrder (table.zone_order) and its last frame's (low, high):
-    the classes _compare gives a frame at a time, counted, and FrameEstimate's total, its sums taken in another
-    order (equal but for rounding)."""
+    over a table of `rows` rows, from its column's ZoneOrder (table.zone_order) and its last frame's (low, high,
+    zone_spans), arrays of one: the classes _compare gives a frame at a time, counted, and FrameEstimate's total,
+    its sums taken in another order (equal but for rounding)."""
     op, c = e.op, int(e.right.value)
     c_ = c if op in ("<", ">=") else c + 1  # x < c_, or x >= c_
     n = len(order.lows)
@@ -372,16 +372,15 @@ def compare_summary(e: Compare, order, rows: int, last: tuple[int, int]) -> tupl
     tested = k_low - k_high  # low < c_ <= high
     u, v, w = (float(a[k_low] - b[k_high]) for a, b in zip(order.by_low, order.by_high))
     at = float(c_ - order.base)
-    lo, hi = last
     if op in ("<", "<="):
         counts, share = (n - k_low, tested, k_high), at * u - v  # each tested frame's (c_ - low) / span
-        last_share = 1.0 if hi < c_ else 0.0 if lo >= c_ else (c_ - float(lo)) / (float(hi) - float(lo) + 1)
     else:
         counts, share = (k_high, tested, n - k_low), w - at * u  # each tested frame's (high - c_ + 1) / span
-        last_share = 1.0 if lo >= c_ else 0.0 if hi < c_ else (float(hi) - c_ + 1) / (float(hi) - float(lo) + 1)
     share = min(max(share, 0.0), float(tested))  # (rounding: never past what the tested frames hold)
-    # the last frame holds fewer rows (FrameEstimate): its share counted for them alone
-    return counts, FRAME_ROWS * (counts[2] + share) - (FRAME_ROWS * n - rows) * min(max(last_share, 0.0), 1.0)
+    # the last frame holds fewer rows (FrameEstimate): its fraction, as classify finds it, counted for them alone
+    lo, hi, spans = last
+    _, last_share = _finished(*_compare(op, lo, hi, c, spans))
+    return counts, FRAME_ROWS * (counts[2] + share) - (FRAME_ROWS * n - rows) * float(last_share[0])
 
 
 class EveryRow(Estimate):

@@ -86,13 +86,14 @@ def zone_blocks(low: np.ndarray, high: np.ndarray, spans: tuple[np.ndarray, np.n
                       np.add.reduceat(1 / span, starts), np.add.reduceat(low_f / span, starts),
                       np.add.reduceat(high.astype(np.float64) / span, starts))
 
+
 @dataclass(frozen=True)
 class ZoneOrder:
     """A column's zone map in two orders, by each frame's smallest value (`lows`, sorted) and by its largest
     (`highs`), with running sums in either order (from 0, one more than the frames) of each frame's 1/span,
     (low - base)/span and (high + 1 - base)/span: how many frames a comparison with a constant rules out, passes
-    whole or tests, and the rows it is estimated to select, in a binary search an order (prune.summary), where a
-    frame at a time touched every frame's zone map (SF 100's 586,000 a constant, 10 ms)."""
+    whole or tests, and the rows it is estimated to select, in a binary search an order (prune.compare_summary),
+    where a frame at a time touched every frame's zone map (SF 100's 586,000 a constant, 10 ms)."""
 
     base: int  # the column's smallest value: the sums' values taken from it (fewer digits cancel)
     lows: np.ndarray

@@ -188,7 +188,6 @@ class TablePlan:
     frames: "_Frames" = field(repr=False)  # its frames' classes (made when first asked for) and their counts
     cut: _Lazy = field(repr=False, compare=False)  # every table's (chunks, stream bytes, bytes read in place)
     at: int  # this table's place among them
-    touched: int  # frames not ruled out (a table without any has no chunk)
     frames_floor: int  # the least stream_bytes + zero_copy_bytes can be: its tested frames' predicate bytes
     selected: float  # rows estimated to pass
     index_option: IndexOption | None = None  # the index scan the planner may choose instead of the chunks
@@ -203,6 +202,11 @@ class TablePlan:
     @property
     def frame_count(self) -> int:
         return self.frames.n
+
+    @property
+    def touched(self) -> int:
+        """Frames not ruled out (a table without any has no chunk)."""
+        return self.frames.n - self.frames.ruled_out
 
     @property
     def chunks(self) -> tuple[Chunk, ...]:
@@ -733,8 +737,8 @@ def _table_plans(parts: list, query: Query, spec: KernelSpec, mode: str, target:
     """Each table's plan from `parts` (_chunks'), their chunks cut together when first asked for."""
     cut = _Lazy(functools.partial(_chunks, parts, query, spec, mode, target))
     alone = [spec.columns[i] for i in spec.predicate_slots if i not in spec.value_slots]  # read for the test alone
-    return [TablePlan(t, constants, bases, f, cut, at, f.n - f.ruled_out,
-                      _frames_floor(t, f, sliced, alone, mode), selected.total(), sliced=sliced)
+    return [TablePlan(t, constants, bases, f, cut, at, _frames_floor(t, f, sliced, alone, mode), selected.total(),
+                      sliced=sliced)
             for at, (t, f, selected, constants, bases, sliced) in enumerate(parts)]
 
 
@@ -745,9 +749,15 @@ def _frames_floor(table, frames: _Frames, sliced: SlicedScan | None, alone: list
     sector each. Resident: none (nothing crosses the link)."""
     if mode == "resident":
         return 0
-    top = 0 if sliced is None else FRAME_ROWS * frames.tested + int(sliced.low_rows * SECTOR)
+    top = 0 if sliced is None else _top_floor(frames, sliced)
     return top + sum(128 * table.columns[c].narrowest_frame() * frames.tested
                      for c in alone if sliced is None or c != sliced.column)
+
+
+def _top_floor(frames: _Frames, sliced: SlicedScan) -> int:
+    """The least bytes a table's frames read by a column's top byte: a byte a row of its tested frames, and a sector
+    a row of the buckets its predicate leaves undecided (their low bits, in place)."""
+    return FRAME_ROWS * frames.tested + int(sliced.low_rows * SECTOR)
 
 
 class _TopPlans:
@@ -757,7 +767,7 @@ class _TopPlans:
 
     def __init__(self, parts: list, query: Query, spec: KernelSpec, mode: str, target: int, options: list):
         self.sliced = [part[5] for part in parts]  # each table's SlicedScan
-        self.floors = [FRAME_ROWS * f.tested + int(s.low_rows * SECTOR) for _, f, *_, s in parts]
+        self.floors = [_top_floor(f, s) for _, f, *_, s in parts]
         self.tables = _Lazy(lambda: [dataclasses.replace(tp, index_option=o) if o is not None else tp
                                      for tp, o in zip(_table_plans(parts, query, spec, mode, target), options)])
 
@@ -811,8 +821,8 @@ def _summary(t, low: Expr) -> tuple:
     """(() → (classes, Estimate), the Estimate, the counts) of a table's frames under a column's order with a
     constant: counted from the column's ZoneOrder, classed as classify_parts would when first asked for."""
     column = t.columns[low.left.name]
-    lows, highs = column.zones()
-    counts, total = compare_summary(low, column.zone_order(), t.rows, (int(lows[-1]), int(highs[-1])))
+    (lows, highs), (low_f, span) = column.zones(), column.zone_spans()
+    counts, total = compare_summary(low, column.zone_order(), t.rows, (lows[-1:], highs[-1:], (low_f[-1:], span[-1:])))
     classing = _Lazy(lambda: classify_parts(low, [frame_zones(t, low.columns(), t.rows)])[0])
     return classing, SummaryEstimate(total, lambda: classing()[1]), counts
 
