@@ -340,6 +340,28 @@ def test_scattered_frames_are_one_chunk_not_thousands():
     assert frames["never"] == k.frames - int(touched.sum()) and len(plan.tables[0].chunks) == 1
 
 
+def test_a_run_of_scattered_frames_is_cut_by_the_frames_it_touches_not_by_its_span():
+    """A run merged from frames scattered one in every 40 spans 2,930 frames but touches 74: one piece, not
+    three of the smallest size (SF 100, l_suppkey < 2: 58 pieces a part, 530 launches for a few dozen frames)."""
+    from gquery.gpu.fusedplan import MIN_CHUNK_FRAMES
+
+    t = table(3_000_000)
+    k = t.columns["k"].get("packed")
+    touched = np.arange(k.frames) % 40 == 0
+    k.zmax[:] = np.where(touched, 5, 9999)
+    k.meta[:, 0] = np.where(touched, 1, 9000)
+    t.columns["k"]._zones = None
+    assert k.frames > 2 * MIN_CHUNK_FRAMES
+    q = query(Compare("<", col("k"), Literal(6, INTEGER)), total(PRODUCT))
+    chunks = plan_fused(q, [t], "pinned", 132).tables[0].chunks
+    end = int(np.flatnonzero(touched)[-1]) + 1
+    assert len(chunks) == 1 and (chunks[0].first, chunks[0].end) == (0, end)
+    # a smaller target cuts the run into pieces of about as many touched frames each, of equal span
+    chunks = plan_fused(q, [t], "pinned", 132, chunk_frames=25).tables[0].chunks
+    assert len(chunks) == 3 and chunks[0].first == 0 and chunks[-1].end == end
+    assert all(abs(c.frames - chunks[0].frames) <= 1 for c in chunks)
+
+
 def test_a_few_tested_frames_among_many_that_pass_whole_do_not_cut_the_run_into_chunks():
     """603 tested frames scattered among 57,978 that pass whole (l_suppkey < 100000 at SF 10) were 589
     chunks: each stretch that passes whole was split off to save its 100 frames of the key."""
