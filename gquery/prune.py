@@ -383,6 +383,114 @@ def compare_summary(e: Compare, order, rows: int, last: tuple) -> tuple[tuple[in
     return counts, FRAME_ROWS * (counts[2] + share) - (FRAME_ROWS * n - rows) * float(last_share[0])
 
 
+# A comparison's frames below its constant are classed alone (compare_classes) where they are at most this share of
+# the table's: scattered through memory, each such frame costs what a frame compared in order costs 16 times over
+SPARSE_SHARE = 16
+
+
+def compare_classes(e: Compare, order, zones: Zones, rows: int) -> tuple[np.ndarray, "Estimate"]:
+    """classify's classes and estimate of `column op constant` (summarized's) over a table of `rows` rows (`zones`:
+    frame_zones of its column), from the column's ZoneOrder: where few frames lie across the constant's side of
+    either order, those found in a binary search, compared one by one, the others all of one class, and no array a
+    frame but the classes (a few scattered frames of a part's 58,000 took comparing every frame's zone map and its
+    estimate's array a millisecond, mostly faulting that array's pages in); where every frame is tested, from the
+    running sums in the frames' order; else classify_parts'."""
+    op, c = e.op, int(e.right.value)
+    c_ = c if op in ("<", ">=") else c + 1  # x < c_, or x >= c_
+    n = len(order.lows)
+    k_low = n if c_ > INT64_MAX else int(np.searchsorted(order.lows, c_, "left"))  # frames of low < c_
+    k_high = n if c_ > INT64_MAX else int(np.searchsorted(order.highs, c_, "left"))  # of high < c_: among those
+    if k_low == n and k_high == 0:  # every frame tested (a key scattered through every frame)
+        return np.full(n, CHECK, np.int8), TestedEstimate(e, order, zones, rows)
+    below = op in ("<", "<=")
+    if k_low * SPARSE_SHARE <= n:  # few frames hold values below c_: the others (low >= c_) none
+        few, others = order.low_order[:k_low], NEVER if below else ALWAYS
+    elif (n - k_high) * SPARSE_SHARE <= n:  # few frames hold values at or above c_: the others (high < c_) none
+        few, others = order.high_order[k_high:], ALWAYS if below else NEVER
+    else:
+        return classify_parts(e, [zones])[0]
+    few = np.sort(few)
+    name = e.left.name
+    classes, fractions = _compare(op, zones.low[name][few], zones.high[name][few], c,
+                                  tuple(x[few] for x in zones.spans_of(name)))
+    classes = classes.astype(np.int8, copy=False)
+    cls = np.full(n, others, np.int8)
+    cls[few] = classes
+    tested = classes == CHECK
+    passing = few[classes != ALWAYS] if others == ALWAYS else few[classes == ALWAYS]  # (the frames not passing)
+    return cls, SparseEstimate(n, rows, passing, others == ALWAYS, few[tested], fractions[tested])
+
+
+class TestedEstimate(Estimate):
+    """The estimate of `column op constant` where it tests every frame: a run of frames' from the running sums of
+    their 1/span, (low - base)/span and (high + 1 - base)/span in the frames' order (ZoneOrder.in_order), no array
+    a frame (each tested frame's fraction, (c - low)/span or (high - c + 1)/span, lies within [0, 1])."""
+
+    def __init__(self, e: Compare, order, zones: Zones, rows: int):
+        self.e, self.order, self.zones, self.rows = e, order, zones, rows
+        self.n = len(order.lows)
+        op, c = e.op, int(e.right.value)
+        self._at = float((c if op in ("<", ">=") else c + 1) - order.base)  # c_, from the sums' base
+        self._below = op in ("<", "<=")
+        self._last = float(self._sums(np.array([self.n - 1]), np.array([self.n]))[0]) if self.n else 0.0
+
+    def _sums(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Each run's sum of its frames' fractions."""
+        inv, low, high = (s[ends] - s[firsts] for s in self.order.in_order)
+        return self._at * inv - low if self._below else high - self._at * inv
+
+    def per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        whole = self._sums(firsts, ends) * FRAME_ROWS
+        return whole - np.where(ends == self.n, (FRAME_ROWS * self.n - self.rows) * self._last, 0.0)  # last: fewer rows
+
+    def total(self) -> float:
+        return float(self.per_piece(np.array([0]), np.array([self.n]))[0]) if self.n else 0.0
+
+    def fractions(self) -> np.ndarray:
+        name = self.e.left.name
+        return _compare(self.e.op, self.zones.low[name], self.zones.high[name], int(self.e.right.value),
+                        self.zones.spans_of(name))[1]
+
+
+class SparseEstimate(Estimate):
+    """An estimate kept as sorted frame lists: every row of the frames that pass whole (`passing`, or every frame
+    but those where `complement`), and each tested frame's fraction of its rows (`tested`, `fractions`)."""
+
+    def __init__(self, n: int, rows: int, passing: np.ndarray, complement: bool, tested: np.ndarray,
+                 fractions: np.ndarray):
+        self.n, self.rows, self.passing, self.complement, self.tested = n, rows, passing, complement, tested
+        self._fractions = fractions
+        selected = fractions * FRAME_ROWS
+        if len(tested) and tested[-1] == n - 1:  # the last frame holds fewer rows
+            selected[-1] = fractions[-1] * (rows - FRAME_ROWS * (n - 1))
+        self._selected_before = np.concatenate([[0.0], np.cumsum(selected)])
+
+    def _passing_in(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Each piece's frames that pass whole."""
+        inside = np.searchsorted(self.passing, ends) - np.searchsorted(self.passing, firsts)
+        return ends - firsts - inside if self.complement else inside
+
+    def per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        whole = self._passing_in(firsts, ends).astype(np.float64) * FRAME_ROWS
+        if self.n and self._last_passes():  # the last frame holds fewer rows
+            whole -= np.where(ends == self.n, FRAME_ROWS * self.n - self.rows, 0)
+        before = self._selected_before
+        return whole + before[np.searchsorted(self.tested, ends)] - before[np.searchsorted(self.tested, firsts)]
+
+    def _last_passes(self) -> bool:
+        found = bool(len(self.passing)) and self.passing[-1] == self.n - 1
+        return found != self.complement
+
+    def total(self) -> float:
+        return float(self.per_piece(np.array([0]), np.array([self.n]))[0]) if self.n else 0.0
+
+    def fractions(self) -> np.ndarray:
+        out = np.full(self.n, 1.0 if self.complement else 0.0)
+        out[self.passing] = 0.0 if self.complement else 1.0
+        out[self.tested] = self._fractions
+        return out
+
+
 class EveryRow(Estimate):
     """Every row of a table's frames (no predicate)."""
 

@@ -100,6 +100,10 @@ class ZoneOrder:
     highs: np.ndarray
     by_low: tuple[np.ndarray, np.ndarray, np.ndarray]  # running sums of 1/span, (low - base)/span, (high + 1 - base)/span
     by_high: tuple[np.ndarray, np.ndarray, np.ndarray]
+    low_order: np.ndarray  # the frames in `lows`' order (int32): those a constant's binary search passes, classed alone
+    high_order: np.ndarray
+    in_order: tuple[np.ndarray, np.ndarray, np.ndarray]  # the running sums in the frames' own order: any run of
+    # frames' estimate where a constant tests every frame
 
 
 def zone_order(low: np.ndarray, high: np.ndarray, spans: tuple[np.ndarray, np.ndarray]) -> ZoneOrder:
@@ -112,7 +116,8 @@ def zone_order(low: np.ndarray, high: np.ndarray, spans: tuple[np.ndarray, np.nd
         return tuple(np.concatenate([[0.0], np.cumsum(x[order])]) for x in terms)
 
     by_low, by_high = np.argsort(low, kind="stable"), np.argsort(high, kind="stable")
-    return ZoneOrder(base, low[by_low], high[by_high], running(by_low), running(by_high))
+    return ZoneOrder(base, low[by_low], high[by_high], running(by_low), running(by_high), by_low.astype(np.int32),
+                     by_high.astype(np.int32), running(slice(None)))
 
 
 @dataclass

@@ -158,3 +158,43 @@ def test_piece_sums_are_each_pieces_own():
         firsts, ends = np.array([f for f, _ in pieces], np.int64), np.array([e for _, e in pieces], np.int64)
         got = prune.piece_sums(a, firsts, ends, np.int64)
         assert got.tolist() == [int(a[f:e].sum()) for f, e in pieces]
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_comparison_is_counted_and_classed_from_the_sorted_zone_map_as_a_frame_at_a_time(seed, sparse, monkeypatch):
+    """compare_summary's counts and total, and compare_classes' classes and estimate (sums over random pieces, its
+    fractions), against classify's a frame at a time, on zone maps of every kind and constants on the frames' own
+    bounds; `sparse`: the frames across the constant's side classed alone however many they are (else past 1/16 of
+    the frames, classify_parts', but where every frame is tested: its estimate from running sums in frame order)."""
+    from gquery.table import zone_order
+
+    if sparse:
+        monkeypatch.setattr(prune, "SPARSE_SHARE", 0)
+    rng = random.Random(300 + seed)
+    frames = rng.choice([prune.BLOCKED_FRAMES, 5 * BLOCK_FRAMES + 17])
+    z = _zones(rng, frames, blocked=True)
+    rows = int(z.rows.sum())
+    for _ in range(40):
+        c = rng.choice(COLUMNS)
+        e = Compare(rng.choice(["<", "<=", ">", ">="]), Column(c, BIGINT), Literal(_constant(rng, z, c), BIGINT))
+        want, fractions = prune.classify(e, prune.Zones(z.rows, z.low, z.high, z.spans))
+        by_blocks = prune.classify(e, z)[1]  # what classify_parts estimates (its blocks' means)
+        order = zone_order(z.low[c], z.high[c], z.spans[c])
+        last = (z.low[c][-1:], z.high[c][-1:], tuple(x[-1:] for x in z.spans[c]))
+        counts, total = prune.compare_summary(e, order, rows, last)
+        assert counts == tuple(int((want == k).sum()) for k in (prune.NEVER, prune.CHECK, prune.ALWAYS)), e
+        classes, estimate = prune.compare_classes(e, order, z, rows)
+        assert classes.dtype == np.int8 and (classes == want).all(), e
+        if max(abs(int(z.low[c].min())), abs(int(z.high[c].max()))) < 2**50:  # (the running sums are floats: near
+            assert total == pytest.approx((fractions * z.rows).sum(), rel=1e-9, abs=1e-6)  # int64's ends, far off)
+        low_side, high_side = (prune.NEVER, prune.ALWAYS) if e.op in ("<", "<=") else (prune.ALWAYS, prune.NEVER)
+        few = min(int((want != low_side).sum()), int((want != high_side).sum()))  # frames across either side
+        sparse_here = sparse or few * 16 <= frames or (want == prune.CHECK).all()  # (else classify_parts' blocks)
+        selected = (fractions if sparse_here else by_blocks) * z.rows
+        cuts = sorted(rng.sample(range(1, frames), 6))
+        firsts, ends = np.array([0, *cuts[0::2]]), np.array([cuts[0], *cuts[1::2], frames])[:4]
+        for a, b, g in zip(firsts, ends, estimate.per_piece(firsts, ends)):
+            assert g == pytest.approx(selected[a:b].sum(), rel=1e-9, abs=1e-6), (e, a, b)
+        assert estimate.total() == pytest.approx(selected.sum(), rel=1e-9, abs=1e-6)
+        assert np.allclose(estimate.fractions(), fractions if sparse_here else by_blocks)

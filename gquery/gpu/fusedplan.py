@@ -43,7 +43,7 @@ from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, No
                                 kernel_spec, top_cut)
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
 from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, Estimate, EveryRow, SummaryEstimate, classify_parts,
-                          compare_summary, decided_buckets, frame_zones, joined_once, kept, lower, narrowed,
+                          compare_classes, compare_summary, decided_buckets, frame_zones, joined_once, kept, lower, narrowed,
                           string_sides, summarized)
 from gquery.query import Expr, Query
 
@@ -855,11 +855,11 @@ def _classified(tables: list, lowered: list, nullable=frozenset()) -> list[tuple
 
 def _summary(t, low: Expr) -> tuple:
     """(() → (classes, Estimate), the Estimate, the counts) of a table's frames under a column's order with a
-    constant: counted from the column's ZoneOrder, classed as classify_parts would when first asked for."""
+    constant: counted from the column's ZoneOrder, classed from it too (prune.compare_classes) when first asked for."""
     column = t.columns[low.left.name]
     (lows, highs), (low_f, span) = column.zones(), column.zone_spans()
     counts, total = compare_summary(low, column.zone_order(), t.rows, (lows[-1:], highs[-1:], (low_f[-1:], span[-1:])))
-    classing = _Lazy(lambda: classify_parts(low, [frame_zones(t, low.columns(), t.rows)])[0])
+    classing = _Lazy(lambda: compare_classes(low, column.zone_order(), frame_zones(t, low.columns(), t.rows), t.rows))
     return classing, SummaryEstimate(total, lambda: classing()[1]), counts
 
 
