@@ -354,11 +354,17 @@ def summarized(e: Expr | None) -> bool:
             and isinstance(e.right, Literal))
 
 
-def compare_summary(e: Compare, order, rows: int, last: tuple) -> tuple[tuple[int, int, int], float]:
+def last_fractions(e: Compare, low: np.ndarray, high: np.ndarray, low_f: np.ndarray, span: np.ndarray) -> np.ndarray:
+    """The fraction of each frame's rows `column op constant` selects, as classify finds it, for a few frames given
+    by their zone maps and zone_spans (tables' last frames: compare_summary)."""
+    return _finished(*_compare(e.op, low, high, int(e.right.value), (low_f, span)))[1]
+
+
+def compare_summary(e: Compare, order, rows: int, last: float) -> tuple[tuple[int, int, int], float]:
     """((frames ruled out, tested, passing whole), rows estimated to pass) of `column op constant` (summarized's)
-    over a table of `rows` rows, from its column's ZoneOrder (table.zone_order) and its last frame's (low, high,
-    zone_spans), arrays of one: the classes _compare gives a frame at a time, counted, and FrameEstimate's total,
-    its sums taken in another order (equal but for rounding)."""
+    over a table of `rows` rows, from its column's ZoneOrder (table.zone_order) and its last frame's fraction
+    (last_fractions'): the classes _compare gives a frame at a time, counted, and FrameEstimate's total, its sums
+    taken in another order (equal but for rounding)."""
     op, c = e.op, int(e.right.value)
     c_ = c if op in ("<", ">=") else c + 1  # x < c_, or x >= c_
     n = len(order.lows)
@@ -378,9 +384,7 @@ def compare_summary(e: Compare, order, rows: int, last: tuple) -> tuple[tuple[in
         counts, share = (k_high, tested, n - k_low), w - at * u  # each tested frame's (high - c_ + 1) / span
     share = min(max(share, 0.0), float(tested))  # (rounding: never past what the tested frames hold)
     # the last frame holds fewer rows (FrameEstimate): its fraction, as classify finds it, counted for them alone
-    lo, hi, spans = last
-    _, last_share = _finished(*_compare(op, lo, hi, c, spans))
-    return counts, FRAME_ROWS * (counts[2] + share) - (FRAME_ROWS * n - rows) * float(last_share[0])
+    return counts, FRAME_ROWS * (counts[2] + share) - (FRAME_ROWS * n - rows) * last
 
 
 # A comparison's frames below its constant are classed alone (compare_classes) where they are at most this share of

@@ -181,8 +181,8 @@ def test_a_comparison_is_counted_and_classed_from_the_sorted_zone_map_as_a_frame
         want, fractions = prune.classify(e, prune.Zones(z.rows, z.low, z.high, z.spans))
         by_blocks = prune.classify(e, z)[1]  # what classify_parts estimates (its blocks' means)
         order = zone_order(z.low[c], z.high[c], z.spans[c])
-        last = (z.low[c][-1:], z.high[c][-1:], tuple(x[-1:] for x in z.spans[c]))
-        counts, total = prune.compare_summary(e, order, rows, last)
+        last = prune.last_fractions(e, z.low[c][-1:], z.high[c][-1:], *(x[-1:] for x in z.spans[c]))
+        counts, total = prune.compare_summary(e, order, rows, float(last[0]))
         assert counts == tuple(int((want == k).sum()) for k in (prune.NEVER, prune.CHECK, prune.ALWAYS)), e
         classes, estimate = prune.compare_classes(e, order, z, rows)
         assert classes.dtype == np.int8 and (classes == want).all(), e

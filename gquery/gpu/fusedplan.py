@@ -43,8 +43,8 @@ from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, No
                                 kernel_spec, top_cut)
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
 from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, Estimate, EveryRow, SummaryEstimate, classify_parts,
-                          compare_classes, compare_summary, decided_buckets, frame_zones, joined_once, kept, lower, narrowed,
-                          string_sides, summarized)
+                          compare_classes, compare_summary, decided_buckets, frame_zones, joined_once, kept, last_fractions,
+                          lower, narrowed, string_sides, summarized)
 from gquery.query import Expr, Query
 
 # Two touched runs become one chunk when the ruled-out frames between them cost the link less than a
@@ -242,6 +242,14 @@ class TablePlan:
         return {"never": f.ruled_out, "check": f.tested, "always": f.n - f.ruled_out - f.tested}
 
 
+def _replaced(tp: TablePlan, **changes) -> TablePlan:
+    """dataclasses.replace of a TablePlan, its fields copied rather than passed to __init__ again (a plan of ten parts
+    replaced twenty: 0.3 ms)."""
+    new = object.__new__(TablePlan)
+    new.__dict__.update(tp.__dict__, **changes)
+    return new
+
+
 @dataclass
 class FusedPlan:
     query: Query
@@ -351,7 +359,7 @@ class FusedPlan:
         index_bytes = sum(self._index_cost(tp, runs) for tp in options)
         frames_bytes = sum(self._frames_cost(tp, runs, floor=not cut) for tp in options)
         if tables is None:
-            tables = [dataclasses.replace(tp, index=_index_scan(tp, self.spec) if ix else None)
+            tables = [_replaced(tp, index=_index_scan(tp, self.spec) if ix else None)
                       if tp.index_option is not None else tp for tp, ix in zip(self.tables, by_index)]
         chosen = sum(1 for tp in tables if tp.index is not None)
         column = options[0].index_option.column
@@ -738,7 +746,7 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     options = [None] * len(table_plans)
     if mode in INDEX_MODES:
         options = [_index_option(tp, spec, r) for tp, r in zip(table_plans, selectable)]
-        table_plans = [dataclasses.replace(tp, index_option=o) for tp, o in zip(table_plans, options)]
+        table_plans = [_replaced(tp, index_option=o) for tp, o in zip(table_plans, options)]
     sliced = _sliced_scans(spec, classified, [f.tested for f in frames], lowered, mode)
     top_plans = None if sliced is None else _TopPlans(
         [(t, f, selected, constants, bases, s) for (t, _, selected, constants, bases), f, s in zip(classified, frames, sliced)],
@@ -804,7 +812,7 @@ class _TopPlans:
     def __init__(self, parts: list, query: Query, spec: KernelSpec, mode: str, target: int, options: list):
         self.sliced = [part[5] for part in parts]  # each table's SlicedScan
         self.floors = [_top_floor(f, s) for _, f, *_, s in parts]
-        self.tables = _Lazy(lambda: [dataclasses.replace(tp, index_option=o) if o is not None else tp
+        self.tables = _Lazy(lambda: [_replaced(tp, index_option=o) if o is not None else tp
                                      for tp, o in zip(_table_plans(parts, query, spec, mode, target), options)])
 
     @property
@@ -836,11 +844,15 @@ def _classified(tables: list, lowered: list, nullable=frozenset()) -> list[tuple
     together (prune.classify_parts: their blocks in one pass)."""
     out: list = [None] * len(tables)
     alike: dict = {}
+    counted: dict = {}  # a lowered comparison → the parts counted from its column's ZoneOrder
     for i, (t, low) in enumerate(zip(tables, lowered)):
         if summarized(low) and low.left.name not in nullable and t.rows >= BLOCKED_FRAMES * FRAME_ROWS:
-            out[i] = _summary(t, low)
-            continue
-        alike.setdefault(low, []).append(i)
+            counted.setdefault(low, []).append(i)
+        else:
+            alike.setdefault(low, []).append(i)
+    for low, parts in counted.items():
+        for i, summary in zip(parts, _summaries([tables[i] for i in parts], low)):
+            out[i] = summary
     for low, parts in alike.items():
         if low is None:  # every frame passes whole
             for i in parts:
@@ -853,14 +865,24 @@ def _classified(tables: list, lowered: list, nullable=frozenset()) -> list[tuple
     return out
 
 
-def _summary(t, low: Expr) -> tuple:
-    """(() → (classes, Estimate), the Estimate, the counts) of a table's frames under a column's order with a
-    constant: counted from the column's ZoneOrder, classed from it too (prune.compare_classes) when first asked for."""
-    column = t.columns[low.left.name]
-    (lows, highs), (low_f, span) = column.zones(), column.zone_spans()
-    counts, total = compare_summary(low, column.zone_order(), t.rows, (lows[-1:], highs[-1:], (low_f[-1:], span[-1:])))
-    classing = _Lazy(lambda: compare_classes(low, column.zone_order(), frame_zones(t, low.columns(), t.rows), t.rows))
-    return classing, SummaryEstimate(total, lambda: classing()[1]), counts
+def _summaries(tables: list, low: Expr) -> list[tuple]:
+    """Each table's (() → (classes, Estimate), the Estimate, the counts) of its frames under a column's order with a
+    constant: counted from the column's ZoneOrder, classed from it too (prune.compare_classes) when first asked for.
+    The tables' last frames (fewer rows) are classed together (ten parts' one at a time took 0.3 ms)."""
+    columns = [t.columns[low.left.name] for t in tables]
+    zones = [(c.zones(), c.zone_spans()) for c in columns]
+    lasts = last_fractions(low, *(np.concatenate([x[-1:] for x in arrays]) for arrays in zip(
+        *((lows, highs, low_f, span) for (lows, highs), (low_f, span) in zones))))
+    out = []
+    for t, column, last in zip(tables, columns, lasts.tolist()):
+        counts, total = compare_summary(low, column.zone_order(), t.rows, last)
+        classing = _Lazy(functools.partial(_compare_classes, low, t, column))
+        out.append((classing, SummaryEstimate(total, lambda classing=classing: classing()[1]), counts))
+    return out
+
+
+def _compare_classes(low: Expr, t, column) -> tuple:
+    return compare_classes(low, column.zone_order(), frame_zones(t, low.columns(), t.rows), t.rows)
 
 
 def _sliced_scans(spec: KernelSpec, classified: list, tested: list[int], lowered: list, mode: str) -> list | None:
