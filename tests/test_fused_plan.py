@@ -340,6 +340,25 @@ def test_scattered_frames_are_one_chunk_not_thousands():
     assert frames["never"] == k.frames - int(touched.sum()) and len(plan.tables[0].chunks) == 1
 
 
+def test_parts_whose_predicate_columns_range_alike_share_one_lowered_predicate():
+    """A parted store's parts lower a WHERE once where its columns' ranges and dictionaries are the same (one
+    object: its hash and kernel spec found once; a dictionary known by its object); a part of other ranges, or
+    of a dictionary of its own, lowers it as it would alone."""
+    from gquery.gpu.fusedplan import _lowered
+    from gquery.prune import string_sides
+
+    where = And((Compare("<", col("k"), Literal(20_000, INTEGER)), InList(col("s"), (Literal("N", VARCHAR),), False)))
+    one = table(seed=1)
+    parts = [one, one, table(seed=1), table(seed=2, k_from=5_000)]
+    dictionaries = [{n: t.columns[n].dictionary for n in ("k", "s")} for t in parts]
+    ranges = [t.ranges(["k", "s"]) for t in parts]
+    nulls, sides = {"k": False, "s": False}, string_sides(where, dictionaries)
+    got = _lowered(query(where, total(PRODUCT)), dictionaries, ranges, nulls, sides)
+    alone = [lower(where, d, r, nulls, sides) for d, r in zip(dictionaries, ranges)]
+    assert got == alone and alone[0] == alone[2] != alone[3]
+    assert got[0] is got[1] and got[2] is not got[0] and got[3] is not got[0]
+
+
 def test_a_run_of_scattered_frames_is_cut_by_the_frames_it_touches_not_by_its_span():
     """A run merged from frames scattered one in every 40 spans 2,930 frames but touches 74: one piece, not
     three of the smallest size (SF 100, l_suppkey < 2: 58 pieces a part, 530 launches for a few dozen frames)."""
