@@ -360,21 +360,26 @@ def last_fractions(e: Compare, low: np.ndarray, high: np.ndarray, low_f: np.ndar
     return _finished(*_compare(e.op, low, high, int(e.right.value), (low_f, span)))[1]
 
 
+def _split(e: Compare, order) -> tuple[int, int, int]:
+    """Where `column op constant` splits a column's ZoneOrder: (c_, the frames of low < c_, those of high < c_, a
+    frame of these one of those), the comparison being x < c_ or x >= c_ (c_ may pass int64 by one)."""
+    c = int(e.right.value)
+    c_ = c if e.op in ("<", ">=") else c + 1
+    n = len(order.lows)
+    if c_ > INT64_MAX:
+        return c_, n, n
+    return c_, int(np.searchsorted(order.lows, c_, "left")), int(np.searchsorted(order.highs, c_, "left"))
+
+
 def compare_summary(e: Compare, order, rows: int, last: float) -> tuple[tuple[int, int, int], float]:
     """((frames ruled out, tested, passing whole), rows estimated to pass) of `column op constant` (summarized's)
     over a table of `rows` rows, from its column's ZoneOrder (table.zone_order) and its last frame's fraction
     (last_fractions'): the classes _compare gives a frame at a time, counted, and FrameEstimate's total, its sums
     taken in another order (equal but for rounding)."""
-    op, c = e.op, int(e.right.value)
-    c_ = c if op in ("<", ">=") else c + 1  # x < c_, or x >= c_
-    n = len(order.lows)
+    op, n = e.op, len(order.lows)
     if not n:
         return (0, 0, 0), 0.0
-
-    def below(values: np.ndarray) -> int:  # frames whose sorted `values` lie below c_ (c_ may pass int64 by one)
-        return n if c_ > INT64_MAX else int(np.searchsorted(values, c_, "left"))
-
-    k_low, k_high = below(order.lows), below(order.highs)  # low < c_; high < c_ (a frame of these is of those)
+    c_, k_low, k_high = _split(e, order)
     tested = k_low - k_high  # low < c_ <= high
     u, v, w = (float(a[k_low] - b[k_high]) for a, b in zip(order.by_low, order.by_high))
     at = float(c_ - order.base)
@@ -387,8 +392,8 @@ def compare_summary(e: Compare, order, rows: int, last: float) -> tuple[tuple[in
     return counts, FRAME_ROWS * (counts[2] + share) - (FRAME_ROWS * n - rows) * last
 
 
-# A comparison's frames below its constant are classed alone (compare_classes) where they are at most this share of
-# the table's: scattered through memory, each such frame costs what a frame compared in order costs 16 times over
+# A comparison's frames on the far side of its constant in either order are classed alone (compare_classes) where
+# they are at most 1/SPARSE_SHARE of the table's: scattered through memory, each costs a frame compared in order 16 times
 SPARSE_SHARE = 16
 
 
@@ -400,12 +405,10 @@ def compare_classes(e: Compare, order, zones: Zones, rows: int) -> tuple[np.ndar
     estimate's array a millisecond, mostly faulting that array's pages in); where every frame is tested, from the
     running sums in the frames' order; else classify_parts'."""
     op, c = e.op, int(e.right.value)
-    c_ = c if op in ("<", ">=") else c + 1  # x < c_, or x >= c_
     n = len(order.lows)
-    k_low = n if c_ > INT64_MAX else int(np.searchsorted(order.lows, c_, "left"))  # frames of low < c_
-    k_high = n if c_ > INT64_MAX else int(np.searchsorted(order.highs, c_, "left"))  # of high < c_: among those
+    c_, k_low, k_high = _split(e, order)
     if k_low == n and k_high == 0:  # every frame tested (a key scattered through every frame)
-        return np.full(n, CHECK, np.int8), TestedEstimate(e, order, zones, rows)
+        return np.full(n, CHECK, np.int8), TestedEstimate(e, order, zones, rows, c_)
     below = op in ("<", "<=")
     if k_low * SPARSE_SHARE <= n:  # few frames hold values below c_: the others (low >= c_) none
         few, others = order.low_order[:k_low], NEVER if below else ALWAYS
@@ -430,12 +433,11 @@ class TestedEstimate(Estimate):
     their 1/span, (low - base)/span and (high + 1 - base)/span in the frames' order (ZoneOrder.in_order), no array
     a frame (each tested frame's fraction, (c - low)/span or (high - c + 1)/span, lies within [0, 1])."""
 
-    def __init__(self, e: Compare, order, zones: Zones, rows: int):
+    def __init__(self, e: Compare, order, zones: Zones, rows: int, c_: int):
         self.e, self.order, self.zones, self.rows = e, order, zones, rows
         self.n = len(order.lows)
-        op, c = e.op, int(e.right.value)
-        self._at = float((c if op in ("<", ">=") else c + 1) - order.base)  # c_, from the sums' base
-        self._below = op in ("<", "<=")
+        self._at = float(c_ - order.base)  # c_ (_split's), from the sums' base
+        self._below = e.op in ("<", "<=")
         self._last = float(self._sums(np.array([self.n - 1]), np.array([self.n]))[0]) if self.n else 0.0
 
     def _sums(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:

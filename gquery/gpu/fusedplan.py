@@ -870,9 +870,8 @@ def _summaries(tables: list, low: Expr) -> list[tuple]:
     constant: counted from the column's ZoneOrder, classed from it too (prune.compare_classes) when first asked for.
     The tables' last frames (fewer rows) are classed together (ten parts' one at a time took 0.3 ms)."""
     columns = [t.columns[low.left.name] for t in tables]
-    zones = [(c.zones(), c.zone_spans()) for c in columns]
-    lasts = last_fractions(low, *(np.concatenate([x[-1:] for x in arrays]) for arrays in zip(
-        *((lows, highs, low_f, span) for (lows, highs), (low_f, span) in zones))))
+    maps = [(*c.zones(), *c.zone_spans()) for c in columns]  # low, high, and the spans' low and width, a frame
+    lasts = last_fractions(low, *(np.concatenate([m[k][-1:] for m in maps]) for k in range(4)))
     out = []
     for t, column, last in zip(tables, columns, lasts.tolist()):
         counts, total = compare_summary(low, column.zone_order(), t.rows, last)
@@ -882,6 +881,7 @@ def _summaries(tables: list, low: Expr) -> list[tuple]:
 
 
 def _compare_classes(low: Expr, t, column) -> tuple:
+    """A table's (classes, Estimate) under a column's order with a constant (prune.compare_classes)."""
     return compare_classes(low, column.zone_order(), frame_zones(t, low.columns(), t.rows), t.rows)
 
 
