@@ -103,15 +103,21 @@ def test_a_small_table_is_classed_frame_by_frame():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_parts_classed_together_as_each_alone_and_their_estimates_summed_by_pieces(seed):
-    """classify_parts over several parts (their blocks joined): each part's classes its own classify's, and its
-    Estimate's sums over random pieces of frames those of its frames' estimates (fraction times rows)."""
+    """classify_counted over several parts (their blocks joined; a part too small for blocks among them): each
+    part's classes its own classify's, its counts (where given) those of its classes, and its Estimate's sums over
+    random pieces of frames those of its frames' estimates (fraction times rows)."""
     rng = random.Random(100 + seed)
     parts = [_zones(rng, rng.choice([prune.BLOCKED_FRAMES, 7 * BLOCK_FRAMES + 5]), blocked=True) for _ in range(3)]
+    parts.insert(rng.randint(0, 3), _zones(rng, prune.BLOCKED_FRAMES - 1, blocked=True))  # classed frame by frame
+    counted = 0
     for _ in range(40):
         e = _predicate(rng, parts[0]) if rng.random() < 0.9 else None
-        for z, (classes, estimate) in zip(parts, prune.classify_parts(e, parts)):
+        for z, (classes, estimate, counts) in zip(parts, prune.classify_counted(e, parts)):
             want, fractions = prune.classify(e, z)
             assert (classes == want).all(), e
+            if counts is not None:
+                assert counts == tuple(np.bincount(want, minlength=3).tolist()), e
+                counted += 1
             rows = z.rows.astype(np.float64)
             selected = fractions * rows
             n = len(z.rows)
@@ -123,6 +129,7 @@ def test_parts_classed_together_as_each_alone_and_their_estimates_summed_by_piec
                 assert g == pytest.approx(selected[a:b].sum(), rel=1e-9, abs=1e-6), (e, a, b)
             assert estimate.total() == pytest.approx(selected.sum(), rel=1e-9, abs=1e-6)
             assert np.allclose(estimate.fractions(), fractions)
+    assert counted  # (the blocks counted some parts' frames)
 
 
 @pytest.mark.parametrize("seed", range(4))

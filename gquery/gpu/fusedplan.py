@@ -42,7 +42,7 @@ from gquery.errors import UsageError
 from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, NotOnGpu, SlicedKernel, TopCut, hash_slots,
                                 kernel_spec, top_cut)
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
-from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, Estimate, EveryRow, SummaryEstimate, classify_parts,
+from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, Estimate, EveryRow, SummaryEstimate, classify_counted,
                           compare_classes, compare_summary, decided_buckets, frame_zones, joined_once, kept, last_fractions,
                           lower, narrowed, string_sides, summarized)
 from gquery.query import Expr, Query
@@ -563,13 +563,17 @@ class _Frames:
     a column's top bytes cut the same frames (each _chunks call); their stretches found when first cut."""
 
     def __init__(self, classes, counts: tuple[int, int, int] | None = None):
-        """`classes`: an int8 array, or () → (classes, Estimate) made when first asked for, its `counts` (ruled
-        out, tested, passing whole) given (prune.compare_summary)."""
+        """`classes`: an int8 array, or () → (classes, Estimate) made when first asked for; its `counts` (ruled
+        out, tested, passing whole) given where found with the classes or without them (prune.classify_counted,
+        prune.compare_summary)."""
         if counts is None:
             self.classes, self.n = classes, len(classes)
             self.check = classes == CHECK
             self.tested = int(np.count_nonzero(self.check))
             self.ruled_out = int(np.count_nonzero(classes == NEVER))
+        elif isinstance(classes, np.ndarray):  # counted where classed (prune.classify_counted)
+            self.classes, self.n = classes, len(classes)
+            self.ruled_out, self.tested, _ = counts
         else:
             self._classing, self.n = classes, sum(counts)
             self.ruled_out, self.tested, _ = counts
@@ -723,6 +727,7 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
             nulls = t.columns[c].frame_nulls() if c in nullable else None
             if nulls is not None:
                 classes[(classes == ALWAYS) & nulls] = CHECK
+                counts = None  # (counted again)
         bases = shared or tuple(r[c.name][0] // step for c, step in zip(query.group_by, steps))
         classified.append((t, _Frames(classes, counts), selected, tuple(constants), bases))
     frames = [f for _, f, *_ in classified]
@@ -841,7 +846,7 @@ def _classified(tables: list, lowered: list, nullable=frozenset()) -> list[tuple
     their counts (ruled out, tested, passing whole). A column's order with a constant over a table of many frames
     is counted and estimated from the column's ZoneOrder (prune.compare_summary), its classes made when first
     asked for (a table scanned by index never asks); the other parts that lower the predicate alike are classed
-    together (prune.classify_parts: their blocks in one pass)."""
+    together (prune.classify_counted: their blocks in one pass)."""
     out: list = [None] * len(tables)
     alike: dict = {}
     counted: dict = {}  # a lowered comparison → the parts counted from its column's ZoneOrder
@@ -857,11 +862,11 @@ def _classified(tables: list, lowered: list, nullable=frozenset()) -> list[tuple
         if low is None:  # every frame passes whole
             for i in parts:
                 frames = -(-tables[i].rows // FRAME_ROWS)
-                out[i] = np.full(frames, ALWAYS, np.int8), EveryRow(frames, tables[i].rows), None
+                out[i] = np.full(frames, ALWAYS, np.int8), EveryRow(frames, tables[i].rows), (0, 0, frames)
             continue
         zones = [frame_zones(tables[i], low.columns(), tables[i].rows) for i in parts]
-        for i, (classes, estimate) in zip(parts, classify_parts(low, zones)):
-            out[i] = classes, estimate, None
+        for i, found in zip(parts, classify_counted(low, zones)):
+            out[i] = found
     return out
 
 
