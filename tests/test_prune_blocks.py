@@ -205,3 +205,36 @@ def test_a_comparison_is_counted_and_classed_from_the_sorted_zone_map_as_a_frame
             assert g == pytest.approx(selected[a:b].sum(), rel=1e-9, abs=1e-6), (e, a, b)
         assert estimate.total() == pytest.approx(selected.sum(), rel=1e-9, abs=1e-6)
         assert np.allclose(estimate.fractions(), fractions if sparse_here else by_blocks)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_frames_of_a_few_frames_across_a_constant_stretch_as_their_classes_do(seed, monkeypatch):
+    """A table's frames classed from compare_classes' sorted lists (its SparseEstimate: few frames across the
+    constant, every other ruled out or passing whole) give the stretches, runs and tested frames that its classes
+    give frame by frame (fusedplan._Frames, which the chunks are cut from)."""
+    from gquery.gpu.fusedplan import _Frames
+    from gquery.table import zone_order
+
+    monkeypatch.setattr(prune, "SPARSE_SHARE", 0)  # (every comparison's frames classed from the lists)
+    rng = random.Random(500 + seed)
+    frames = rng.choice([prune.BLOCKED_FRAMES, 5 * BLOCK_FRAMES + 17])
+    z = _zones(rng, frames, blocked=True)
+    rows = int(z.rows.sum())
+    sparse = 0
+    for _ in range(40):
+        c = rng.choice(COLUMNS)
+        e = Compare(rng.choice(["<", "<=", ">", ">="]), Column(c, BIGINT), Literal(_constant(rng, z, c), BIGINT))
+        order = zone_order(z.low[c], z.high[c], z.spans[c])
+        classes, estimate = prune.compare_classes(e, order, z, rows)
+        counts = tuple(int((classes == k).sum()) for k in (prune.NEVER, prune.CHECK, prune.ALWAYS))
+        listed, whole = _Frames(lambda: (classes, estimate), counts), _Frames(classes)
+        sparse += listed._sparse is not None
+        for name in ("touched", "passing"):
+            for got, want in zip(getattr(listed, name), getattr(whole, name)):
+                assert got.tolist() == want.tolist(), (e, name)
+        assert listed.tested_frames.tolist() == whole.tested_frames.tolist(), e
+        gap = rng.choice([0, 1, 3, frames])
+        assert listed.runs(gap) == whole.runs(gap), e
+        a, b = sorted(rng.sample(range(frames + 1), 2))
+        assert listed.touched_in(a, b) == whole.touched_in(a, b), e
+    assert sparse  # (some comparisons classed from the lists)

@@ -42,8 +42,8 @@ from gquery.errors import UsageError
 from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, NotOnGpu, SlicedKernel, TopCut, hash_slots,
                                 kernel_spec, top_cut)
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
-from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, Estimate, EveryRow, SummaryEstimate, classify_counted,
-                          compare_classes, compare_summary, decided_buckets, frame_zones, joined_once, kept, last_fractions,
+from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, Estimate, EveryRow, SparseEstimate, SummaryEstimate,
+                          classify_counted, compare_classes, compare_summary, decided_buckets, frame_zones, joined_once, kept, last_fractions,
                           lower, narrowed, string_sides, summarized)
 from gquery.query import Expr, Query
 
@@ -558,6 +558,24 @@ def _stretches(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return edges[0::2], edges[1::2]
 
 
+def _stretches_of(frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, end) of each stretch of consecutive frames in a sorted list of frames (_stretches' of their mask)."""
+    frames = frames.astype(np.int64)
+    if not len(frames):
+        return frames, frames
+    breaks = np.flatnonzero(np.diff(frames) != 1)
+    return frames[np.concatenate([[0], breaks + 1])], frames[np.concatenate([breaks, [len(frames) - 1]])] + 1
+
+
+def _stretches_between(frames: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(first, end) of each stretch of the frames [0, n) that a sorted list of frames leaves out."""
+    frames = frames.astype(np.int64)
+    firsts = np.concatenate([[0], frames + 1])
+    ends = np.concatenate([frames, [n]])
+    kept = ends > firsts
+    return firsts[kept], ends[kept]
+
+
 class _Frames:
     """A table's frame classes and what chunking reads of them, found once a plan: its scan by frames and by
     a column's top bytes cut the same frames (each _chunks call); their stretches found when first cut."""
@@ -584,18 +602,36 @@ class _Frames:
         return self._classing()[0]
 
     @functools.cached_property
+    def _sparse(self) -> SparseEstimate | None:
+        """The Estimate of a comparison whose frames on one side of its constant were few (prune.compare_classes):
+        its sorted lists of frames give the stretches, not the classes (SF 100's l_suppkey < 2 touches a few dozen
+        frames of a part's 58,581)."""
+        if "_classing" not in self.__dict__:
+            return None
+        found = self._classing()[1]
+        return found if isinstance(found, SparseEstimate) else None
+
+    @functools.cached_property
     def check(self) -> np.ndarray:
         return self.classes == CHECK
 
     @functools.cached_property
     def touched(self) -> tuple[np.ndarray, np.ndarray]:
         """Stretches of frames not ruled out."""
-        return _stretches(self.classes != NEVER)
+        sparse = self._sparse
+        if sparse is None:
+            return _stretches(self.classes != NEVER)
+        if sparse.complement:  # every frame passes whole but those listed, tested or ruled out
+            return _stretches_between(np.setdiff1d(sparse.passing, sparse.tested, assume_unique=True), self.n)
+        return _stretches_of(np.sort(np.concatenate([sparse.passing, sparse.tested])))  # (two lists apart)
 
     @functools.cached_property
     def passing(self) -> tuple[np.ndarray, np.ndarray]:
         """Stretches of frames that pass whole."""
-        return _stretches(self.classes == ALWAYS)
+        sparse = self._sparse
+        if sparse is None:
+            return _stretches(self.classes == ALWAYS)
+        return _stretches_between(sparse.passing, self.n) if sparse.complement else _stretches_of(sparse.passing)
 
     def picked(self, pieces: list, selected: Estimate, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """The rows each piece is estimated to select: summed once for pieces cut alike by both scans (the last
@@ -608,7 +644,8 @@ class _Frames:
     def tested_frames(self) -> np.ndarray:
         """The tested frames, in order: a piece's are found in two binary searches (a sum over its span took
         milliseconds where a few frames lie scattered over a part's 58,000)."""
-        return np.flatnonzero(self.check)
+        sparse = self._sparse
+        return np.flatnonzero(self.check) if sparse is None else sparse.tested
 
     def tested_in(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """Each piece's tested frames."""
@@ -1104,14 +1141,14 @@ def _cut(parts: list, spec: KernelSpec, mode: str, target: int) -> _Cut:
     by_top = parts[0][5].column if parts and parts[0][5] is not None else None  # one column in every table
     cut, tested = [], []  # each table's pieces, and their tested frames
     for (table, frames, *_), meta in zip(parts, metas):
-        classes = frames.classes
-        shipped = sum(FRAME_ROWS * len(classes) if c == by_top else packed_bytes(meta[c])
-                      for c in predicate if c in meta) / max(len(classes), 1)  # a gap frame's bytes
+        n = frames.n
+        shipped = sum(FRAME_ROWS * n if c == by_top else packed_bytes(meta[c])
+                      for c in predicate if c in meta) / max(n, 1)  # a gap frame's bytes
         # (resident: nothing is shipped, so every run is one: ruled-out frames are skipped by their class)
-        runs = frames.runs(int(GAP_BYTES / shipped) if shipped else len(classes))
+        runs = frames.runs(int(GAP_BYTES / shipped) if shipped else n)
         # a stretch that passes whole is split off where its predicate bytes pay for a chunk (resident: one
         # chunk, the class of each frame says which frames skip the predicate)
-        split = max(SPLIT_FRAMES, math.ceil(GAP_BYTES / shipped)) if shipped else len(classes) + 1
+        split = max(SPLIT_FRAMES, math.ceil(GAP_BYTES / shipped)) if shipped else n + 1
         pieces = []  # (first, end, whole)
         for a, b in runs:
             for s, e, whole in frames.segments(a, b, split):
