@@ -211,8 +211,9 @@ def test_a_comparison_is_counted_and_classed_from_the_sorted_zone_map_as_a_frame
 def test_frames_of_a_few_frames_across_a_constant_stretch_as_their_classes_do(seed, monkeypatch):
     """A table's frames classed from compare_classes' sorted lists (its SparseEstimate: few frames across the
     constant, every other ruled out or passing whole) give the stretches, runs and tested frames that its classes
-    give frame by frame (fusedplan._Frames, which the chunks are cut from)."""
-    from gquery.gpu.fusedplan import _Frames
+    give frame by frame (fusedplan._Frames, which the chunks are cut from); and so do the counts alone where a
+    class is held by no frame or by every one."""
+    from gquery.gpu.fusedplan import _Frames, _stretches
     from gquery.table import zone_order
 
     monkeypatch.setattr(prune, "SPARSE_SHARE", 0)  # (every comparison's frames classed from the lists)
@@ -238,3 +239,10 @@ def test_frames_of_a_few_frames_across_a_constant_stretch_as_their_classes_do(se
         a, b = sorted(rng.sample(range(frames + 1), 2))
         assert listed.touched_in(a, b) == whole.touched_in(a, b), e
     assert sparse  # (some comparisons classed from the lists)
+    for classes in [np.full(frames, k, np.int8) for k in (prune.NEVER, prune.CHECK, prune.ALWAYS)] + [
+            np.array([rng.choice([prune.NEVER, prune.CHECK, prune.ALWAYS]) for _ in range(frames)], np.int8)]:
+        whole = _Frames(classes)  # (a class that no frame or every frame holds: its stretches from the counts)
+        for got, want in zip(whole.touched, _stretches(classes != prune.NEVER)):
+            assert got.tolist() == want.tolist()
+        for got, want in zip(whole.passing, _stretches(classes == prune.ALWAYS)):
+            assert got.tolist() == want.tolist()

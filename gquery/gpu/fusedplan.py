@@ -615,9 +615,19 @@ class _Frames:
     def check(self) -> np.ndarray:
         return self.classes == CHECK
 
+    def _alike(self, count: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The stretches of a class that `count` frames hold where that is none or every frame (a comparison that
+        tests every frame: Q6 as generated, the mission past a few suppliers), else None."""
+        if count == 0 or not self.n:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return (np.zeros(1, np.int64), np.full(1, self.n, np.int64)) if count == self.n else None
+
     @functools.cached_property
     def touched(self) -> tuple[np.ndarray, np.ndarray]:
         """Stretches of frames not ruled out."""
+        found = self._alike(self.n - self.ruled_out)
+        if found is not None:
+            return found
         sparse = self._sparse
         if sparse is None:
             return _stretches(self.classes != NEVER)
@@ -628,6 +638,9 @@ class _Frames:
     @functools.cached_property
     def passing(self) -> tuple[np.ndarray, np.ndarray]:
         """Stretches of frames that pass whole."""
+        found = self._alike(self.n - self.ruled_out - self.tested)
+        if found is not None:
+            return found
         sparse = self._sparse
         if sparse is None:
             return _stretches(self.classes == ALWAYS)
