@@ -861,12 +861,15 @@ def test_a_cut_is_kept_for_the_next_constant_whose_frames_class_alike():
         return out
 
     scattered = table(1_000_000)
-    plan_fused(query(Compare("<", col("k"), Literal(5_000, INTEGER)), total(PRODUCT)), [scattered], "pinned", 132)
+    plan_fused(query(Compare("<", col("k"), Literal(5_000, INTEGER)), total(PRODUCT)), [scattered], "pinned", 132).tables[0].chunks
     before = len(fusedplan._cuts)
     a, b = [plan_fused(query(Compare("<", col("k"), Literal(z, INTEGER)), total(PRODUCT)), [scattered], "pinned", 132)
             for z in (5_001, 5_002)]
+    a.tables[0].chunks, b.tables[0].chunks
+    assert "classes" not in b.tables[0].frames.__dict__  # found from its counts (every frame tested), not its classes
     assert (a.tables[0].classes == b.tables[0].classes).all() and len(fusedplan._cuts) == before  # found, not cut
     plans(scattered, (5_001, 5_002, 30))
     clustered = table(1_000_000, sort_by="k")
-    made = plans(clustered, (2_000, 2_001, 20_000))
+    made = plans(clustered, (2_000, 2_001, 20_000, 10**9, 2_000))  # (10**9: every frame passes whole)
     assert not (made[0].tables[0].classes == made[2].tables[0].classes).all()
+    assert made[3].tables[0].frames.one_class == ALWAYS

@@ -615,6 +615,12 @@ class _Frames:
     def check(self) -> np.ndarray:
         return self.classes == CHECK
 
+    @property
+    def one_class(self) -> int | None:
+        """The class every frame holds, where one does (from the counts), else None."""
+        passing = self.n - self.ruled_out - self.tested
+        return next((k for k, c in ((NEVER, self.ruled_out), (CHECK, self.tested), (ALWAYS, passing)) if c == self.n), None)
+
     def _alike(self, count: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The stretches of a class that `count` frames hold where that is none or every frame (a comparison that
         tests every frame: Q6 as generated, the mission past a few suppliers), else None."""
@@ -1136,12 +1142,30 @@ def _kept_cut(parts: list, spec: KernelSpec, mode: str, target: int) -> _Cut:
         for f in dataclasses.fields(cut):
             if isinstance(getattr(cut, f.name), np.ndarray):
                 getattr(cut, f.name).setflags(write=False)
-        return tuple(f.classes.copy() for _, f, *_ in parts), cut
+        return tuple(_kept_classes(f) for _, f, *_ in parts), cut
 
     def alike(found: tuple) -> bool:
-        return all(np.array_equal(c, f.classes) for c, (_, f, *_) in zip(found[0], parts))
+        return all(_classed_alike(c, f) for c, (_, f, *_) in zip(found[0], parts))
 
     return kept(_cuts, CUTS_KEPT, key, [p[0] for p in parts], made, alike)[1]
+
+
+def _kept_classes(frames: _Frames) -> tuple:
+    """What a kept cut keeps of a table's classes: (frames, the one class every frame holds), not asking for the
+    classes (a comparison that tests every frame makes them when first asked: ten parts' on every new constant),
+    or (frames, a copy of its classes)."""
+    one = frames.one_class
+    return (frames.n, one) if one is not None else (frames.n, frames.classes.copy())
+
+
+def _classed_alike(kept: tuple, frames: _Frames) -> bool:
+    n, classes = kept
+    if n != frames.n:
+        return False
+    one = frames.one_class
+    if isinstance(classes, int) or one is not None:  # (one class in either: alike where it is both's)
+        return isinstance(classes, int) and classes == one
+    return np.array_equal(classes, frames.classes)
 
 
 def _cut(parts: list, spec: KernelSpec, mode: str, target: int) -> _Cut:
