@@ -840,6 +840,25 @@ def test_a_wide_keys_words_read_back_as_its_columns_values_and_nulls():
     assert plan.spec.wide_keys and partial.groups == {(p, k): [[n]] for (p, k), n in zip(groups, counts.tolist())}
 
 
+def test_a_comparisons_classes_are_kept_for_the_next_text_with_the_same_where():
+    """fusedplan._compare_classes: a new text whose WHERE is the last one's (another aggregate, or constant in its
+    select list) finds its frames classed (the same read-only classes), and its plan is the plan made with nothing
+    kept; another constant in WHERE classes its frames anew."""
+    from gquery.gpu import fusedplan
+
+    clustered = table(1_000_000, sort_by="k")
+    where = Compare("<", col("k"), Literal(3_000, INTEGER))  # (k: 1 to 9,999)
+    first = plan_fused(query(where, total(PRODUCT)), [clustered], "pinned", 132)
+    again = plan_fused(query(where, total(col("q"))), [clustered], "pinned", 132)
+    assert again.tables[0].classes is first.tables[0].classes and not again.tables[0].classes.flags.writeable
+    fusedplan._classings.clear()
+    fresh = plan_fused(query(where, total(col("q"))), [clustered], "pinned", 132)
+    assert (fresh.tables[0].classes == again.tables[0].classes).all()
+    assert [dataclasses.astuple(c) for c in fresh.tables[0].chunks] == [dataclasses.astuple(c) for c in again.tables[0].chunks]
+    other = plan_fused(query(Compare("<", col("k"), Literal(6_000, INTEGER)), total(col("q"))), [clustered], "pinned", 132)
+    assert not (other.tables[0].classes == first.tables[0].classes).all()
+
+
 def test_a_cut_is_kept_for_the_next_constant_whose_frames_class_alike():
     """fusedplan._kept_cut: a new constant whose frames are classed as the last plan's (every frame tested, as
     generated) finds that plan's pieces and their bytes; one whose classes differ (a clustered column's bound
