@@ -279,6 +279,9 @@ def _from_blocks(e: Expr, zones: list[Zones], cls: np.ndarray, frac: np.ndarray)
     block_frames = np.full(len(cls), BLOCK_FRAMES, np.int64)
     block_frames[block_at[1:] - 1] = [len(z.rows) - BLOCK_FRAMES * (k - 1) for z, k in zip(zones, blocks.tolist())]
     whole = np.stack([np.add.reduceat(np.where(cls == c, block_frames, 0), block_at[:-1]) for c in (NEVER, CHECK, ALWAYS)], 1)
+    uniform = np.where(is_mixed, 0.0, frac)  # (a mixed block's rows are its frames' own: BlockEstimate)
+    block_rows = (block_frames * FRAME_ROWS).astype(np.float64)  # a table's last frame holds fewer rows
+    block_rows[block_at[1:] - 1] -= [FRAME_ROWS * len(z.rows) - _rows(z) for z in zones]
     out = []
     for z, a, b, k, m, counted in zip(zones, block_at[:-1].tolist(), block_at[1:].tolist(), blocks.tolist(), mixed_blocks,
                                       whole.tolist()):
@@ -288,14 +291,13 @@ def _from_blocks(e: Expr, zones: list[Zones], cls: np.ndarray, frac: np.ndarray)
             out.append((cls_f, FrameEstimate(frac_f, z.rows), None))
             continue
         cls_f = padded[BLOCK_FRAMES * a:BLOCK_FRAMES * a + n]
-        mixed = np.flatnonzero(is_mixed[a:b]) if m else np.zeros(0, np.int64)
-        which = (mixed[:, None] * BLOCK_FRAMES + np.arange(BLOCK_FRAMES)).reshape(-1)
-        which = which[which < n]
-        own = np.zeros(0)
-        if len(which):
+        which, own = _NO_FRAMES, _NO_FRACTIONS
+        if m:  # the mixed blocks' frames
+            which = (np.flatnonzero(is_mixed[a:b])[:, None] * BLOCK_FRAMES + np.arange(BLOCK_FRAMES)).reshape(-1)
+            which = which[which < n]
             cls_f[which], own = _finished(*_classify(e, z.frames(which), len(which)))
             counted = [x + y for x, y in zip(counted, np.bincount(cls_f[which], minlength=ALWAYS + 1).tolist())]
-        out.append((cls_f, BlockEstimate(frac[a:b], mixed, which, own, n, _rows(z)), tuple(counted)))
+        out.append((cls_f, BlockEstimate(frac[a:b], uniform[a:b], block_rows[a:b], which, own, n, _rows(z)), tuple(counted)))
     return out
 
 
@@ -538,21 +540,27 @@ class EveryRow(Estimate):
         return np.ones(self.n)
 
 
+_NO_FRAMES, _NO_FRACTIONS = np.zeros(0, np.int64), np.zeros(0)  # (a table without mixed blocks: read only)
+_NO_FRAMES.setflags(write=False)
+_NO_FRACTIONS.setflags(write=False)
+_NONE_OWN = np.zeros(1)  # (the running sum of no mixed block's frames)
+_NONE_OWN.setflags(write=False)
+
+
 class BlockEstimate(Estimate):
     """An estimate a block: a block's frames share its mean fraction, but a MIXED block's frames (`which`), classed
     one by one, keep their own (`own`). Summed without an array a frame (at SF 100, ten parts' 585,810 frames
     took milliseconds to fill and sum)."""
 
-    def __init__(self, block_fractions: np.ndarray, mixed: np.ndarray, which: np.ndarray, own: np.ndarray, n: int,
-                 rows: int):
+    def __init__(self, block_fractions: np.ndarray, uniform: np.ndarray, block_rows: np.ndarray, which: np.ndarray,
+                 own: np.ndarray, n: int, rows: int):
+        """`uniform`: the block fractions, a MIXED block's 0 (its rows are its frames' own); `block_rows`: each block's
+        rows (as doubles). Both read only (views of several tables' blocks: _from_blocks)."""
         self.n, self.rows = n, rows  # frames, rows
         self.block_fractions, self.which, self.own = block_fractions, which, own
-        firsts = np.arange(0, n, BLOCK_FRAMES)
-        uniform = block_fractions.copy()
-        uniform[mixed] = 0.0  # (a mixed block's rows are its frames' own)
         self._uniform = uniform
-        self._uniform_prefix = np.concatenate([[0.0], np.cumsum(uniform * self._rows(firsts, np.minimum(firsts + BLOCK_FRAMES, n)))])
-        self._own_prefix = np.concatenate([[0.0], np.cumsum(own * self._rows(which, which + 1))])
+        self._uniform_prefix = np.concatenate([[0.0], np.cumsum(uniform * block_rows)])
+        self._own_prefix = np.concatenate([[0.0], np.cumsum(own * self._rows(which, which + 1))]) if len(which) else _NONE_OWN
 
     def _rows(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """Rows of the frames [first, end): FRAME_ROWS a frame, but the table's last."""
