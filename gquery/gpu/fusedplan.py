@@ -43,8 +43,8 @@ from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, No
                                 kernel_spec, top_cut)
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
 from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, Estimate, EveryRow, SparseEstimate, SummaryEstimate,
-                          classify_counted, compare_classes, compare_summary, decided_buckets, frame_zones, joined_once, kept, last_fractions,
-                          lower, narrowed, string_sides, summarized)
+                          classify_counted, compare_classes, compare_summary, decided_buckets, frame_zones, joined_once,
+                          kept, last_fractions, lower, narrowed, string_sides, summarized)
 from gquery.query import Expr, Query
 
 # Two touched runs become one chunk when the ruled-out frames between them cost the link less than a
@@ -1175,9 +1175,9 @@ def _kept_cut(parts: list, spec: KernelSpec, mode: str, target: int) -> _Cut:
 
 
 def _kept_classes(frames: _Frames) -> tuple:
-    """What a kept cut keeps of a table's classes: (frames, the one class every frame holds), not asking for the
-    classes (a comparison that tests every frame makes them when first asked: ten parts' on every new constant),
-    or (frames, a copy of its classes)."""
+    """What a kept cut keeps of a table's classes: (frames, the one class every frame holds), found from the counts
+    (a comparison that tests every frame: no copy of ten parts' classes, no frame-by-frame comparison on every new
+    constant), or (frames, a copy of its classes)."""
     one = frames.one_class
     return (frames.n, one) if one is not None else (frames.n, frames.classes.copy())
 
