@@ -610,7 +610,27 @@ def test_parts_of_one_range_add_their_groups_into_one_table_of_words():
     greatest = query(None, Aggregate("max", col("s"), VARCHAR), group_by=(col("k"),))  # of codes: the same strings?
     assert not plan_fused(greatest, parts, "pinned", 132).shared_groups
     assert plan_fused(greatest, [parts[0], parts[2]], "pinned", 132).shared_groups
-    assert not plan_fused(query(None, count), parts, "pinned", 132).shared_groups  # no groups: nothing to share
+    ungrouped = plan_fused(query(None, count, total(PRODUCT)), parts, "pinned", 132)  # one group, () its base
+    assert ungrouped.shared_groups and ungrouped.word_tables == 1 and "aggregates add into one table" in ungrouped.describe()
+    least = query(None, Aggregate("min", col("s"), VARCHAR))  # of codes that mean other strings in part 2: a table a part
+    assert not plan_fused(least, parts, "pinned", 132).shared_groups
+    assert plan_fused(least, [parts[0], parts[2]], "pinned", 132).shared_groups
+    assert not plan_fused(query(None, count), parts[:1], "pinned", 132).shared_groups  # one table: nothing to share
+
+
+def test_a_sum_the_parts_add_into_one_table_is_bounded_by_all_their_rows():
+    """Parts that add into one table of words add up every part's rows: a sum whose product of BIGINTs fits 128
+    bits over one part's rows but not over all of theirs is kept in more words (wide), and is not where the parts
+    keep a table each."""
+    big = 2**62 - 1
+    product = Arith("*", col("k"), col("k"), BIGINT)
+    parts = [Table.from_values({"k": np.full(4, big), "q": np.full(4, 100), "p": np.ones(4, np.int64), "d": np.zeros(4, np.int64),
+                                "t": np.full(4, 9000), "s": np.zeros(4, np.int64)}, SCHEMA, {"s": ("A", "N", "R")})
+             for _ in range(3)]
+    alone = plan_fused(query(None, total(product, decimal(38, 0))), parts[:1], "pinned", 132)
+    assert [a.kind for a in alone.spec.accumulators] == ["sum"]  # 4 rows of (2^62)^2: below 2^127
+    together = plan_fused(query(None, total(product, decimal(38, 0))), parts, "pinned", 132)
+    assert together.shared_groups and [a.kind for a in together.spec.accumulators] == ["wide"]  # 12 rows: not
 
 
 def _sliced_rows(where, t):
