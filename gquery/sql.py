@@ -13,10 +13,12 @@ column names, rendered from the tree as written (DuckDB names the expression bef
 from __future__ import annotations
 
 import calendar
+import contextlib
 import datetime
 import functools
 import importlib.metadata
 import re
+import threading
 from dataclasses import dataclass, field, replace
 
 import sqlglot
@@ -162,12 +164,16 @@ def parse_template(t: Template, text: str, spans: list[tuple[int, int]], schema:
 def _fill(holes: list, literals: list[str], spans) -> None:
     """Each placeholder $k of a tree replaced by the k-th literal's own parse, placed where it lies in the text."""
     for hole in holes:
-        k = int(hole.this) - 1
-        node = _literal_node(literals[k])
-        offset = spans[k][0] - len("SELECT ")
-        for part in node.walk():
-            _moved_meta(part, lambda at: at + offset)
-        hole.replace(node)
+        hole.replace(_placed_literal(literals, spans, int(hole.this) - 1))
+
+
+def _placed_literal(literals: list[str], spans, k: int) -> exp.Expression:
+    """The k-th literal's own parse, placed where it lies in the text (the binder reads a number as written)."""
+    node = _literal_node(literals[k])
+    offset = spans[k][0] - len("SELECT ")
+    for part in node.walk():
+        _moved_meta(part, lambda at: at + offset)
+    return node
 
 
 # --- a new text of a shape parsed before ---------------------------------------------------------------------
@@ -230,6 +236,8 @@ class _Shape:
     # literals it held, with the notes binding it made: a new constant rebinds the term it lies in, not all of WHERE
     where_terms: tuple = ()
     bound_terms: dict = field(default_factory=dict, compare=False, hash=False)
+    # held while a text's literals stand in the template's tree (_rebound) or the tree is copied (parse_template)
+    lock: threading.Lock = field(default_factory=threading.Lock, compare=False, hash=False, repr=False)
 
 
 def parse_shaped(text: str, schema: Schema, table: str, shapes: dict) -> Query:
@@ -261,9 +269,10 @@ def parse_shaped(text: str, schema: Schema, table: str, shapes: dict) -> Query:
         return query
     if kept is not None:
         try:
-            rebound = _rebound(kept, text, spans, schema, table)
-            return rebound if rebound is not None else parse_template(kept.template, text, spans, schema, table,
-                                                                      every_literal=True)
+            with kept.lock:  # (the template's tree holds another text's literals while _rebound binds them)
+                rebound = _rebound(kept, text, spans, schema, table)
+                return rebound if rebound is not None else parse_template(kept.template, text, spans, schema, table,
+                                                                          every_literal=True)
         except Exception:  # noqa: BLE001 (parse says what is wrong with this text, in its own words)
             pass
     return parse(text, schema, table)
@@ -293,14 +302,15 @@ TERMS_KEPT = 1024  # WHERE terms a shape keeps bound (for the literals they held
 def _where_rebound(shape: _Shape, binder: "_Binder", literals: list[str], filled) -> Expr | None:
     """The WHERE of a text of the shape: each top-level AND term bound for its literals once (kept on the shape
     with the notes it made), the terms joined as _predicate joins them (AND flattened, TRUE and FALSE folded).
-    `filled`: a template node with the text's literals (_rebound's)."""
+    `filled`: a template node with the text's literals while it binds (_rebound's)."""
     terms, notes = [], []
     for k, (term, holes) in enumerate(shape.where_terms):
         key = (k, tuple(literals[h] for h in holes))
         found = shape.bound_terms.get(key)
         if found is None:
             before = len(binder.notes)
-            found = (binder._predicate(filled(term)), tuple(binder.notes[before:]))
+            with filled(term) as node:
+                found = (binder._predicate(node), tuple(binder.notes[before:]))
             if len(shape.bound_terms) >= TERMS_KEPT:
                 shape.bound_terms.clear()
             shape.bound_terms[key] = found
@@ -338,13 +348,22 @@ def _rebound(shape: _Shape, text: str, spans: list[tuple[int, int]], schema: Sch
     tree = shape.template.tree
     binder.scope(tree)
 
-    def filled(node: exp.Expression) -> exp.Expression:
-        """The template's node with this text's literals, copied where it holds any (the binder only reads it)."""
-        if next(node.find_all(exp.Placeholder), None) is None:
-            return node
-        node = node.copy()
-        _fill(list(node.find_all(exp.Placeholder)), literals, spans)
-        return node
+    @contextlib.contextmanager
+    def filled(node: exp.Expression):
+        """The template's node with this text's literals in its placeholders' places while it binds, put back after
+        (the binder only reads it; the caller holds the shape's lock): a copy of Q1's select item took a third of
+        its new constant's parse."""
+        holes = list(node.find_all(exp.Placeholder))
+        placed = []
+        try:
+            for hole in holes:
+                literal = _placed_literal(literals, spans, int(hole.this) - 1)
+                hole.replace(literal)
+                placed.append((hole, literal))
+            yield placed[0][1] if isinstance(node, exp.Placeholder) else node  # (itself a placeholder: its literal)
+        finally:
+            for hole, literal in reversed(placed):
+                literal.replace(hole)
 
     first = shape.query
     where, limit, notes, outputs, order_by = first.where, first.limit, first.notes, first.outputs, first.order_by
@@ -352,17 +371,19 @@ def _rebound(shape: _Shape, text: str, spans: list[tuple[int, int]], schema: Sch
         where = _where_rebound(shape, binder, literals, filled)
         notes = tuple(dict.fromkeys(binder.notes))
     if "limit" in changed:
-        limit = binder._limit(filled(tree.args["limit"]))
+        with filled(tree.args["limit"]) as node:
+            limit = binder._limit(node)
     items = sorted(clause[1] for clause in changed if isinstance(clause, tuple))
     if items:
         outputs = list(outputs)
         for k in items:
-            item = filled(tree.expressions[k])
-            binder._check_select_item(_unaliased(item))
-            outputs[k] = binder._output(item, first.group_by)
+            with filled(tree.expressions[k]) as item:
+                binder._check_select_item(_unaliased(item))
+                outputs[k] = binder._output(item, first.group_by)
         outputs = tuple(outputs)
         if tree.args.get("order") is not None:  # its keys matched against the outputs again
-            order_by = binder._order_by(filled(tree.args["order"]), tree.expressions, outputs)
+            with filled(tree.args["order"]) as node:
+                order_by = binder._order_by(node, tree.expressions, outputs)
     return replace(first, sql=_statement_text(text), where=where, limit=limit, notes=notes, outputs=outputs,
                    order_by=order_by)
 

@@ -545,3 +545,51 @@ def test_a_new_text_of_a_known_shape_is_the_query_its_parse_is(schema):
             assert got == want and got.notes == want.notes and got.sql == want.sql, t
         served += shapes.get(shape_of(text)[0]) is not None
     assert served > 200, served
+
+
+@deep_expressions
+def test_texts_of_one_shape_parsed_on_many_threads_at_once_are_each_their_own_query(schema):
+    """A new text's literals stand in its shape's template while it binds, under the shape's lock: eight threads
+    asking siblings of the same shapes at once through one table's shapes each get their own text's Query."""
+    import threading
+    from gquery.bench import querygen
+    from gquery.sql import parse_shaped
+
+    texts = []
+    for k in range(12):
+        rng = random.Random(f"threads {k}")
+        text = querygen.query(rng)
+        texts += [text] + [f(text, rng) for f in (_sibling, _clause_sibling, _term_sibling, _sibling, _clause_sibling)]
+    wanted = {}
+    for t in texts:
+        try:
+            wanted[t] = parse(t, schema)
+        except GqueryError as e:
+            wanted[t] = type(e)
+    shapes: dict = {}
+    for t in texts[::6]:  # each shape's first text parsed: the others are bound into its template
+        try:
+            parse_shaped(t, schema, "lineitem", shapes)
+        except GqueryError:
+            pass
+    wrong, start = [], threading.Barrier(8)
+
+    def ask(seed: int) -> None:
+        order = random.Random(seed).sample(texts, len(texts))
+        start.wait()
+        for _ in range(5):
+            for t in order:
+                try:
+                    got = parse_shaped(t, schema, "lineitem", shapes)
+                except GqueryError as e:
+                    got = type(e)
+                want = wanted[t]
+                if got != want or (not isinstance(want, type) and (got.notes, got.sql) != (want.notes, want.sql)):
+                    wrong.append(t)
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not wrong, wrong[:3]
