@@ -921,6 +921,8 @@ def _read_table(spec: KernelSpec, table: np.ndarray, selected: np.ndarray | None
             low = word(k)
             if fits[k] if few else not table[:, k + 1].any() and (len(low) == 0 or low.view(np.int64).min() >= 0):
                 values.append(low.view(np.int64))  # every high word its low word's sign: the sums themselves
+            elif few:  # (fits[k] is _signed_128s' test, found false: its Python integers)
+                values.append([_signed_128(a, b) for a, b in zip(low.tolist(), word(k + 1).tolist())])
             else:
                 values.append(_signed_128s(low, word(k + 1)))
             if a.kind == "wide":  # the values' low 64 bits summed, and their high bits

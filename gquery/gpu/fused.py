@@ -347,7 +347,9 @@ class FusedRunner:
             tl.gpu("kernel", f"stream {lane}", len(launch.chunks) + n, begin, end)
             last_kernel[lane] = end
         queued_ms = (time.perf_counter() - t_queue) * 1e3  # the host's time to queue every chunk (the GPU runs meanwhile)
-        self._read_earlier()  # while the GPU works
+        self._read_earlier()  # while the GPU works, as what the profile says of the plan
+        host_path = _host_path(plan)
+        physical_bytes = sum(tp.stream_bytes for tp in plan.tables if tp.index is None)
         for end in last_kernel.values():
             copy.wait_for_event(end)
         d2h_begin = tl.event(copy)
@@ -378,11 +380,11 @@ class FusedRunner:
         self._unread.append((unread, tl.recorded))
         profile = Profile(plan.mode, plan.rows, launch.logical_bytes, launch.h2d_bytes, total_ms, [], setup_ms,
                           None, encoding="fused", zero_copy_bytes=zero_bytes,
-                          physical_bytes=sum(tp.stream_bytes for tp in plan.tables if tp.index is None),
+                          physical_bytes=physical_bytes,
                           counters={"selected_rows": selected, "chunks": len(launch.chunks), "queued_ms": queued_ms,
                                     "index_scans": len(launch.scans), "list_entries": launch.list_entries,
                                     "values_read_in_place": sum(r.values_in_place for r in runs)},
-                          host_path=_host_path(plan)).later(unread)
+                          host_path=host_path).later(unread)
         return FusedRun(runs, profile, plan)
 
     def _read_earlier(self) -> None:
