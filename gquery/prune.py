@@ -437,6 +437,8 @@ def compare_classes(e: Compare, order, zones: Zones, rows: int) -> tuple[np.ndar
     if k_low == n and k_high == 0:  # every frame tested (a key scattered through every frame)
         return np.full(n, CHECK, np.int8), TestedEstimate(e, order, zones, rows, c_)
     below = op in ("<", "<=")
+    if order.in_frame_order:  # frames [0, k_high) hold values below c_ alone, [k_low, n) none: those between tested
+        return _stretched_classes(e, zones, rows, k_high, k_low, below)
     if k_low * SPARSE_SHARE <= n:  # few frames hold values below c_: the others (low >= c_) none
         few, others = order.low_order[:k_low], NEVER if below else ALWAYS
     elif (n - k_high) * SPARSE_SHARE <= n:  # few frames hold values at or above c_: the others (high < c_) none
@@ -453,6 +455,50 @@ def compare_classes(e: Compare, order, zones: Zones, rows: int) -> tuple[np.ndar
     tested = classes == CHECK
     passing = few[classes != ALWAYS] if others == ALWAYS else few[classes == ALWAYS]  # (the frames not passing)
     return cls, SparseEstimate(n, rows, passing, others == ALWAYS, few[tested], fractions[tested])
+
+
+def _stretched_classes(e: Compare, zones: Zones, rows: int, first: int, end: int, below: bool) -> tuple[np.ndarray, "Estimate"]:
+    """compare_classes' where the frames ascend in the column (a store clustered by it): the frames before `first`
+    one class (every row below the constant), those from `end` the other, and those between compared one by one,
+    as classify compares every frame (a clustered SF 10's 58,581 frames classed by blocks took 0.4 ms a constant)."""
+    name, n = e.left.name, len(zones.rows)
+    classes, fractions = _compare(e.op, zones.low[name][first:end], zones.high[name][first:end], int(e.right.value),
+                                  tuple(x[first:end] for x in zones.spans_of(name)))
+    cls = np.empty(n, np.int8)
+    cls[:first], cls[first:end], cls[end:] = (ALWAYS, classes, NEVER) if below else (NEVER, classes, ALWAYS)
+    fractions = np.where(classes == CHECK, fractions, classes == ALWAYS)  # (as _finished makes them)
+    return cls, StretchEstimate(n, rows, (0, first) if below else (end, n), first, fractions)
+
+
+class StretchEstimate(Estimate):
+    """The estimate of frames in three stretches: every row of `passing` (first, end), each frame's fraction of
+    those from `first` (`fractions`, a frame each), none of the others: no array a frame (a clustered table's
+    new constant)."""
+
+    def __init__(self, n: int, rows: int, passing: tuple[int, int], first: int, fractions: np.ndarray):
+        self.n, self.rows, self.passing, self.first, self._fractions = n, rows, passing, first, fractions
+        selected = fractions * FRAME_ROWS
+        if len(fractions) and first + len(fractions) == n:  # the last frame holds fewer rows
+            selected[-1] = fractions[-1] * (rows - FRAME_ROWS * (n - 1))
+        self._selected_before = np.concatenate([[0.0], np.cumsum(selected)])
+
+    def per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        a, b = self.passing
+        whole = (np.clip(ends, a, b) - np.clip(firsts, a, b)).astype(np.float64) * FRAME_ROWS
+        if b == self.n and a < b:  # the last frame holds fewer rows
+            whole -= np.where(ends == self.n, FRAME_ROWS * self.n - self.rows, 0)
+        tested = len(self._fractions)
+        before = self._selected_before
+        return whole + before[np.clip(ends - self.first, 0, tested)] - before[np.clip(firsts - self.first, 0, tested)]
+
+    def total(self) -> float:
+        return float(self.per_piece(np.array([0]), np.array([self.n]))[0]) if self.n else 0.0
+
+    def fractions(self) -> np.ndarray:
+        out = np.zeros(self.n)
+        out[self.passing[0]:self.passing[1]] = 1.0
+        out[self.first:self.first + len(self._fractions)] = self._fractions
+        return out
 
 
 class TestedEstimate(Estimate):

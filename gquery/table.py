@@ -104,6 +104,8 @@ class ZoneOrder:
     high_order: np.ndarray
     in_order: tuple[np.ndarray, np.ndarray, np.ndarray]  # the running sums in the frames' own order: any run of
     # frames' estimate where a constant tests every frame
+    in_frame_order: bool = False  # the frames' lows and highs both ascend (a store clustered by the column): either
+    # order is the frames' own, and a constant parts them into a stretch below it, one across it and one above
 
 
 def zone_order(low: np.ndarray, high: np.ndarray, spans: tuple[np.ndarray, np.ndarray]) -> ZoneOrder:
@@ -116,8 +118,9 @@ def zone_order(low: np.ndarray, high: np.ndarray, spans: tuple[np.ndarray, np.nd
         return tuple(np.concatenate([[0.0], np.cumsum(x[order])]) for x in terms)
 
     by_low, by_high = np.argsort(low, kind="stable"), np.argsort(high, kind="stable")
+    ascending = bool((low[1:] >= low[:-1]).all() and (high[1:] >= high[:-1]).all())  # (then each argsort is 0, 1, ...)
     return ZoneOrder(base, low[by_low], high[by_high], running(by_low), running(by_high), by_low.astype(np.int32),
-                     by_high.astype(np.int32), running(slice(None)))
+                     by_high.astype(np.int32), running(slice(None)), ascending)
 
 
 @dataclass
