@@ -246,3 +246,32 @@ def test_frames_of_a_few_frames_across_a_constant_stretch_as_their_classes_do(se
             assert got.tolist() == want.tolist()
         for got, want in zip(whole.passing, _stretches(classes == prune.ALWAYS)):
             assert got.tolist() == want.tolist()
+
+
+def test_a_clustered_columns_frames_are_classed_in_three_stretches():
+    """A column whose frames' lows and highs both ascend (a store clustered by it) is classed from the two binary
+    searches alone: its estimate a StretchEstimate (no array a frame), its classes and every piece's estimate
+    those of classify a frame at a time; a column whose frames do not ascend is not."""
+    from gquery.table import zone_order
+
+    rng = random.Random(77)
+    frames = 5 * BLOCK_FRAMES + 17
+    edges = np.sort(np.array([rng.randint(-10**6, 10**6) for _ in range(frames + 1)], np.int64))
+    low, high = edges[:-1], edges[1:]
+    z = prune.Zones(np.r_[np.full(frames - 1, 1024), 300].astype(np.int64), {"a": low}, {"a": high},
+                    {"a": zone_spans(low, high)})
+    rows = int(z.rows.sum())
+    order = zone_order(low, high, z.spans["a"])
+    assert order.in_frame_order
+    for c in [int(low[0]) - 1, int(low[frames // 2]), int(high[frames // 3]) + 1, int(high[-1]) + 1]:
+        for op in ("<", "<=", ">", ">="):
+            e = Compare(op, Column("a", BIGINT), Literal(c, BIGINT))
+            classes, estimate = prune.compare_classes(e, order, z, rows)
+            want, fractions = prune.classify(e, z)
+            assert isinstance(estimate, prune.StretchEstimate) and (classes == want).all(), e
+            firsts = np.array([0, 3, frames // 2, frames - 5])
+            ends = np.array([3, frames // 2, frames - 5, frames])
+            assert np.allclose(estimate.per_piece(firsts, ends), [(fractions * z.rows)[a:b].sum() for a, b in zip(firsts, ends)])
+            assert np.allclose(estimate.fractions(), fractions)
+    shuffled = rng.sample(range(frames), frames)
+    assert not zone_order(low[shuffled], high[shuffled], zone_spans(low[shuffled], high[shuffled])).in_frame_order
