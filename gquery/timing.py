@@ -5,6 +5,7 @@ GPU's clocks to leave an idle state, and their median then measures the ramp, no
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Callable, TypeVar
 
@@ -30,3 +31,14 @@ def warm_up(run: Callable[[], T], min_ms: float = WARMUP_MS) -> list[T]:
 def timed_runs(run: Callable[[], T], repeat: int, min_ms: float = MIN_TIMED_MS) -> list[T]:
     """`repeat` runs at least, and more until `min_ms` have passed (min_ms=0: exactly `repeat`)."""
     return _until(run, repeat, min_ms)
+
+
+def median_host_ms(action: Callable[[], object], repeat: int) -> float:
+    """The median host-clock milliseconds of `repeat` calls of action, after one untimed call."""
+    action()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        action()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)

@@ -5,12 +5,12 @@ copies (counted as bytes read plus bytes written)."""
 from __future__ import annotations
 
 import statistics
-import time
 
 import numpy as np
 
 from gquery.gpu.memory import GpuMemory
 from gquery.host import host_threads
+from gquery.timing import median_host_ms
 
 DEFAULT_BYTES = 256 << 20
 
@@ -25,16 +25,6 @@ def _median_ms(cuda, action, repeat: int) -> float:
         end.record()
         end.synchronize()
         times.append(end.time_since(start))
-    return statistics.median(times)
-
-
-def _host_ms(action, repeat: int) -> float:
-    action()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        action()
-        times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
 
 
@@ -58,7 +48,7 @@ def measure(memory: GpuMemory, nbytes: int = DEFAULT_BYTES, repeat: int = 5, sta
     }
     threads = staging_threads or host_threads()
     copier = memory.copier(threads)
-    limits["host_staging_gbps"] = rate(nbytes, _host_ms(lambda: copier.copy([(pinned, pageable)]), repeat))
+    limits["host_staging_gbps"] = rate(nbytes, median_host_ms(lambda: copier.copy([(pinned, pageable)]), repeat))
     limits["host_staging_threads"] = threads
     dev_a.free(), dev_b.free()
     return limits
