@@ -9,6 +9,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from gquery.timing import median_host_ms
+
 
 def slug(device_name: str) -> str:
     """'NVIDIA H100 80GB HBM3' → 'nvidia-h100-80gb-hbm3'."""
@@ -30,6 +32,28 @@ def commit() -> str:
 
 def stamp() -> dict:
     return {"commit": commit(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def host_speed(runs: int = 9) -> dict:
+    """The host's time for one fixed piece of work, the median of `runs`: Python's (a dict, a list and a sum
+    over 20,000 integers) and NumPy's (200 rounds of small-array calls, as a plan makes them). A query's host
+    time beyond the GPU is work of both kinds: reports from other hosts, or from one busy otherwise, are read
+    beside these (the same commit has met 93 and 107 floors on two H100 hosts)."""
+    import numpy as np
+
+    keys = np.arange(0, 60_000, 3, dtype=np.int64)
+
+    def python() -> int:
+        d = {i: 3 * i for i in range(20_000)}
+        return sum(d[i] for i in range(0, 20_000, 3)) + len([str(i) for i in range(5_000)])
+
+    def numpy() -> int:
+        total = 0
+        for k in range(200):
+            total += int(np.searchsorted(keys, 97 * k)) + int(np.cumsum(keys[k:k + 64])[-1]) + int((keys[:256] < k).sum())
+        return total
+
+    return {"python_ms": median_host_ms(python, runs), "numpy_ms": median_host_ms(numpy, runs)}
 
 
 def md_table(headers: list[str], rows: list[list]) -> str:

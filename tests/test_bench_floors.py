@@ -233,3 +233,23 @@ def test_the_first_answer_asked_alone_stores_the_missions_columns():
     assert design_columns("as-generated", (FIRST_ANSWER,)) == ("l_suppkey", "l_quantity", "l_extendedprice")
     assert set(design_columns("as-generated", ("q6", FIRST_ANSWER))) == \
         {"l_suppkey", "l_quantity", "l_extendedprice", "l_discount", "l_shipdate"}
+
+
+def test_a_report_says_how_fast_its_host_was_at_one_fixed_piece_of_work(tmp_path):
+    """reports.host_speed times the same Python and NumPy work wherever it runs; a queries report keeps it an
+    SF's runs each (gquery bench --add adds the later SF's), and its markdown says it beside the floors."""
+    from gquery import reports
+    from gquery.bench.queries import combine, markdown, read, write
+
+    speed = reports.host_speed(runs=3)
+    assert set(speed) == {"python_ms", "numpy_ms"} and all(v > 0 for v in speed.values())
+    base = {"device": "GPU X", "commit": "abc", "date": "d1", "repeat": 7, "stored_columns": "all",
+            "cold_compile": [], "first_answer": [], "floors": []}
+    write({**base, "runs": [wall_run("q6", wall=2.0, gpu=1.0, duckdb=10.0)],
+           "host_speed": [{"sf": 10, "python_ms": 4.5, "numpy_ms": 1.25}]}, tmp_path, "gquery bench")
+    both = combine([read(tmp_path, "GPU X"), {**base, "date": "d2", "runs": [],
+                                              "host_speed": [{"sf": 100, "python_ms": 6.0, "numpy_ms": 2.0}]}])
+    assert [x["sf"] for x in both["host_speed"]] == [10, 100]
+    md = markdown(both, "gquery bench --add")
+    assert "before SF 10's runs Python 4.50 ms, NumPy 1.25 ms; before SF 100's runs Python 6.00 ms, NumPy 2.00 ms." in md
+    assert "was not measured in this run" in markdown({**both, "host_speed": []}, "x")

@@ -319,9 +319,10 @@ def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, des
     from gquery.reference import DuckDBTable
     from gquery.table import PartedTable
 
-    runs, first, probes = [], [], []
+    runs, first, probes, speeds = [], [], [], []
     device = threads = None
     for sf in sfs:
+        speeds.append({"sf": sf, **reports.host_speed()})  # the host's speed beside its runs (reports.host_speed)
         source = bench_source(sf, data_dir, echo)
         for design in designs:
             asked = [q for q in QUERIES_OF[design] if names is None or q in names]
@@ -361,7 +362,7 @@ def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, des
         first.append(_first(*probe))
     return {"device": device.name, "device_info": device.to_dict(), **reports.stamp(), "repeat": repeat,
             "stored_columns": list(columns) if columns else "all", "runs": runs, "cold_compile": cold,
-            "threads": threads, "first_answer": first, "floors": floors(runs, first, cold, threads)}
+            "threads": threads, "first_answer": first, "host_speed": speeds, "floors": floors(runs, first, cold, threads)}
 
 
 def thread_texts(table, count: int = THREAD_QUERIES, seed: str = "threads", backend: str = "gpu") -> list[str]:
@@ -533,6 +534,15 @@ def _why(r: dict) -> str:
             f"{r['overhead_ms']:.3f} ms ({_phases(r['host_ms'])}) against DuckDB {r['duckdb_ms']:.3f} ms")
 
 
+def _host_speed_text(speeds: list[dict]) -> str:
+    """The report's line of the host's speed (reports.host_speed), an SF's runs each."""
+    if not speeds:
+        return "The host's speed was not measured in this run."
+    return ("The host's time for one fixed piece of work (`reports.host_speed`; a report from another host, or this "
+            "one busy otherwise, is read beside it): " + "; ".join(
+                f"before SF {x['sf']:g}'s runs Python {x['python_ms']:.2f} ms, NumPy {x['numpy_ms']:.2f} ms" for x in speeds) + ".")
+
+
 def markdown(data: dict, command: str) -> str:
     def ms(v):
         return "" if v is None else f"{v:.3f}" if v < 10 else f"{v:.1f}"
@@ -571,6 +581,8 @@ def markdown(data: dict, command: str) -> str:
         "",
         f"{len(data['runs'])} runs, {sum(r['match'] for r in data['runs'])} exact against DuckDB; "
         f"{len(data['floors']) - len(missed)} of {len(data['floors'])} floors met.",
+        "",
+        _host_speed_text(data.get("host_speed", [])),
         "",
         "## Runs",
         "",
@@ -639,8 +651,9 @@ def combine(reports: list[dict]) -> dict:
     first = [x for r in reports for x in r["first_answer"]]
     cold = [x for r in reports for x in r.get("cold_compile", [])]
     threads = next((r["threads"] for r in reports if r.get("threads")), None)
+    speeds = [x for r in reports for x in r.get("host_speed", [])]
     return {**reports[-1], "runs": runs, "first_answer": first, "cold_compile": cold, "threads": threads,
-            "floors": floors(runs, first, cold, threads),
+            "host_speed": speeds, "floors": floors(runs, first, cold, threads),
             "dates": [d for r in reports for d in r.get("dates", [r["date"]])]}
 
 
