@@ -922,7 +922,7 @@ def _read_table(spec: KernelSpec, table: np.ndarray, selected: np.ndarray | None
             if fits[k] if few else not table[:, k + 1].any() and (len(low) == 0 or low.view(np.int64).min() >= 0):
                 values.append(low.view(np.int64))  # every high word its low word's sign: the sums themselves
             elif few:  # (fits[k] is _signed_128s' test, found false: its Python integers)
-                values.append([_signed_128(a, b) for a, b in zip(low.tolist(), word(k + 1).tolist())])
+                values.append(_python_128s(low, word(k + 1)))
             else:
                 values.append(_signed_128s(low, word(k + 1)))
             if a.kind == "wide":  # the values' low 64 bits summed, and their high bits
@@ -938,6 +938,11 @@ def _signed_128s(lo: np.ndarray, hi: np.ndarray) -> np.ndarray | list[int]:
     low = lo.view(np.int64)
     if np.array_equal(hi.view(np.int64), low >> 63):  # the high word is the low one's sign: 0 or -1
         return low
+    return _python_128s(lo, hi)
+
+
+def _python_128s(lo: np.ndarray, hi: np.ndarray) -> list[int]:
+    """Signed 128-bit integers from their two words, as Python integers."""
     return [_signed_128(a, b) for a, b in zip(lo.tolist(), hi.tolist())]
 
 
