@@ -419,6 +419,64 @@ def test_a_parted_store_is_cut_into_chunks_for_the_whole_query_not_for_each_part
             int(np.flatnonzero(tp.classes != NEVER)[-1]) + 1
 
 
+def _pieces_frame_by_frame(classes: np.ndarray, gap: int, split: int, target: int) -> list[tuple]:
+    """The chunking rule of fusedplan._pieces for one table, a frame at a time: touched frames with at most `gap`
+    ruled-out frames between them are one run; in a run a stretch of at least `split` frames that all pass is a
+    segment of its own, the rest segments between; a segment is cut into ceil(its touched frames / target) pieces of
+    equal span."""
+    runs: list[list[int]] = []
+    for i in map(int, np.flatnonzero(classes != NEVER)):
+        if runs and i - runs[-1][1] <= gap:
+            runs[-1][1] = i + 1
+        else:
+            runs.append([i, i + 1])
+    out = []
+    for a, b in runs:
+        segments, at, i = [], a, a
+        while i < b:
+            j = i
+            while j < b and classes[j] == ALWAYS:
+                j += 1
+            if j - i >= split:  # a long stretch that passes whole
+                if i > at:
+                    segments.append((at, i, False))
+                segments.append((i, j, True))
+                at = j
+            i = max(j, i + 1)
+        if at < b:
+            segments.append((at, b, False))
+        for s, e, whole in segments:
+            n = -(-(e - s if whole else int((classes[s:e] != NEVER).sum())) // target)
+            out += [(s + (e - s) * k // n, s + (e - s) * (k + 1) // n, whole) for k in range(n)]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_every_tables_pieces_cut_at_once_are_each_tables_cut_frame_by_frame(seed):
+    """fusedplan._pieces cuts several tables' frames at once, one after another: each table's pieces are those its
+    frames give alone, cut frame by frame by the rule (a run never crosses into the next table, whose first frames
+    may be touched where the last table's last are)."""
+    import random
+
+    from gquery.gpu.fusedplan import _Frames, _pieces
+
+    rng = random.Random(seed)
+    tables, gaps, splits = [], [], []
+    for _ in range(rng.randint(1, 6)):
+        n = rng.choice([0, 1, 7, 300])
+        weights = rng.choice([(1, 1, 1), (8, 1, 1), (1, 1, 8), (0, 0, 1), (1, 0, 0)])  # NEVER, CHECK, ALWAYS
+        tables.append(np.array(rng.choices([NEVER, CHECK, ALWAYS], weights, k=n), np.int8))
+        gaps.append(rng.choice([0, 1, 5, n]))
+        splits.append(rng.choice([1, 3, 64, n + 1]))
+    target = rng.choice([1, 4, 50, 1024])
+    offsets = np.concatenate([[0], np.cumsum([len(c) for c in tables])]).astype(np.int64)
+    firsts, ends, wholes = _pieces([_Frames(c) for c in tables], np.array(gaps, np.int64), np.array(splits, np.int64),
+                                   target, offsets)
+    want = [(s + o, e + o, w) for c, g, sp, o in zip(tables, gaps, splits, offsets.tolist())
+            for s, e, w in _pieces_frame_by_frame(c, g, sp, target)]
+    assert list(zip(firsts.tolist(), ends.tolist(), wholes.tolist())) == want
+
+
 def test_ranges_on_one_column_intersect_before_they_multiply():
     z = Zones(np.full(1, 1024), {"d": np.array([0])}, {"d": np.array([10])})
     between = And((Compare(">=", Column("d", D2), Literal(5, D2)), Compare("<=", Column("d", D2), Literal(7, D2))))

@@ -210,10 +210,10 @@ def test_a_comparison_is_counted_and_classed_from_the_sorted_zone_map_as_a_frame
 @pytest.mark.parametrize("seed", range(6))
 def test_frames_of_a_few_frames_across_a_constant_stretch_as_their_classes_do(seed, monkeypatch):
     """A table's frames classed from compare_classes' sorted lists (its SparseEstimate: few frames across the
-    constant, every other ruled out or passing whole) give the stretches, runs and tested frames that its classes
+    constant, every other ruled out or passing whole) give the stretches, pieces and tested frames that its classes
     give frame by frame (fusedplan._Frames, which the chunks are cut from); and so do the counts alone where a
     class is held by no frame or by every one."""
-    from gquery.gpu.fusedplan import _Frames, _stretches
+    from gquery.gpu.fusedplan import _Frames, _pieces, _stretches
     from gquery.table import zone_order
 
     monkeypatch.setattr(prune, "SPARSE_SHARE", 0)  # (every comparison's frames classed from the lists)
@@ -234,10 +234,11 @@ def test_frames_of_a_few_frames_across_a_constant_stretch_as_their_classes_do(se
             for got, want in zip(getattr(listed, name), getattr(whole, name)):
                 assert got.tolist() == want.tolist(), (e, name)
         assert listed.tested_frames.tolist() == whole.tested_frames.tolist(), e
-        gap = rng.choice([0, 1, 3, frames])
-        assert listed.runs(gap) == whole.runs(gap), e
-        a, b = sorted(rng.sample(range(frames + 1), 2))
-        assert listed.touched_in(a, b) == whole.touched_in(a, b), e
+        gap, split, target = rng.choice([0, 1, 3, frames]), rng.choice([1, 4, 64]), rng.choice([1, 5, 1024])
+        offsets = np.array([0, frames])
+        for got, want in zip(_pieces([listed], np.array([gap]), np.array([split]), target, offsets),
+                             _pieces([whole], np.array([gap]), np.array([split]), target, offsets)):
+            assert got.tolist() == want.tolist(), e
     assert sparse  # (some comparisons classed from the lists)
     for classes in [np.full(frames, k, np.int8) for k in (prune.NEVER, prune.CHECK, prune.ALWAYS)] + [
             np.array([rng.choice([prune.NEVER, prune.CHECK, prune.ALWAYS]) for _ in range(frames)], np.int8)]:

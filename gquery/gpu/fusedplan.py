@@ -668,55 +668,58 @@ class _Frames:
         sparse = self._sparse
         return np.flatnonzero(self.check) if sparse is None else sparse.tested
 
-    def tested_in(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        """Each piece's tested frames."""
-        if not self.tested or self.tested == self.n:  # (no frame tested, or every one: no search)
-            return np.zeros(len(firsts), np.int64) if not self.tested else ends - firsts
-        return np.searchsorted(self.tested_frames, ends) - np.searchsorted(self.tested_frames, firsts)
 
-    @functools.cached_property
-    def _touched_before(self) -> np.ndarray:
-        """The touched frames before each touched stretch."""
-        firsts, ends = self.touched
-        return np.concatenate([[0], np.cumsum(ends - firsts)])
+def _joined_stretches(frames: list, name: str, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every table's stretches of a kind (_Frames.touched or .passing) in the tables' frames one after another: each
+    one's (first, end, table)."""
+    found = [getattr(f, name) for f in frames]
+    lengths = [len(firsts) for firsts, _ in found]
+    if not sum(lengths):
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    firsts = np.concatenate([firsts + o for (firsts, _), o in zip(found, offsets.tolist())])
+    ends = np.concatenate([ends + o for (_, ends), o in zip(found, offsets.tolist())])
+    return firsts, ends, np.repeat(np.arange(len(frames)), lengths)
 
-    def touched_in(self, a: int, b: int) -> int:
-        """The touched frames in [a, b)."""
-        firsts, ends = self.touched
-        before = self._touched_before
 
-        def below(x: int) -> int:  # touched frames before frame x
-            i = int(np.searchsorted(firsts, x, "right")) - 1
-            return 0 if i < 0 else int(before[i]) + min(x, int(ends[i])) - int(firsts[i])
-        return below(b) - below(a)
+def _pieces(frames: list, gaps: np.ndarray, splits: np.ndarray, target: int, offsets: np.ndarray) -> tuple:
+    """Every table's pieces at once, in the tables' frames one after another (a loop a table and a run asked NumPy
+    dozens of times a part: SF 100's ten parts took a millisecond a cut): (firsts, ends, wholes). A table's touched
+    stretches separated by at most its `gaps` ruled-out frames are one run; a stretch of at least its `splits` frames
+    that all pass is a segment of its own (its predicate columns not shipped), the rest of a run (tested frames, a
+    short stretch that passes whole joining its neighbours) segments between them; each segment is cut into as many
+    pieces of equal span as its touched frames fill `target` (a run of scattered frames, its gaps shipped or skipped
+    in place, is one piece where it is short of the target: SF 100, Z = 2: 58 pieces a part were 58,000 frames of
+    which a few dozen touched, 530 launches and 44 ms). A run never crosses from one table into the next."""
+    firsts, ends, table = _joined_stretches(frames, "touched", offsets)
+    if not len(firsts):
+        empty = np.zeros(0, np.int64)
+        return empty, empty, np.zeros(0, bool)
+    breaks = np.flatnonzero((table[1:] != table[:-1]) | (firsts[1:] - ends[:-1] > gaps[table[1:]]))  # gaps left
+    run_firsts, run_ends = firsts[np.concatenate([[0], breaks + 1])], ends[np.concatenate([breaks, [len(ends) - 1]])]
+    passing_firsts, passing_ends, passing_table = _joined_stretches(frames, "passing", offsets)
+    long = passing_ends - passing_firsts >= splits[passing_table]  # (a stretch that passes is touched: within a run)
+    long_firsts, long_ends = passing_firsts[long], passing_ends[long]
+    # a run is [its first, the first long stretch's first), [that one's end, the next one's first) ... [the last one's
+    # end, its end): as the runs and the long stretches within them do not overlap, those bounds pair off in order
+    lefts, rights = np.sort(np.concatenate([run_firsts, long_ends])), np.sort(np.concatenate([long_firsts, run_ends]))
+    some = rights > lefts
+    tested_firsts, tested_ends = lefts[some], rights[some]
+    before = np.concatenate([[0], np.cumsum(ends - firsts)])  # the touched frames before each touched stretch
 
-    def runs(self, gap_frames: int) -> list[tuple[int, int]]:
-        """[first, end) runs of touched frames, runs separated by at most `gap_frames` ruled-out frames merged."""
-        firsts, ends = self.touched
-        if not len(firsts):
-            return []
-        kept = np.flatnonzero(firsts[1:] - ends[:-1] > gap_frames)  # the gaps left between runs
-        return list(zip(firsts[np.concatenate([[0], kept + 1])].tolist(),
-                        ends[np.concatenate([kept, [len(ends) - 1]])].tolist()))
+    def touched_below(x: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(firsts, x, "right") - 1
+        return np.where(i < 0, 0, before[i] + np.minimum(x, ends[i]) - firsts[i])
 
-    def segments(self, a: int, b: int, split: int) -> list[tuple[int, int, bool]]:
-        """A run as (first, end, whole): a stretch of at least `split` frames that all pass is a segment of its
-        own (its predicate columns are not shipped); the rest are tested frames, a short stretch that passes
-        whole joining its neighbours. (A stretch that passes is touched: it lies within one run.)"""
-        firsts, ends = self.passing
-        lo, hi = np.searchsorted(firsts, a), np.searchsorted(ends, b, "right")
-        firsts, ends = firsts[lo:hi], ends[lo:hi]
-        long = ends - firsts >= split
-        out: list[tuple[int, int, bool]] = []
-        at = a  # the tested frames (and short stretches that pass) between long stretches join into one segment
-        for s, e in zip(firsts[long].tolist(), ends[long].tolist()):
-            if s > at:
-                out.append((at, s, False))
-            out.append((s, e, True))
-            at = e
-        if at < b:
-            out.append((at, b, False))
-        return out
+    seg_firsts = np.concatenate([tested_firsts, long_firsts])
+    order = np.argsort(seg_firsts, kind="stable")
+    seg_firsts, seg_ends = seg_firsts[order], np.concatenate([tested_ends, long_ends])[order]
+    seg_wholes = np.concatenate([np.zeros(len(tested_firsts), bool), np.ones(len(long_firsts), bool)])[order]
+    filled = np.where(seg_wholes, seg_ends - seg_firsts, touched_below(seg_ends) - touched_below(seg_firsts))
+    counts = -(-filled // target)  # (a segment between long stretches with no touched frame: none)
+    k = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)  # each piece's place in its segment
+    s, span, n = (np.repeat(x, counts) for x in (seg_firsts, seg_ends - seg_firsts, counts))
+    return s + span * k // n, s + span * (k + 1) // n, np.repeat(seg_wholes, counts)
 
 
 def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frames: int | None = None,
@@ -1205,36 +1208,30 @@ def _cut(parts: list, spec: KernelSpec, mode: str, target: int) -> _Cut:
     metas = [{c: table.columns[c].zone_buffers()[0] for c in spec.columns} if mode != "resident" else {}
              for table, *_ in parts]
     by_top = parts[0][5].column if parts and parts[0][5] is not None else None  # one column in every table
-    cut, tested = [], []  # each table's pieces, and their tested frames
-    for (table, frames, *_), meta in zip(parts, metas):
-        n = frames.n
-        shipped = sum(FRAME_ROWS * n if c == by_top else packed_bytes(meta[c])
-                      for c in predicate if c in meta) / max(n, 1)  # a gap frame's bytes
+    frames = [f for _, f, *_ in parts]
+    offsets = np.concatenate([[0], np.cumsum([f.n for f in frames])]).astype(np.int64)
+    gaps, splits = [], []
+    for f, meta in zip(frames, metas):
+        shipped = sum(FRAME_ROWS * f.n if c == by_top else packed_bytes(meta[c])
+                      for c in predicate if c in meta) / max(f.n, 1)  # a gap frame's bytes
         # (resident: nothing is shipped, so every run is one: ruled-out frames are skipped by their class)
-        runs = frames.runs(int(GAP_BYTES / shipped) if shipped else n)
+        gaps.append(int(GAP_BYTES / shipped) if shipped else f.n)
         # a stretch that passes whole is split off where its predicate bytes pay for a chunk (resident: one
         # chunk, the class of each frame says which frames skip the predicate)
-        split = max(SPLIT_FRAMES, math.ceil(GAP_BYTES / shipped)) if shipped else n + 1
-        pieces = []  # (first, end, whole)
-        for a, b in runs:
-            for s, e, whole in frames.segments(a, b, split):
-                # as many pieces as the touched frames fill: a run of scattered frames, its gaps shipped or skipped
-                # in place, is one piece where it is short of the target (SF 100, Z = 2: 58 pieces a part were 58,000
-                # frames of which a few dozen touched, 530 launches and 44 ms)
-                n = -(-(e - s if whole else frames.touched_in(s, e)) // target)
-                pieces += [(s + (e - s) * k // n, s + (e - s) * (k + 1) // n, whole) for k in range(n)]
-        cut.append(pieces)
-        tested.append(frames.tested_in(np.array([piece[0] for piece in pieces], np.int64),
-                                       np.array([piece[1] for piece in pieces], np.int64)))
-    counts = [len(pieces) for pieces in cut]
-    part = np.repeat(np.arange(len(parts)), counts)
-    offsets = np.concatenate([[0], np.cumsum([f.n for _, f, *_ in parts])])
-    pieces = [piece for pieces in cut for piece in pieces]
-    firsts = np.array([piece[0] for piece in pieces], np.int64)
-    ends = np.array([piece[1] for piece in pieces], np.int64)
-    wholes = np.array([piece[2] for piece in pieces], bool)
-    joined_firsts, joined_ends = firsts + offsets[part], ends + offsets[part]  # every table's frames one after another
-    n_tested = np.concatenate(tested or [np.zeros(0, np.int64)])
+        splits.append(max(SPLIT_FRAMES, math.ceil(GAP_BYTES / shipped)) if shipped else f.n + 1)
+    joined_firsts, joined_ends, wholes = _pieces(frames, np.array(gaps, np.int64), np.array(splits, np.int64), target,
+                                                 offsets)  # every table's frames one after another
+    part = np.searchsorted(offsets, joined_firsts, "right") - 1
+    firsts, ends = joined_firsts - offsets[part], joined_ends - offsets[part]
+    counts = np.bincount(part, minlength=len(parts)).tolist()
+    pieces = list(zip(firsts.tolist(), ends.tolist(), wholes.tolist()))
+    # each piece's tested frames, from every table's list where some of its frames are tested and some not, else from
+    # its span (no list made: Q6 as generated tests every frame of SF 100's ten parts)
+    tested_at = np.concatenate([np.zeros(0, np.int64)] + [f.tested_frames + o for f, o in zip(frames, offsets.tolist())
+                                                          if 0 < f.tested < f.n])
+    every = np.array([f.tested == f.n for f in frames], bool)
+    n_tested = np.searchsorted(tested_at, joined_ends) - np.searchsorted(tested_at, joined_firsts)
+    n_tested = np.where(every[part], ends - firsts, n_tested)
     every_tested = n_tested == ends - firsts
 
     def bulk_bytes(c: str) -> np.ndarray:
@@ -1254,16 +1251,10 @@ def _cut(parts: list, spec: KernelSpec, mode: str, target: int) -> _Cut:
         words = bulk.copy()
         if not every_tested.all():
             width = joined_once([meta[c] for meta in metas], _join_widths)
-            at = tested_at()
-            before = np.concatenate([[0], np.cumsum(width[at], dtype=np.int64)])  # the tested frames' widths, summed
-            widths = before[np.searchsorted(at, joined_ends)] - before[np.searchsorted(at, joined_firsts)]
+            before = np.concatenate([[0], np.cumsum(width[tested_at], dtype=np.int64)])  # the tested frames' widths, summed
+            widths = before[np.searchsorted(tested_at, joined_ends)] - before[np.searchsorted(tested_at, joined_firsts)]
             words[~every_tested] = 128 * widths[~every_tested]
         return words + META_BYTES * n_tested
-
-    @functools.cache
-    def tested_at() -> np.ndarray:
-        """Every table's tested frames, in the tables' frames one after another."""
-        return np.concatenate([f.tested_frames + offset for (_, f, *_), offset in zip(parts, offsets.tolist())])
 
     # every column's pieces weighed at once, a row a column (a column at a time asked NumPy 15 times a column:
     # Q1's 7 columns and 8 chunks took a millisecond). A column is needed by every piece (a value column), by the
