@@ -208,6 +208,38 @@ def test_a_comparison_is_counted_and_classed_from_the_sorted_zone_map_as_a_frame
 
 
 @pytest.mark.parametrize("seed", range(6))
+def test_several_tables_classed_together_are_each_classed_alone(seed, monkeypatch):
+    """compare_classes_together: several tables' few frames compared at once give each table the classes, the
+    lists and the estimate (per piece, total) that compare_classes gives it alone, tables whose frames are few
+    beside tables classed otherwise (every frame tested, by blocks, in frame order)."""
+    from gquery.table import zone_order
+
+    monkeypatch.setattr(prune, "SPARSE_SHARE", random.Random(seed).choice([0, 16]))
+    rng = random.Random(700 + seed)
+    tables = []
+    for _ in range(rng.randint(1, 5)):
+        frames = rng.choice([prune.BLOCKED_FRAMES, 5 * BLOCK_FRAMES + 17])
+        z = _zones(rng, frames, blocked=True)
+        tables.append((z, int(z.rows.sum())))
+    for _ in range(30):
+        c = rng.choice(COLUMNS)
+        z0 = rng.choice(tables)[0]
+        e = Compare(rng.choice(["<", "<=", ">", ">="]), Column(c, BIGINT), Literal(_constant(rng, z0, c), BIGINT))
+        orders = [zone_order(z.low[c], z.high[c], z.spans[c]) for z, _ in tables]
+        together = prune.compare_classes_together(e, orders, [z for z, _ in tables], [rows for _, rows in tables])
+        for (z, rows), order, (classes, estimate) in zip(tables, orders, together):
+            alone, by_itself = prune.compare_classes(e, order, z, rows)
+            assert classes.dtype == np.int8 and classes.tolist() == alone.tolist(), e
+            assert type(estimate) is type(by_itself), e
+            for name in ("passing", "tested", "complement"):
+                assert np.array_equal(getattr(estimate, name, ()), getattr(by_itself, name, ())), (e, name)
+            frames = len(z.rows)
+            firsts, ends = np.array([0, frames // 3, frames - 1]), np.array([frames // 3, frames - 1, frames])
+            assert estimate.per_piece(firsts, ends).tolist() == by_itself.per_piece(firsts, ends).tolist(), e
+            assert estimate.total() == by_itself.total(), e
+
+
+@pytest.mark.parametrize("seed", range(6))
 def test_frames_of_a_few_frames_across_a_constant_stretch_as_their_classes_do(seed, monkeypatch):
     """A table's frames classed from compare_classes' sorted lists (its SparseEstimate: few frames across the
     constant, every other ruled out or passing whole) give the stretches, pieces and tested frames that its classes

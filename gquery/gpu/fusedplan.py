@@ -43,7 +43,7 @@ from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, No
                                 kernel_spec, top_cut)
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
 from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, Estimate, EveryRow, SparseEstimate, SummaryEstimate,
-                          classify_counted, compare_classes, compare_summary, decided_buckets, frame_zones, joined_once,
+                          classify_counted, compare_classes_together, compare_summary, decided_buckets, frame_zones, joined_once,
                           kept, last_fractions, lower, narrowed, string_sides, summarized)
 from gquery.query import Expr, Query
 
@@ -945,36 +945,44 @@ def _classified(tables: list, lowered: list, nullable=frozenset()) -> list[tuple
 
 def _summaries(tables: list, low: Expr) -> list[tuple]:
     """Each table's (() → (classes, Estimate), the Estimate, the counts) of its frames under a column's order with a
-    constant: counted from the column's ZoneOrder, classed from it too (prune.compare_classes) when first asked for.
-    The tables' last frames (fewer rows) are classed together (ten parts' one at a time took 0.3 ms)."""
+    constant: counted from the column's ZoneOrder, classed from it too when first asked for, every table's at once
+    (prune.compare_classes_together). The tables' last frames (fewer rows) are classed together (ten parts' one at a
+    time took 0.3 ms)."""
     columns = [t.columns[low.left.name] for t in tables]
     maps = [(*c.zones(), *c.zone_spans()) for c in columns]  # low, high, and the spans' low and width, a frame
     lasts = last_fractions(low, *(np.concatenate([m[k][-1:] for m in maps]) for k in range(4)))
+    together = _Lazy(functools.partial(_compare_classes, low, tables, columns))  # every table's, when first asked for
     out = []
-    for t, column, last in zip(tables, columns, lasts.tolist()):
+    for k, (t, column, last) in enumerate(zip(tables, columns, lasts.tolist())):
         counts, total = compare_summary(low, column.zone_order(), t.rows, last)
-        classing = _Lazy(functools.partial(_compare_classes, low, t, column))
+        classing = functools.partial(_one_of, together, k)
         out.append((classing, SummaryEstimate(total, lambda classing=classing: classing()[1]), counts))
     return out
 
 
-# A comparison's classes and Estimate kept with its column's zone order: a new text whose WHERE is the last one's (Q1
+def _one_of(together: _Lazy, k: int) -> tuple:
+    return together()[k]
+
+
+# A comparison's classes and Estimates kept with its column's zone orders: a new text whose WHERE is the last one's (Q1
 # with another constant in its select list) finds its parts' frames classed. A few shapes' worth: an entry holds a
 # byte a frame, and at most a double a frame (an estimate made frame by frame: SF 100's parts, 470 KB each)
 CLASSES_KEPT = 32
-_classings: dict = {}  # (comparison, rows, id of the zone order) → (the zone order; (classes read only, Estimate))
+_classings: dict = {}  # (comparison, rows, ids of the zone orders) → (the zone orders; [(classes read only, Estimate)])
 
 
-def _compare_classes(low: Expr, t, column) -> tuple:
-    """A table's (classes, Estimate) under a column's order with a constant (prune.compare_classes), made once while
-    kept."""
-    order = column.zone_order()
+def _compare_classes(low: Expr, tables: list, columns: list) -> list[tuple]:
+    """Tables' (classes, Estimate) under a column's order with a constant (prune.compare_classes_together), made once
+    while kept."""
+    orders = [column.zone_order() for column in columns]
 
-    def made() -> tuple:
-        classes, estimate = compare_classes(low, order, frame_zones(t, low.columns(), t.rows), t.rows)
-        classes.setflags(write=False)  # (shared by every plan that finds it)
-        return classes, estimate
-    return kept(_classings, CLASSES_KEPT, (low, t.rows), [order], made)
+    def made() -> list:
+        found = compare_classes_together(low, orders, [frame_zones(t, low.columns(), t.rows) for t in tables],
+                                         [t.rows for t in tables])
+        for classes, _ in found:
+            classes.setflags(write=False)  # (shared by every plan that finds it)
+        return found
+    return kept(_classings, CLASSES_KEPT, (low, tuple(t.rows for t in tables)), orders, made)
 
 
 def _sliced_scans(spec: KernelSpec, classified: list, tested: list[int], lowered: list, mode: str) -> list | None:
