@@ -453,12 +453,13 @@ def _pieces_frame_by_frame(classes: np.ndarray, gap: int, split: int, target: in
 
 @pytest.mark.parametrize("seed", range(8))
 def test_every_tables_pieces_cut_at_once_are_each_tables_cut_frame_by_frame(seed):
-    """fusedplan._pieces cuts several tables' frames at once, one after another: each table's pieces are those its
-    frames give alone, cut frame by frame by the rule (a run never crosses into the next table, whose first frames
-    may be touched where the last table's last are)."""
+    """fusedplan._pieces cuts several tables' frames at once, one after another, each found from its classes or from
+    lists of its few frames: each table's pieces are those its frames give alone, cut frame by frame by the rule (a
+    run never crosses into the next table, whose first frames may be touched where the last table's last are)."""
     import random
 
     from gquery.gpu.fusedplan import _Frames, _pieces
+    from gquery.prune import SparseEstimate
 
     rng = random.Random(seed)
     tables, gaps, splits = [], [], []
@@ -470,7 +471,20 @@ def test_every_tables_pieces_cut_at_once_are_each_tables_cut_frame_by_frame(seed
         splits.append(rng.choice([1, 3, 64, n + 1]))
     target = rng.choice([1, 4, 50, 1024])
     offsets = np.concatenate([[0], np.cumsum([len(c) for c in tables])]).astype(np.int64)
-    firsts, ends, wholes = _pieces([_Frames(c) for c in tables], np.array(gaps, np.int64), np.array(splits, np.int64),
+    def frames(classes: np.ndarray) -> _Frames:
+        """The table's frames as a plan finds them: from its classes, or from sorted lists of its few frames (a
+        comparison's, the others ruled out, or passing whole: `complement`) as compare_classes makes them."""
+        kind = rng.choice(["classes", "listed", "complement"])
+        if kind == "classes":
+            return _Frames(classes)
+        tested = np.flatnonzero(classes == CHECK)
+        passing = np.flatnonzero(classes != ALWAYS if kind == "complement" else classes == ALWAYS)
+        estimate = SparseEstimate(len(classes), 1024 * len(classes), passing, kind == "complement", tested,
+                                  np.full(len(tested), 0.5))
+        counts = tuple(int((classes == k).sum()) for k in (NEVER, CHECK, ALWAYS))
+        return _Frames(lambda: (classes, estimate), counts)
+
+    firsts, ends, wholes = _pieces([frames(c) for c in tables], np.array(gaps, np.int64), np.array(splits, np.int64),
                                    target, offsets)
     want = [(s + o, e + o, w) for c, g, sp, o in zip(tables, gaps, splits, offsets.tolist())
             for s, e, w in _pieces_frame_by_frame(c, g, sp, target)]
