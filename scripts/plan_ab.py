@@ -1,0 +1,69 @@
+"""A new constant's plan, the planner alone (no GPU: any host), for an A/B of two trees on one host.
+
+Each query's sibling is planned first (its shape's spec and its columns' zone orders found), then 16 new texts
+of the shape, each a new constant (gquery.bench.queries.new_texts, as the benchmark's), each parsed and planned
+afresh as `table.sql` plans a new text (answer.gpu_plan, the choice of scans included, no kernel compiled); the
+median of their wall clock and of their thread's CPU time is taken. Run it once a tree, turn about, the other
+tree first on PYTHONPATH:
+
+    PYTHONPATH=/path/to/base python scripts/plan_ab.py base --store /path/to/lineitem.gq
+    python scripts/plan_ab.py head --store /path/to/lineitem.gq
+
+Prints one line: the label, then {query: [wall ms, CPU ms]} as JSON. Without --store, the benchmark's store of
+--sf (default 100) as generated, built where missing under $GQUERY_DATA_DIR (tpchgen-cli generates its parquet).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import gquery
+from gquery import answer, sql
+from gquery.answer import settle
+from gquery.bench.queries import NEEDED, bench_source, design_store, new_texts, sibling, text_of
+
+QUERIES = (("mission", 1), ("mission", 300), ("mission", 3000), ("mission", 100000), ("q6", None))
+TEXTS = 16
+SM_COUNT = 132  # an H100's: the plan's chunks are sized for it
+
+
+def plan_ms(table, plans: dict, text: str) -> tuple[float, float]:
+    """A text parsed (outside the clock) and planned as a new text is: (wall ms, this thread's CPU ms)."""
+    data = table.data
+    query = sql.parse_shaped(text, answer.schema_of(data), table.name, table._shapes)
+    wall, cpu = time.perf_counter(), time.thread_time()
+    answer.gpu_plan(query, data, SM_COUNT, "pinned", 1, False, plans=plans, arch=None)
+    return (time.perf_counter() - wall) * 1e3, (time.thread_time() - cpu) * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("label")
+    parser.add_argument("--store", help="an existing store (else the benchmark's of --sf, as generated)")
+    parser.add_argument("--sf", type=int, default=100)
+    args = parser.parse_args()
+    path = args.store
+    if path is None:
+        data = os.environ.get("GQUERY_DATA_DIR", "dbgen_data")
+        path = design_store(bench_source(args.sf, data, lambda *a: None), args.sf, "as-generated", data, NEEDED,
+                            lambda *a: None, names=("mission", "q6"))
+    table = gquery.open(path)
+    out = {}
+    for name, z in QUERIES:
+        text = text_of(name, z)
+        plans: dict = {}
+        plan_ms(table, plans, sibling(text))
+        settle()  # (the reads the plan left in the background, off the next plan's clock)
+        times = []
+        for new in new_texts(text, TEXTS):
+            times.append(plan_ms(table, plans, new))
+            settle()
+        out[f"{name} {z or ''}".strip()] = [round(statistics.median(t[k] for t in times), 3) for k in (0, 1)]
+    table.close()
+    print(args.label, json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
