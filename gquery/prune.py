@@ -459,8 +459,8 @@ def compare_classes_together(e: Compare, orders: list, zones: list[Zones], rows:
         return out
     name = e.left.name
     which = [i for i, *_ in sparse]
-    n = [len(orders[i].lows) for i in which]
-    offsets = np.concatenate([[0], np.cumsum(n)]).astype(np.int64)
+    frames = [len(orders[i].lows) for i in which]
+    offsets = np.concatenate([[0], np.cumsum(frames)]).astype(np.int64)
     few = np.sort(np.concatenate([f.astype(np.int64) + o for (_, f, _), o in zip(sparse, offsets.tolist())]))
 
     def joined(arrays: list) -> np.ndarray:  # every such table's array of a frame, one after another, made once
@@ -474,11 +474,11 @@ def compare_classes_together(e: Compare, orders: list, zones: list[Zones], rows:
     for k, (i, _, others) in enumerate(sparse):
         at, end = bounds[k], bounds[k + 1]
         mine, found, frac = few[at:end] - offsets[k], classes[at:end], fractions[at:end]
-        cls = np.full(n[k], others, np.int8)  # (a table's own: one array of every table's, fresh pages, faulted 0.4 ms)
+        cls = np.full(frames[k], others, np.int8)  # (a table's own: one array of every table's, fresh pages, faulted 0.4 ms)
         cls[mine] = found
         tested = found == CHECK
         passing = mine[found != ALWAYS] if others == ALWAYS else mine[found == ALWAYS]  # (the frames not passing)
-        out[i] = cls, SparseEstimate(n[k], rows[i], passing, others == ALWAYS, mine[tested], frac[tested])
+        out[i] = cls, SparseEstimate(frames[k], rows[i], passing, others == ALWAYS, mine[tested], frac[tested])
     return out
 
 

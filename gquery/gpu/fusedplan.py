@@ -560,12 +560,15 @@ def _stretches(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return edges[0::2], edges[1::2]
 
 
-def _stretches_of(frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(first, end) of each stretch of consecutive frames in a sorted list of frames (_stretches' of their mask)."""
+def _stretches_of(frames: np.ndarray, tables: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(first, end) of each stretch of consecutive frames in a sorted list of frames (_stretches' of their mask);
+    `tables`: each frame's table, where the frames are several tables' one after another (a stretch never crosses
+    from one table into the next)."""
     frames = frames.astype(np.int64)
     if not len(frames):
         return frames, frames
-    breaks = np.flatnonzero(np.diff(frames) != 1)
+    apart = np.diff(frames) != 1
+    breaks = np.flatnonzero(apart if tables is None else apart | (tables[1:] != tables[:-1]))
     return frames[np.concatenate([[0], breaks + 1])], frames[np.concatenate([breaks, [len(frames) - 1]])] + 1
 
 
@@ -692,11 +695,10 @@ def _joined_stretches(frames: list, name: str, offsets: np.ndarray) -> tuple[np.
     firsts = [getattr(f, name)[0] + o for k, (f, o) in enumerate(zip(frames, offsets.tolist())) if k not in listed]
     ends = [getattr(f, name)[1] + o for k, (f, o) in enumerate(zip(frames, offsets.tolist())) if k not in listed]
     if listed:
-        at = np.sort(np.concatenate([x + offsets[k] for k, found in listed.items() for x in found]).astype(np.int64))
-        table = np.searchsorted(offsets, at, "right")
-        breaks = np.flatnonzero((np.diff(at) != 1) | (table[1:] != table[:-1]))  # (a stretch never crosses a table's end)
-        firsts.append(at[np.concatenate([[0], breaks + 1])] if len(at) else at)
-        ends.append(at[np.concatenate([breaks, [len(at) - 1]])] + 1 if len(at) else at)
+        at = np.sort(np.concatenate([x + offsets[k] for k, found in listed.items() for x in found]))
+        found_firsts, found_ends = _stretches_of(at, np.searchsorted(offsets, at, "right"))
+        firsts.append(found_firsts)
+        ends.append(found_ends)
     firsts, ends = np.concatenate([np.zeros(0, np.int64), *firsts]), np.concatenate([np.zeros(0, np.int64), *ends])
     if listed and len(listed) < len(frames):  # (the tables' stretches in their order)
         order = np.argsort(firsts, kind="stable")
