@@ -42,7 +42,7 @@ from gquery.errors import UsageError
 from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, NotOnGpu, SlicedKernel, TopCut, hash_slots,
                                 kernel_spec, top_cut)
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
-from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, Estimate, EveryRow, SparseEstimate, SummaryEstimate,
+from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, Estimate, EveryRow, SparseEstimate, SummaryEstimate, every_frame,
                           classify_counted, compare_classes_together, compare_summary, decided_buckets, frame_zones, joined_once,
                           kept, last_fractions, lower, narrowed, string_sides, summarized)
 from gquery.query import Expr, Query
@@ -959,7 +959,7 @@ def _classified(tables: list, lowered: list, nullable=frozenset()) -> list[tuple
         if low is None:  # every frame passes whole
             for i in parts:
                 frames = -(-tables[i].rows // FRAME_ROWS)
-                out[i] = np.full(frames, ALWAYS, np.int8), EveryRow(frames, tables[i].rows), (0, 0, frames)
+                out[i] = every_frame(frames, ALWAYS), EveryRow(frames, tables[i].rows), (0, 0, frames)
             continue
         zones = [frame_zones(tables[i], low.columns(), tables[i].rows) for i in parts]
         for i, found in zip(parts, classify_counted(low, zones)):
