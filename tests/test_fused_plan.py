@@ -825,6 +825,30 @@ def test_the_top_byte_plan_left_uncut_only_where_its_bytes_could_not_matter():
     assert uncut >= 3
 
 
+def test_packed_frames_whose_floor_the_top_bytes_beat_are_never_cut_and_the_choice_is_the_one_weighed_exactly():
+    """FusedPlan._choose_top cuts the top-byte plan first and the packed frames only where their floor (over the
+    runs, what is on disk weighed) does not already lose to it: packed frames never cut are never chosen, and every
+    choice, warm or over some runs, in every mode, is the one made with every cut made first."""
+    t = table(400_000, seed=5)  # no lists: the frames alone, packed or by top byte
+    t.columns["k"].get("sliced")  # its top bytes, derived in memory (a store reads them from disk)
+    never_cut = 0
+    for z in (1, 2, 5, 10, 30, 100, 300, 1_000, 3_000, 9_000, 9_990):
+        for op in ("<", ">="):
+            for mode in ("pinned", "pageable", "resident"):
+                q = query(Compare(op, col("k"), Literal(z, INTEGER)), total(PRODUCT))
+                for runs in (None, 1, 5):
+                    lazy = plan_fused(q, [t], mode, 132)
+                    chosen = lazy.choose(runs)
+                    eager = plan_fused(q, [t], mode, 132)
+                    for tp in eager.tables + (eager.by_top or []):  # every cut made before the choice
+                        assert tp.frames_floor <= tp.stream_bytes + tp.zero_copy_bytes, (op, z, mode)
+                    assert [tp.scan for tp in eager.choose(runs).tables] == [tp.scan for tp in chosen.tables], (op, z, mode, runs)
+                    if lazy.top_plans is not None and lazy.top_plans.made and not lazy.tables[0].cut.made:
+                        never_cut += 1
+                        assert chosen.tables[0].scan == "sliced" and "at least" in chosen.scan_note, (op, z, mode, runs)
+    assert never_cut >= 10
+
+
 def test_frames_whose_floor_the_lists_beat_are_never_cut_and_the_choice_is_the_one_weighed_exactly():
     """TablePlan.frames_floor (the tested frames' bytes of the columns only the predicate reads, at their narrowest
     frame's width) is never more than the frames' bytes as cut, packed or by top byte, in any mode; where every
