@@ -434,10 +434,12 @@ def compare_classes(e: Compare, order, zones: Zones, rows: int) -> tuple[np.ndar
     return compare_classes_together(e, [order], [zones], [rows])[0]
 
 
-def compare_classes_together(e: Compare, orders: list, zones: list[Zones], rows: list[int]) -> list[tuple]:
+def compare_classes_together(e: Compare, orders: list, zones: list[Zones], rows: list[int],
+                             classes: bool = True) -> list[tuple]:
     """compare_classes' of several tables (a parted table's parts): the few frames of every table where they are few
     compared at once, in the tables' frames one after another (ten parts one at a time asked NumPy ten times as
-    often: 1.1 ms of SF 100's new constant)."""
+    often: 1.1 ms of SF 100's new constant). Without `classes`, a table of few such frames gets None for its classes
+    (its SparseEstimate's lists give them: ten parts' fresh arrays faulted 0.5 ms a new constant)."""
     op, c = e.op, int(e.right.value)
     below = op in ("<", "<=")
     out: list = [None] * len(orders)
@@ -466,19 +468,18 @@ def compare_classes_together(e: Compare, orders: list, zones: list[Zones], rows:
     def joined(arrays: list) -> np.ndarray:  # every such table's array of a frame, one after another, made once
         return arrays[0] if len(arrays) == 1 else joined_once(arrays, np.concatenate)
 
-    classes, fractions = _compare(op, joined([zones[i].low[name] for i in which])[few],
-                                  joined([zones[i].high[name] for i in which])[few], c,
-                                  tuple(joined([zones[i].spans_of(name)[k] for i in which])[few] for k in (0, 1)))
-    classes = classes.astype(np.int8, copy=False)
+    found_all, fractions = _compare(op, joined([zones[i].low[name] for i in which])[few],
+                                    joined([zones[i].high[name] for i in which])[few], c,
+                                    tuple(joined([zones[i].spans_of(name)[k] for i in which])[few] for k in (0, 1)))
+    found_all = found_all.astype(np.int8, copy=False)
     bounds = np.searchsorted(few, offsets).tolist()  # each table's few frames: few[bounds[k]:bounds[k + 1]]
     for k, (i, _, others) in enumerate(sparse):
         at, end = bounds[k], bounds[k + 1]
-        mine, found, frac = few[at:end] - offsets[k], classes[at:end], fractions[at:end]
-        cls = np.full(frames[k], others, np.int8)  # (a table's own: one array of every table's, fresh pages, faulted 0.4 ms)
-        cls[mine] = found
+        mine, found, frac = few[at:end] - offsets[k], found_all[at:end], fractions[at:end]
         tested = found == CHECK
         passing = mine[found != ALWAYS] if others == ALWAYS else mine[found == ALWAYS]  # (the frames not passing)
-        out[i] = cls, SparseEstimate(frames[k], rows[i], passing, others == ALWAYS, mine[tested], frac[tested])
+        estimate = SparseEstimate(frames[k], rows[i], passing, others == ALWAYS, mine[tested], frac[tested])
+        out[i] = estimate.classes() if classes else None, estimate
     return out
 
 
@@ -558,16 +559,35 @@ class TestedEstimate(Estimate):
 
 class SparseEstimate(Estimate):
     """An estimate kept as sorted frame lists: every row of the frames that pass whole (`passing`, or every frame
-    but those where `complement`), and each tested frame's fraction of its rows (`tested`, `fractions`)."""
+    but those where `complement`), and each tested frame's fraction of its rows (`tested`, `fractions`). The lists
+    give the frames' classes too (every frame but those listed ruled out, or passing whole where `complement`):
+    written where they are wanted (write_classes), or made once (classes)."""
 
     def __init__(self, n: int, rows: int, passing: np.ndarray, complement: bool, tested: np.ndarray,
                  fractions: np.ndarray):
         self.n, self.rows, self.passing, self.complement, self.tested = n, rows, passing, complement, tested
-        self._fractions = fractions
+        self._fractions, self._classes = fractions, None
+        passing.setflags(write=False)  # (a kept cut keeps the lists to compare a later plan's with: fusedplan)
+        tested.setflags(write=False)
         selected = fractions * FRAME_ROWS
         if len(tested) and tested[-1] == n - 1:  # the last frame holds fewer rows
             selected[-1] = fractions[-1] * (rows - FRAME_ROWS * (n - 1))
         self._selected_before = np.concatenate([[0.0], np.cumsum(selected)])
+
+    def write_classes(self, out: np.ndarray) -> None:
+        """Each frame's class, written into `out` (int8, a frame each): no array of the table's own."""
+        out[:] = ALWAYS if self.complement else NEVER
+        out[self.passing] = NEVER if self.complement else ALWAYS  # (where `complement`: the tested among them too)
+        out[self.tested] = CHECK
+
+    def classes(self) -> np.ndarray:
+        """Each frame's class (int8), made once, read only."""
+        if self._classes is None:
+            out = np.empty(self.n, np.int8)
+            self.write_classes(out)
+            out.setflags(write=False)
+            self._classes = out
+        return self._classes
 
     def _passing_in(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """Each piece's frames that pass whole."""

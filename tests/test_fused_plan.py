@@ -975,6 +975,41 @@ def test_a_comparisons_classes_are_kept_for_the_next_text_with_the_same_where():
     assert not (other.tables[0].classes == first.tables[0].classes).all()
 
 
+def test_a_cut_kept_from_a_comparisons_few_frames_is_found_by_their_lists():
+    """A comparison whose frames across its constant are few keeps them as lists (prune.SparseEstimate), no array a
+    frame: a plan cuts its chunks from them, a later constant whose lists are the same finds that cut (compared by
+    the lists), one whose lists differ cuts its own, each the plan made with nothing kept; and the classes a run
+    writes from the lists are those classify gives a frame at a time."""
+    from gquery.gpu import fusedplan
+
+    rng = np.random.default_rng(9)
+    t = table(1_000_000)
+    values = {c: t.columns[c].values() for c in ("q", "p", "d", "t", "s")}
+    k = rng.integers(5_000, 10_000, 1_000_000)
+    k[rng.choice(1_000_000, 20, replace=False)] = 10  # a few rows below 15 in a few frames; a few more below 25
+    k[rng.choice(1_000_000, 20, replace=False)] = 20
+    t = Table.from_values({"k": k, **{c: v for c, v in values.items() if c != "s"}, "s": values["s"]}, SCHEMA)
+    before = None
+    for z in (15, 16, 25, 15):
+        q = query(Compare("<", col("k"), Literal(z, INTEGER)), total(PRODUCT))
+        kept = plan_fused(q, [t], "pinned", 132)
+        tp = kept.tables[0]
+        chunks = [dataclasses.astuple(c) for c in tp.chunks]
+        assert tp.frames._sparse is not None and "classes" not in tp.frames.__dict__, z  # cut from the lists
+        if z == 16:
+            assert len(fusedplan._cuts) == before  # 15's lists: found, not cut
+        before = len(fusedplan._cuts)
+        written = np.full(tp.frame_count, 9, np.int8)
+        tp.frames.write_classes(written)
+        want = classify(lower(q.where, {}, {"k": (int(k.min()), int(k.max()))}), fusedplan.frame_zones(t, ["k"], t.rows))[0]
+        assert written.tolist() == want.tolist() == tp.classes.tolist(), z
+        fusedplan._cuts.clear()
+        fresh = plan_fused(q, [t], "pinned", 132).tables[0]
+        assert chunks == [dataclasses.astuple(c) for c in fresh.chunks], z
+        assert (tp.stream_bytes, tp.zero_copy_bytes) == (fresh.stream_bytes, fresh.zero_copy_bytes), z
+        before = len(fusedplan._cuts)
+
+
 def test_a_cut_is_kept_for_the_next_constant_whose_frames_class_alike():
     """fusedplan._kept_cut: a new constant whose frames are classed as the last plan's (every frame tested, as
     generated) finds that plan's pieces and their bytes; one whose classes differ (a clustered column's bound

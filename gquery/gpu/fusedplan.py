@@ -611,7 +611,17 @@ class _Frames:
 
     @functools.cached_property
     def classes(self) -> np.ndarray:
-        return self._classing()[0]
+        classes, estimate = self._classing()
+        return estimate.classes() if classes is None else classes  # (a comparison's few frames: from its lists)
+
+    def write_classes(self, out: np.ndarray) -> None:
+        """Each frame's class written into `out` (a run's classes in mapped memory): from a comparison's lists where
+        its frames were few (no array of the table's own), else the classes."""
+        sparse = self._sparse
+        if sparse is not None and "classes" not in self.__dict__:
+            sparse.write_classes(out)
+        else:
+            out[:] = self.classes
 
     @functools.cached_property
     def _sparse(self) -> SparseEstimate | None:
@@ -1009,9 +1019,10 @@ def _compare_classes(low: Expr, tables: list, columns: list) -> list[tuple]:
 
     def made() -> list:
         found = compare_classes_together(low, orders, [frame_zones(t, low.columns(), t.rows) for t in tables],
-                                         [t.rows for t in tables])
+                                         [t.rows for t in tables], classes=False)
         for classes, _ in found:
-            classes.setflags(write=False)  # (shared by every plan that finds it)
+            if classes is not None:  # (None: a SparseEstimate's lists give them)
+                classes.setflags(write=False)  # (shared by every plan that finds it)
         return found
     return kept(_classings, CLASSES_KEPT, (low, tuple(t.rows for t in tables)), orders, made)
 
@@ -1224,10 +1235,14 @@ def _kept_cut(parts: list, spec: KernelSpec, mode: str, target: int) -> _Cut:
 def _kept_classes(frames: _Frames) -> tuple:
     """What a kept cut keeps of a table's classes: (frames, the one class every frame holds), found from the counts
     (a comparison that tests every frame: no copy of ten parts' classes, no frame-by-frame comparison on every new
-    constant), or (frames, its classes where they cannot change, else a copy)."""
+    constant), (frames, a comparison's SparseEstimate) where its few frames' lists give them, or (frames, its classes
+    where they cannot change, else a copy)."""
     one = frames.one_class
     if one is not None:
         return frames.n, one
+    sparse = frames._sparse
+    if sparse is not None and "classes" not in frames.__dict__:
+        return frames.n, sparse  # (its lists read only: compare_classes_together's)
     classes = frames.classes  # (read only and its own memory: a comparison's kept classes, kept as they are)
     return frames.n, classes if classes.base is None and not classes.flags.writeable else classes.copy()
 
@@ -1239,6 +1254,13 @@ def _classed_alike(kept: tuple, frames: _Frames) -> bool:
     one = frames.one_class
     if isinstance(classes, int) or one is not None:  # (one class in either: alike where it is both's)
         return isinstance(classes, int) and classes == one
+    sparse = frames._sparse
+    if isinstance(classes, SparseEstimate) and sparse is not None:  # the lists alike (else a copy of the other's
+        # classes, or lists of the other side of the constant: cut again, as classes that differ are)
+        return classes is sparse or (classes.complement == sparse.complement and np.array_equal(classes.passing, sparse.passing)
+                                     and np.array_equal(classes.tested, sparse.tested))
+    if isinstance(classes, SparseEstimate):
+        classes = classes.classes()
     return classes is frames.classes or np.array_equal(classes, frames.classes)
 
 
