@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import abc
 import bisect
+import collections
 import functools
 import threading
 from dataclasses import dataclass, field, fields
@@ -730,7 +731,14 @@ def _classify_blocks(e: Expr, blocks: dict, n: int) -> tuple[np.ndarray, np.ndar
         parts = [_classify_blocks(a, blocks, n) for a in e.args]
         frac, ranged = _and_estimates(ranges, parts, n)
         mixed = np.zeros(n, bool)
+        # a column of one ordered comparison: its own means (every block it does not class MIXED is one _range_mean is
+        # sure of, with the same mean; a MIXED block's frames are classed one by one): Q6's new quantity took both
+        atoms = collections.Counter(r[0] for r in ranges if r is not None)
+        alone = {r[0]: f for r, (_, f), a in zip(ranges, parts, e.args) if r is not None and atoms[r[0]] == 1 and a.op != "="}
         for name, (lo, hi) in ranged.items():
+            if name in alone:
+                frac *= alone[name]
+                continue
             f, unsure = _kept_blocks(("range", lo, hi), blocks[name], functools.partial(_range_mean, blocks[name], lo, hi))
             frac *= f
             mixed |= unsure
