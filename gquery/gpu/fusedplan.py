@@ -840,7 +840,7 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
         for c in () if low is None or not nullable else low.columns():  # a NULL fails every test: never ALWAYS
             nulls = t.columns[c].frame_nulls() if c in nullable else None
             if nulls is not None:
-                classes[(classes == ALWAYS) & nulls] = CHECK
+                classes = np.where((classes == ALWAYS) & nulls, np.int8(CHECK), classes)  # (classes may be read only)
                 counts = None  # (counted again)
         bases = shared or tuple(r[c.name][0] // step for c, step in zip(query.group_by, steps))
         classified.append((t, _Frames(classes, counts), selected, tuple(constants), bases))
