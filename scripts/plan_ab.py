@@ -9,11 +9,16 @@ tree first on PYTHONPATH:
     PYTHONPATH=/path/to/base python scripts/plan_ab.py base --store /path/to/lineitem.gq
     python scripts/plan_ab.py head --store /path/to/lineitem.gq
 
-Prints one line: the label, then {query: [wall ms, CPU ms]} as JSON. Without --store, the benchmark's store of
---sf (default 100) as generated, built where missing under $GQUERY_DATA_DIR (tpchgen-cli generates its parquet).
+Prints one line: the label, then {query: [wall ms, CPU ms]} as JSON. With --calls, {query: Python calls} instead:
+the median plan's function calls counted by cProfile (its clock not taken): a count that does not move with the
+host's load (a 2-core VM's wall and CPU times of the same tree differed 2x within minutes), though it does not
+see the work inside a NumPy call (a change that saves NumPy work, and makes a few more calls, counts more). Without --store, the
+benchmark's store of --sf (default 100) as generated, built where missing under $GQUERY_DATA_DIR (tpchgen-cli
+generates its parquet).
 """
 
 import argparse
+import cProfile
 import json
 import os
 import statistics
@@ -38,11 +43,22 @@ def plan_ms(table, plans: dict, text: str) -> tuple[float, float]:
     return (time.perf_counter() - wall) * 1e3, (time.thread_time() - cpu) * 1e3
 
 
+def plan_calls(table, plans: dict, text: str) -> int:
+    """A text parsed and planned as plan_ms does it: the Python function calls the plan made (cProfile's count)."""
+    data = table.data
+    query = sql.parse_shaped(text, answer.schema_of(data), table.name, table._shapes)
+    profile = cProfile.Profile()
+    profile.runcall(answer.gpu_plan, query, data, SM_COUNT, "pinned", 1, False, plans=plans, arch=None)
+    profile.create_stats()
+    return sum(calls for _, calls, *_ in profile.stats.values())  # (every call, recursive ones too)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("label")
     parser.add_argument("--store", help="an existing store (else the benchmark's of --sf, as generated)")
     parser.add_argument("--sf", type=int, default=100)
+    parser.add_argument("--calls", action="store_true", help="Python calls a plan, not its times")
     args = parser.parse_args()
     path = args.store
     if path is None:
@@ -58,9 +74,10 @@ def main() -> None:
         settle()  # (the reads the plan left in the background, off the next plan's clock)
         times = []
         for new in new_texts(text, TEXTS):
-            times.append(plan_ms(table, plans, new))
+            times.append(plan_calls(table, plans, new) if args.calls else plan_ms(table, plans, new))
             settle()
-        out[f"{name} {z or ''}".strip()] = [round(statistics.median(t[k] for t in times), 3) for k in (0, 1)]
+        out[f"{name} {z or ''}".strip()] = (statistics.median(times) if args.calls else
+                                             [round(statistics.median(t[k] for t in times), 3) for k in (0, 1)])
     table.close()
     print(args.label, json.dumps(out), flush=True)
 
