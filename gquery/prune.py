@@ -288,14 +288,13 @@ def _from_blocks(e: Expr, zones: list[Zones], cls: np.ndarray, frac: np.ndarray)
     block_rows = (block_frames * FRAME_ROWS).astype(np.float64)  # a table's last frame holds fewer rows
     block_rows[block_at[1:] - 1] -= [FRAME_ROWS * len(z.rows) - _rows(z) for z in zones]
     out = []
-    for z, a, b, k, m, counted in zip(zones, block_at[:-1].tolist(), block_at[1:].tolist(), blocks.tolist(), mixed_blocks,
-                                      whole.tolist()):
+    for z, a, b, k, m, counted, one in zip(zones, block_at[:-1].tolist(), block_at[1:].tolist(), blocks.tolist(),
+                                           mixed_blocks, whole.tolist(), ones):
         n = len(z.rows)
         if 2 * m >= k:  # most blocks mixed: every frame classed alone, no gathering
             cls_f, frac_f = _finished(*_classify(e, z, n))
             out.append((cls_f, FrameEstimate(frac_f, z.rows), None))
             continue
-        one = ones[len(out)]
         cls_f = padded[BLOCK_FRAMES * a:BLOCK_FRAMES * a + n] if one is None else every_frame(n, one)
         which, own = _NO_FRAMES, _NO_FRACTIONS
         if m:  # the mixed blocks' frames

@@ -641,11 +641,7 @@ class FusedRunner:
                 at, classes = 0, memory.scratch_mapped("fused:classes", frames, np.int8)
                 for tp in plan.tables:
                     if tp.index is None:  # (an index scan reads no class: a table's classes made only where read)
-                        one = tp.frames.one_class  # (every frame of one class, from the counts: a fill, no copy)
-                        if one is None:
-                            tp.frames.write_classes(classes[at:at + tp.frame_count])
-                        else:
-                            classes[at:at + tp.frame_count] = one
+                        tp.frames.write_classes(classes[at:at + tp.frame_count])
                     at += tp.frame_count
                 set_memory, set_at = memory.scratch_mapped("fused:sets", set_words, np.int64), set_positions(plan)
                 for k in _sets(plan.tables):

@@ -615,10 +615,13 @@ class _Frames:
         return estimate.classes() if classes is None else classes  # (a comparison's few frames: from its lists)
 
     def write_classes(self, out: np.ndarray) -> None:
-        """Each frame's class written into `out` (a run's classes in mapped memory): from a comparison's lists where
-        its frames were few (no array of the table's own), else the classes."""
-        sparse = self._sparse
-        if sparse is not None and "classes" not in self.__dict__:
+        """Each frame's class written into `out` (a run's classes in mapped memory): a fill where every frame holds one
+        class (from the counts), from a comparison's lists where its frames were few (no array of the table's own),
+        else the classes."""
+        one, sparse = self.one_class, self._sparse
+        if one is not None:
+            out[:] = one
+        elif sparse is not None and "classes" not in self.__dict__:
             sparse.write_classes(out)
         else:
             out[:] = self.classes
