@@ -515,10 +515,17 @@ class FusedRunner:
                 at += len(k)
             return found
 
+        sets_d = memory.mapped_pointer(set_memory)  # (never empty: a word at least)
+
         def constant_args(tp, set_at: dict) -> list:
             """Each constant: its value, or a set's address and length."""
             return [x for k in tp.constants for x in
-                    ((memory.mapped_pointer(set_memory[set_at[id(k)]:]) if k else 0, len(k)) if isinstance(k, tuple) else (k,))]
+                    ((sets_d + set_memory.itemsize * set_at[id(k)] if k else 0, len(k)) if isinstance(k, tuple) else (k,))]
+
+        def table_tails(plan: FusedPlan, set_at: dict) -> dict:
+            """Each table's constants and group bases, as every chunk of it ends its arguments with them: made once
+            a table (SF 100's ten parts queue 80 chunks)."""
+            return {i: constant_args(tp, set_at) + list(tp.group_bases) for i, tp in enumerate(plan.tables)}
 
         set_at = set_positions(plan)
 
@@ -554,9 +561,17 @@ class FusedRunner:
                 bases[key] = memory.mapped_pointer(array)
             return bases[key] + at * array.itemsize
 
+        def mapped_span(key: tuple, first: int, end: int) -> int:
+            """memory.mapped_pointer(sources[key][first:end]): 0 for an empty span. A new constant's index scans
+            (mapped_at's, from the bases found once: SF 10's ten parts looked up 50 views a new text, 0.27 ms)."""
+            return mapped_at(key, first) if end > first else 0
+
+        starts_d = memory.mapped_pointer(starts)  # (never empty: a word at least)
+
         factors = {}  # (table index, column) → its common factor (a kernel argument of every chunk)
         queued, h2d_bytes = [], 0
         holes = []  # each chunk's (table index, where its undecided buckets' mask lies, where its constants lie)
+        tails = table_tails(plan, set_at)
         for n, (i, ch) in enumerate(chunks):
             tp, slot = plan.tables[i], n % slots
             table = tp.table
@@ -595,7 +610,7 @@ class FusedRunner:
                 if at in spec.nullable:  # its validity, on the device (a bit a row), from the chunk's first frame
                     args.append(valid_on_device(tp.table, c) + 128 * ch.first)
             holes.append((i, mask_at, len(args)))
-            args += constant_args(tp, set_at) + list(tp.group_bases)
+            args += tails[i]
             rows = min(ch.end * FRAME_ROWS, table.rows) - ch.first * FRAME_ROWS
             table_words = acc_d + 8 * (i % accumulating) * words_per_table
             values_in_place = sum(1 for c in ch.zero_copy if c not in predicate_columns)  # read a selected row each
@@ -613,14 +628,15 @@ class FusedRunner:
                     if c == ix.column:
                         args += [0, 0, 0]  # its value comes from the lists
                     else:  # its words read in place at each row, its frames' metadata from device memory (copied once)
-                        args += [memory.mapped_pointer(sources[(i, c, "words")]), device_meta[(i, c)], 0]
+                        args += [mapped_at((i, c, "words")), device_meta[(i, c)], 0]
                     args.append(tp.table.columns[c].zone_buffers()[2])
                 ids = sources[(i, ix.column, "ids")][ix.first:ix.end]
                 low = sources.get((i, ix.column, "low"))
                 table_words = acc_d + 8 * (i % accumulating) * words_per_table
                 args += constant_args(tp, set_at) + list(tp.group_bases)
-                args += [memory.mapped_pointer(ids), memory.mapped_pointer(low[ix.first:ix.end]) if low is not None else 0,
-                         memory.mapped_pointer(starts[at:]), ix.bucket_end - ix.bucket_first, ix.first_value, ix.bucket,
+                args += [mapped_span((i, ix.column, "ids"), ix.first, ix.end),
+                         mapped_span((i, ix.column, "low"), ix.first, ix.end) if low is not None else 0,
+                         starts_d + starts.itemsize * at, ix.bucket_end - ix.bucket_first, ix.first_value, ix.bucket,
                          ix.entries, table_words + 8 * COUNTER_WORDS, 1, table_words, *hash_args(i)]
                 list_bytes += ids.nbytes + (ix.entries * low.itemsize if low is not None else 0)
                 warps = -(-ix.entries // (32 * codegen.list_unroll(spec)))  # a warp's entries a step
@@ -660,11 +676,12 @@ class FusedRunner:
             undecided buckets, constants and group bases in their places, its index scans' launches made (their
             buckets' entries), its classes, sets and starts written."""
             other_at, made_again = set_positions(other), []
+            other_tails = table_tails(other, other_at)
             for (slot, parts, ring_slot, frames_, args), (i, mask_at, const_at) in zip(queued, holes):
                 tp, args = other.tables[i], list(args)
                 if mask_at is not None:
                     args[mask_at:mask_at + len(tp.sliced.mask_words)] = tp.sliced.mask_words
-                filled = constant_args(tp, other_at) + list(tp.group_bases)
+                filled = other_tails[i]
                 args[const_at:const_at + len(filled)] = filled
                 made_again.append((slot, parts, ring_slot, frames_, args))
             other_scans, other_lists = index_launches(other, other_at)

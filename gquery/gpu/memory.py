@@ -326,10 +326,11 @@ class GpuMemory:
         """The device address of a view of mapped host memory (0 for an empty view: never read)."""
         if view.nbytes == 0:
             return 0
-        found = self._find(view.ctypes.data)
+        addr = view.ctypes.data  # (a ctypes object made a read: once)
+        found = self._find(addr)
         if found is None:
             raise ValueError("this array is not mapped host memory")
-        return found[2] + (view.ctypes.data - found[0])
+        return found[2] + (addr - found[0])
 
     def is_mapped(self, view: np.ndarray) -> bool:
         found = self._find(view.ctypes.data)
