@@ -430,7 +430,8 @@ class FusedRunner:
         tables = [tp.table for tp in plan.tables]
         for t in tables:
             memory.hold(t)
-        used = [_used(spec, tp, plan.mode) for tp in plan.tables]  # a table whose frames are all ruled out reads none
+        needed = _needed_columns(spec)  # by whether a chunk passes whole (found once, not once a chunk and column)
+        used = [_used(spec, tp, plan.mode, needed) for tp in plan.tables]  # a table whose frames are all ruled out reads none
         by_top = [tp.sliced.column if tp.sliced is not None and tp.index is None else None for tp in plan.tables]
         read_all([tp.table.columns[c] for tp, cols, top in zip(plan.tables, used, by_top) for c in cols if c != top], "packed")
         sources = {}  # (table index, column, buffer) → host array (mapped where it can be) or device allocation
@@ -458,7 +459,7 @@ class FusedRunner:
         # copies a column's words alone (one copy a column, not two: Q1's 8 chunks queued 56 copies fewer)
         in_place = {(i, c): (tp.table, c) for i, tp in enumerate(plan.tables) if plan.mode in MAPPED_MODES
                     for c in used[i] if c != by_top[i] and (tp.index is not None or any(
-                        c in ch.zero_copy or (c in _needed(spec, ch) and c not in ch.streamed) for ch in tp.chunks))}
+                        c in ch.zero_copy or (c in needed[ch.always] and c not in ch.streamed) for ch in tp.chunks))}
         shipped = {(i, c): (tp.table, c) for i, tp in enumerate(plan.tables) if plan.mode != "resident" and tp.index is None
                    for ch in tp.chunks for c in ch.streamed if c != by_top[i]}
         device_meta = self._device_metas({**in_place, **shipped})
@@ -569,9 +570,11 @@ class FusedRunner:
         starts_d = memory.mapped_pointer(starts)  # (never empty: a word at least)
 
         factors = {}  # (table index, column) → its common factor (a kernel argument of every chunk)
+        valid_at = {}  # (table index, column) → its validity's device address (uploaded above, found once)
         queued, h2d_bytes = [], 0
         holes = []  # each chunk's (table index, where its undecided buckets' mask lies, where its constants lie)
         tails = table_tails(plan, set_at)
+        masks = {i: tp.sliced.mask_words for i, tp in enumerate(plan.tables) if tp.sliced is not None}  # a table's, once
         for n, (i, ch) in enumerate(chunks):
             tp, slot = plan.tables[i], n % slots
             table = tp.table
@@ -591,11 +594,11 @@ class FusedRunner:
                     low = 0 if ch.always or (i, c, "low") not in sources else mapped_at((i, c, "low"), row)
                     args += [top, low, tp.sliced.reference, tp.sliced.bucket]
                     mask_at = len(args)
-                    args += tp.sliced.mask_words
+                    args += masks[i]
                     continue
                 if c in ch.streamed:
                     args += [ring[slot][(c, "words")], device_meta[(i, c)] + 16 * ch.first, spans[n][c][0]]
-                elif c in ch.zero_copy or (plan.mode != "resident" and c in _needed(spec, ch)):
+                elif c in ch.zero_copy or (plan.mode != "resident" and c in needed[ch.always]):
                     # words read in place; the frames' metadata from device memory where the host's can be read in place
                     meta = (device_meta[(i, c)] + 16 * ch.first if (i, c) in device_meta
                             else mapped_at((i, c, "meta"), 2 * ch.first))
@@ -608,7 +611,9 @@ class FusedRunner:
                     factors[(i, c)] = table.columns[c].zone_buffers()[2]
                 args.append(factors[(i, c)])
                 if at in spec.nullable:  # its validity, on the device (a bit a row), from the chunk's first frame
-                    args.append(valid_on_device(tp.table, c) + 128 * ch.first)
+                    if (i, c) not in valid_at:
+                        valid_at[(i, c)] = valid_on_device(tp.table, c)
+                    args.append(valid_at[(i, c)] + 128 * ch.first)
             holes.append((i, mask_at, len(args)))
             args += tails[i]
             rows = min(ch.end * FRAME_ROWS, table.rows) - ch.first * FRAME_ROWS
@@ -677,10 +682,11 @@ class FusedRunner:
             buckets' entries), its classes, sets and starts written."""
             other_at, made_again = set_positions(other), []
             other_tails = table_tails(other, other_at)
+            other_masks = {i: tp.sliced.mask_words for i, tp in enumerate(other.tables) if tp.sliced is not None}
             for (slot, parts, ring_slot, frames_, args), (i, mask_at, const_at) in zip(queued, holes):
-                tp, args = other.tables[i], list(args)
+                args = list(args)
                 if mask_at is not None:
-                    args[mask_at:mask_at + len(tp.sliced.mask_words)] = tp.sliced.mask_words
+                    args[mask_at:mask_at + len(other_masks[i])] = other_masks[i]
                 filled = other_tails[i]
                 args[const_at:const_at + len(filled)] = filled
                 made_again.append((slot, parts, ring_slot, frames_, args))
@@ -810,24 +816,27 @@ def _blocks(frames: int, wave: int) -> int:
     return max(1, min(-(-frames // (BLOCK_THREADS // 32)), wave))
 
 
-def _used(spec, tp, mode: str) -> list[str]:
+def _used(spec, tp, mode: str, needed: dict) -> list[str]:
     """The columns a table's chunks read, in the kernel's order: resident, every column of a table with
-    a chunk; else those its chunks ship, read in place, or need. Scanned by index: every column but the
-    indexed one (its values are in the lists), read in place."""
+    a chunk; else those its chunks ship, read in place, or need (`needed`: _needed_columns'). Scanned by
+    index: every column but the indexed one (its values are in the lists), read in place."""
     if tp.index is not None:
         return [c for c in spec.columns if c != tp.index.column] if tp.index.entries else []
     if mode == "resident":
         return list(spec.columns) if tp.chunks else []
-    wanted = set().union(*(set(ch.streamed) | set(ch.zero_copy) | _needed(spec, ch) for ch in tp.chunks))
+    wanted = set()
+    for ch in tp.chunks:
+        wanted.update(ch.streamed, ch.zero_copy)
+    for always in {ch.always for ch in tp.chunks}:
+        wanted |= needed[always]
     return [c for c in spec.columns if c in wanted]
 
 
-def _needed(spec, chunk) -> set:
-    """Columns a chunk's kernel reads: the value columns always, the predicate's unless it passes whole."""
-    out = {spec.columns[i] for i in spec.value_slots}
-    if not chunk.always:
-        out |= {spec.columns[i] for i in spec.predicate_slots}
-    return out
+def _needed_columns(spec) -> dict[bool, frozenset]:
+    """Columns a chunk's kernel reads, by whether the chunk passes whole (Chunk.always): the value columns
+    always, the predicate's unless it passes whole."""
+    values = frozenset(spec.columns[i] for i in spec.value_slots)
+    return {True: values, False: values | {spec.columns[i] for i in spec.predicate_slots}}
 
 
 def _host_path(plan: FusedPlan) -> str:
