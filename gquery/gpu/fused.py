@@ -528,6 +528,10 @@ class FusedRunner:
             a table (SF 100's ten parts queue 80 chunks)."""
             return {i: constant_args(tp, set_at) + list(tp.group_bases) for i, tp in enumerate(plan.tables)}
 
+        def table_masks(plan: FusedPlan) -> dict:
+            """Each top-byte table's undecided mask as kernel arguments (four words from 256 bits): made once a table."""
+            return {i: tp.sliced.mask_words for i, tp in enumerate(plan.tables) if tp.sliced is not None}
+
         set_at = set_positions(plan)
 
         scans = _scans(plan)
@@ -574,7 +578,7 @@ class FusedRunner:
         queued, h2d_bytes = [], 0
         holes = []  # each chunk's (table index, where its undecided buckets' mask lies, where its constants lie)
         tails = table_tails(plan, set_at)
-        masks = {i: tp.sliced.mask_words for i, tp in enumerate(plan.tables) if tp.sliced is not None}  # a table's, once
+        masks = table_masks(plan)
         for n, (i, ch) in enumerate(chunks):
             tp, slot = plan.tables[i], n % slots
             table = tp.table
@@ -622,7 +626,7 @@ class FusedRunner:
             args += [0 if ch.always else classes_d + class_at[i] + ch.first, ch.frames, rows,
                      table_words + 8 * COUNTER_WORDS, values_in_place, table_words, *hash_args(i)]
             queued.append((slot, parts, ring[slot], ch.frames, args))
-        def index_launches(plan: FusedPlan, set_at: dict) -> tuple[list, int]:
+        def index_launches(plan: FusedPlan, tails: dict) -> tuple[list, int]:
             """Each index scan's launch (its kernel, compute lane, warps and arguments), after the chunks, and the
             bytes of the lists they read."""
             list_bytes, by_index = 0, []
@@ -638,7 +642,7 @@ class FusedRunner:
                 ids = sources[(i, ix.column, "ids")][ix.first:ix.end]
                 low = sources.get((i, ix.column, "low"))
                 table_words = acc_d + 8 * (i % accumulating) * words_per_table
-                args += constant_args(tp, set_at) + list(tp.group_bases)
+                args += tails[i]
                 args += [mapped_span((i, ix.column, "ids"), ix.first, ix.end),
                          mapped_span((i, ix.column, "low"), ix.first, ix.end) if low is not None else 0,
                          starts_d + starts.itemsize * at, ix.bucket_end - ix.bucket_first, ix.first_value, ix.bucket,
@@ -648,7 +652,7 @@ class FusedRunner:
                 by_index.append((index_kernel(ix), n % slots, warps, args))  # a compute stream a ring slot (one: the copy stream)
             return by_index, list_bytes
 
-        by_index, list_bytes = index_launches(plan, set_at)
+        by_index, list_bytes = index_launches(plan, tails)
 
         def zero_bytes(plan: FusedPlan, list_bytes: int) -> int:
             return (list_bytes + sum(ch.tested_in_place for tp in plan.tables if tp.index is None for ch in tp.chunks)
@@ -682,7 +686,7 @@ class FusedRunner:
             buckets' entries), its classes, sets and starts written."""
             other_at, made_again = set_positions(other), []
             other_tails = table_tails(other, other_at)
-            other_masks = {i: tp.sliced.mask_words for i, tp in enumerate(other.tables) if tp.sliced is not None}
+            other_masks = table_masks(other)
             for (slot, parts, ring_slot, frames_, args), (i, mask_at, const_at) in zip(queued, holes):
                 args = list(args)
                 if mask_at is not None:
@@ -690,7 +694,7 @@ class FusedRunner:
                 filled = other_tails[i]
                 args[const_at:const_at + len(filled)] = filled
                 made_again.append((slot, parts, ring_slot, frames_, args))
-            other_scans, other_lists = index_launches(other, other_at)
+            other_scans, other_lists = index_launches(other, other_tails)
             return _Launch(made, slots, words_per_table, groups, acc_d, keys_d, host_words, staged, made_again,
                            other_scans, h2d_bytes, zero_bytes(other, other_lists), sum(ix.entries for _, ix in _scans(other)),
                            logical_bytes, writer(other), again)
