@@ -77,7 +77,8 @@ def test_the_queries_floors_read_the_wall_clock_and_the_host_time_beyond_the_gpu
             wall_run("q6", wall=1.2, gpu=1.0, duckdb=3.0, parted=True),  # 2.5x: missed; 0.2 ms of host: met
             wall_run("mission", wall=0.5, gpu=0.3, duckdb=2.0, new_text=2.1, z=30)]  # 4x; new text 1.8 ms: met
     cold = [{"shape": "q1-shape", "sql": "x", "first_wall_ms": 700.0, "warm_wall_ms": 10.0,
-             "second_process_wall_ms": 12.0, "same_answer": True}]
+             "second_process_wall_ms": 12.0, "same_answer": True,
+             "first_host_ms": {"parse": 0.5, "plan": 680.0, "queue": 1.0, "gpu": 8.0, "finalize": 0.2}}]
     got = floors(runs, [], cold)
     by = {(f["what"], f["value"]): f for f in got}
     ratio = by[("q6 (as-generated): DuckDB's wall / gquery's wall", 5.0)]
@@ -90,12 +91,13 @@ def test_the_queries_floors_read_the_wall_clock_and_the_host_time_beyond_the_gpu
     assert new["met"] and new["floor"] == 2.0
     cold_floor = [f for f in got if f["what"].startswith("cold compile")][0]
     assert cold_floor["value"] == 690.0 and not cold_floor["met"] and "second process: 2" in cold_floor["what"]
+    assert "plan 680.000, queue 1.000" in cold_floor["why"]  # the miss says where the first call's time went
     assert len(got) == 8
     data = {"device": "GPU", "commit": "abc", "date": "today", "repeat": 5, "stored_columns": "all", "runs": runs,
             "cold_compile": cold, "first_answer": [], "floors": got}
     md = markdown(data, "gquery bench")
     assert "| 10 | as-generated | q6 |  | frames | MATCH | 2.000 | 10.0 | 5.0x | 1.000 | 1.000 |" in md
-    assert "MISSED by 0.700" in md and "| q1-shape | 700 | 10.00 | 12.0 | yes |" in md
+    assert "MISSED by 0.700" in md and "| q1-shape | 700 | 680 | 10.00 | 12.0 | yes |" in md
 
 
 def test_a_probe_that_fails_after_its_answer_is_kept_and_its_floor_missed_with_what_it_said():
