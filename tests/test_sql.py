@@ -423,7 +423,8 @@ def test_a_shape_is_found_alike_with_names_passed_as_tokens_or_as_text():
 
     pieces = ["a", "x1", "date", " date '1995-01-01'", "interval 2 month", "'it''s'", '"q ""n"', "-- c\n", "/* c\n */",
               "1.5e3", ".5", "5.", "e5", "_", "\n", "\t", "  ", ",", "(", ")", "+", "-", "<", "=", "x.5", "0", "\u00a0",
-              "\r\n", "timestamp'2020-01-01 00:00:00'", "select", "lineitem", "'", '"', "--", "interval", " year", "'3'"]
+              "\r\n", "timestamp'2020-01-01 00:00:00'", "select", "lineitem", "'", '"', "--", "interval", " year", "'3'",
+              "DATE '1995-01-01'", "Interval '3' Day", "TIMESTAMP'2020-01-01'", "\u0663", "X9", "/", "-1"]
     rng = random.Random(7)
     for _ in range(20000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
