@@ -255,3 +255,5 @@ def test_a_report_says_how_fast_its_host_was_at_one_fixed_piece_of_work(tmp_path
     md = markdown(both, "gquery bench --add")
     assert "before SF 10's runs Python 4.50 ms, NumPy 1.25 ms; before SF 100's runs Python 6.00 ms, NumPy 2.00 ms." in md
     assert "was not measured in this run" in markdown({**both, "host_speed": []}, "x")
+    after = markdown({**both, "host_speed": [*both["host_speed"], {"sf": 100, "after": True, "python_ms": 7.0, "numpy_ms": 3.0}]}, "x")
+    assert "before SF 100's runs Python 6.00 ms, NumPy 2.00 ms; after SF 100's runs Python 7.00 ms, NumPy 3.00 ms." in after

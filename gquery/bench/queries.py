@@ -355,6 +355,9 @@ def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, des
                 duck.close()
             if probed:  # after its queries: their kernels are in the compile cache
                 probes.append((sf, source, path, largest))
+        # and after them: a host that slowed or sped up during the runs shows it (one H100 host's same text took
+        # 0.26 ms beyond the GPU in one process and 0.52 in another, minutes apart)
+        speeds.append({"sf": sf, "after": True, **reports.host_speed()})
     device = api.engine().device
     compiler = _compiler()
     api.shutdown()  # what follows runs in fresh processes, as a user's first process meets the GPU
@@ -547,12 +550,13 @@ def _why(r: dict) -> str:
 
 
 def _host_speed_text(speeds: list[dict]) -> str:
-    """The report's line of the host's speed (reports.host_speed), an SF's runs each."""
+    """The report's line of the host's speed (reports.host_speed), before and after an SF's runs."""
     if not speeds:
         return "The host's speed was not measured in this run."
     return ("The host's time for one fixed piece of work (`reports.host_speed`; a report from another host, or this "
             "one busy otherwise, is read beside it): " + "; ".join(
-                f"before SF {x['sf']:g}'s runs Python {x['python_ms']:.2f} ms, NumPy {x['numpy_ms']:.2f} ms" for x in speeds) + ".")
+                f"{'after' if x.get('after') else 'before'} SF {x['sf']:g}'s runs Python {x['python_ms']:.2f} ms, NumPy "
+                f"{x['numpy_ms']:.2f} ms" for x in speeds) + ".")
 
 
 def markdown(data: dict, command: str) -> str:
