@@ -460,6 +460,8 @@ def compare_classes_together(e: Compare, orders: list, zones: list[Zones], rows:
             sparse.append((i, order.low_order[:k_low], NEVER if below else ALWAYS))
         elif (n - k_high) * SPARSE_SHARE <= n:  # few frames hold values at or above c_: the others (high < c_) none
             sparse.append((i, order.high_order[k_high:], ALWAYS if below else NEVER))
+        elif (n - k_low + k_high) * SPARSE_SHARE <= n:  # few frames lie wholly on one side of c_: every other tested
+            out[i] = _mostly_tested(e, order, z, r, c_, k_low, k_high, below)
         else:
             out[i] = classify_parts(e, [z])[0]
     if not sparse:
@@ -499,6 +501,20 @@ def _stretched_classes(e: Compare, zones: Zones, rows: int, first: int, end: int
     cls[:first], cls[first:end], cls[end:] = (ALWAYS, classes, NEVER) if below else (NEVER, classes, ALWAYS)
     fractions = np.where(classes == CHECK, fractions, classes == ALWAYS)  # (as _finished makes them)
     return cls, StretchEstimate(n, rows, (0, first) if below else (end, n), first, fractions)
+
+
+def _mostly_tested(e: Compare, order, zones: Zones, rows: int, c_: int, k_low: int, k_high: int,
+                   below: bool) -> tuple[np.ndarray, "Estimate"]:
+    """compare_classes' where few frames lie wholly on one side of the constant (those of low >= c_, the last of
+    the `lows` order from k_low, and those of high < c_, the first of the `highs` order to k_high): every other
+    frame tested, the few found in the binary searches (the mission at Z = 1,000 as generated, SF 10: two of
+    58,581 frames ruled out, the rest classed by blocks took 0.8 ms a constant)."""
+    name, n = e.left.name, len(order.lows)
+    at_or_above, under = order.low_order[k_low:], order.high_order[:k_high]  # (no frame is both: low <= high)
+    classes = np.full(n, CHECK, np.int8)
+    classes[at_or_above], classes[under] = (NEVER, ALWAYS) if below else (ALWAYS, NEVER)
+    few = np.sort(np.concatenate([at_or_above, under]).astype(np.int64))
+    return classes, MostlyTestedEstimate(e, order, zones, rows, c_, few, classes[few] == ALWAYS)
 
 
 class StretchEstimate(Estimate):
@@ -560,6 +576,24 @@ class TestedEstimate(Estimate):
         name = self.e.left.name
         return _compare(self.e.op, self.zones.low[name], self.zones.high[name], int(self.e.right.value),
                         self.zones.spans_of(name))[1]
+
+
+class MostlyTestedEstimate(TestedEstimate):
+    """TestedEstimate's where a few frames (`few`, sorted) lie wholly on one side of the constant: the running sums
+    give each of those the fraction its bounds give a tested frame (below 0, or past 1), corrected here to none of
+    its rows or all of them (`whole`), a sum over the few frames a piece holds."""
+
+    def __init__(self, e: Compare, order, zones: Zones, rows: int, c_: int, few: np.ndarray, whole: np.ndarray):
+        super().__init__(e, order, zones, rows, c_)
+        low_f, span = (x[few] for x in zones.spans_of(e.left.name))
+        summed = ((c_ - low_f) if self._below else (zones.high[e.left.name][few].astype(np.float64) - c_ + 1)) / span
+        frame_rows = np.where(few == self.n - 1, rows - FRAME_ROWS * (self.n - 1), FRAME_ROWS).astype(np.float64)
+        self._few = few
+        self._corrections = np.concatenate([[0.0], np.cumsum((whole - summed) * frame_rows)])
+
+    def per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        c = self._corrections
+        return super().per_piece(firsts, ends) + c[np.searchsorted(self._few, ends)] - c[np.searchsorted(self._few, firsts)]
 
 
 class SparseEstimate(Estimate):

@@ -197,7 +197,8 @@ def test_a_comparison_is_counted_and_classed_from_the_sorted_zone_map_as_a_frame
             assert total == pytest.approx((fractions * z.rows).sum(), rel=1e-9, abs=1e-6)  # int64's ends, far off)
         low_side, high_side = (prune.NEVER, prune.ALWAYS) if e.op in ("<", "<=") else (prune.ALWAYS, prune.NEVER)
         few = min(int((want != low_side).sum()), int((want != high_side).sum()))  # frames across either side
-        sparse_here = sparse or few * 16 <= frames or (want == prune.CHECK).all()  # (else classify_parts' blocks)
+        sparse_here = sparse or few * 16 <= frames or (want != prune.CHECK).sum() * 16 <= frames  # (few frames
+        # across a side, or few not tested: else classify_parts' blocks)
         selected = (fractions if sparse_here else by_blocks) * z.rows
         cuts = sorted(rng.sample(range(1, frames), 6))
         firsts, ends = np.array([0, *cuts[0::2]]), np.array([cuts[0], *cuts[1::2], frames])[:4]
@@ -279,6 +280,38 @@ def test_frames_of_a_few_frames_across_a_constant_stretch_as_their_classes_do(se
             assert got.tolist() == want.tolist()
         for got, want in zip(whole.passing, _stretches(classes == prune.ALWAYS)):
             assert got.tolist() == want.tolist()
+
+
+def test_a_comparison_that_tests_all_but_a_few_frames_finds_those_few_in_its_binary_searches():
+    """Where every frame but a few holds values on both sides of the constant (the mission's key as generated, past a
+    few hundred suppliers), compare_classes finds the few from the two binary searches: its classes, and its
+    estimate's every piece, total and fractions, those of classify a frame at a time; a frame's bounds within a
+    few frames' share no longer so."""
+    from gquery.table import zone_order
+
+    rng = random.Random(78)
+    frames = 5 * BLOCK_FRAMES + 17
+    low = np.array([rng.randint(-100, 100) for _ in range(frames)], np.int64)
+    high = np.array([rng.randint(10**6, 2 * 10**6) for _ in range(frames)], np.int64)
+    for at in rng.sample(range(frames), 9):  # a few frames wholly above the constants, a few wholly below
+        low[at], high[at] = (3 * 10**6, 3 * 10**6 + rng.randint(0, 9)) if at % 2 else (-500, -400 + rng.randint(0, 9))
+    low[-1], high[-1] = 3 * 10**6, 3 * 10**6  # (the last frame, of fewer rows, among them)
+    z = prune.Zones(np.r_[np.full(frames - 1, 1024), 300].astype(np.int64), {"a": low}, {"a": high},
+                    {"a": zone_spans(low, high)})
+    rows = int(z.rows.sum())
+    order = zone_order(low, high, z.spans["a"])
+    for c in [101, 5000, 10**6 - 1, -200]:
+        for op in ("<", "<=", ">", ">="):
+            e = Compare(op, Column("a", BIGINT), Literal(c, BIGINT))
+            classes, estimate = prune.compare_classes(e, order, z, rows)
+            want, fractions = prune.classify(e, z)
+            assert (classes == want).all(), e
+            assert isinstance(estimate, prune.MostlyTestedEstimate) == (c != -200), e  # (-200: most frames above it)
+            firsts = np.array([0, 3, frames // 2, frames - 5, 0])
+            ends = np.array([3, frames // 2, frames - 5, frames, frames])
+            assert np.allclose(estimate.per_piece(firsts, ends), [(fractions * z.rows)[a:b].sum() for a, b in zip(firsts, ends)])
+            assert estimate.total() == pytest.approx((fractions * z.rows).sum())
+            assert np.allclose(estimate.fractions(), fractions)
 
 
 def test_a_clustered_columns_frames_are_classed_in_three_stretches():
