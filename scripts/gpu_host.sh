@@ -1,11 +1,12 @@
 #!/bin/bash
-# On the GPU host: the GPU tests, compute-sanitizer and sample runs (`tests`), the queries report (`queries`,
+# On the GPU host: the GPU tests and compute-sanitizer's memcheck (`tests`), its racecheck and a sample run
+# (`sanitize`: apart, as the three took more than one 600 s call on a slow host), the queries report (`queries`,
 # SF 10 and 100 unless QUERY_SF says otherwise; SF 100's three designs take more than one 600 s call: run
 # them apart with QUERY_DESIGNS, and QUERY_ADD_FROM naming the earlier call's report, carried over), a fused query's chunk-by-chunk timeline at several chunk
-# sizes (`timeline`: TIMELINE_SF, TIMELINE_DESIGN, TIMELINE_QUERY, TIMELINE_CHUNKS), or `tests` and
+# sizes (`timeline`: TIMELINE_SF, TIMELINE_DESIGN, TIMELINE_QUERY, TIMELINE_CHUNKS), or `tests`, `sanitize` and
 # `queries` (no argument). Everything lands in $OUT.
 # Usage (the commit named here, in the command's text: the lent host's copy of .git may not be this checkout's):
-#   run(command=f"GQUERY_COMMIT={git rev-parse --short HEAD, here} bash .device/run.sh bash scripts/gpu_host.sh [tests|queries|timeline]")
+#   run(command=f"GQUERY_COMMIT={git rev-parse --short HEAD, here} bash .device/run.sh bash scripts/gpu_host.sh [tests|sanitize|queries|timeline]")
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export GQUERY_DATA_DIR=${GQUERY_DATA_DIR:-/tmp/dbgen_data} OUT=${OUT:-/tmp/gquery-out}
@@ -24,9 +25,10 @@ tpch_parts() {
 }
 if [ "$what" = tests ] || [ "$what" = all ]; then
   python3 -m pytest -m gpu -q -rs -W error::pytest.PytestUnraisableExceptionWarning tests 2>&1 | tee "$OUT/gpu-tests.txt" | tail -15 || rc=1
-  for tool in memcheck racecheck; do
-    compute-sanitizer --tool $tool --error-exitcode 9 python3 scripts/sanitize_fused.py 2>&1 | tail -4 | tee -a "$OUT/gpu-tests.txt" || rc=1
-  done
+  compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/sanitize_fused.py 2>&1 | tail -4 | tee -a "$OUT/gpu-tests.txt" || rc=1
+fi
+if [ "$what" = sanitize ] || [ "$what" = all ]; then
+  compute-sanitizer --tool racecheck --error-exitcode 9 python3 scripts/sanitize_fused.py 2>&1 | tail -4 | tee -a "$OUT/gpu-sanitize.txt" || rc=1
   python3 -m gquery run --sf 10 --query q1 --explain > "$OUT/run-sf10-q1.txt" 2>&1 || rc=1
   tail -60 "$OUT/run-sf10-q1.txt"
 fi
