@@ -585,8 +585,7 @@ class MostlyTestedEstimate(TestedEstimate):
 
     def __init__(self, e: Compare, order, zones: Zones, rows: int, c_: int, few: np.ndarray, whole: np.ndarray):
         super().__init__(e, order, zones, rows, c_)
-        low_f, span = (x[few] for x in zones.spans_of(e.left.name))
-        summed = ((c_ - low_f) if self._below else (zones.high[e.left.name][few].astype(np.float64) - c_ + 1)) / span
+        summed = self._sums(few, few + 1)  # what the running sums add for each of the few
         frame_rows = np.where(few == self.n - 1, rows - FRAME_ROWS * (self.n - 1), FRAME_ROWS).astype(np.float64)
         self._few = few
         self._corrections = np.concatenate([[0.0], np.cumsum((whole - summed) * frame_rows)])
