@@ -270,25 +270,23 @@ def _from_blocks(e: Expr, zones: list[Zones], cls: np.ndarray, frac: np.ndarray)
     """Tables' frames' classes, Estimates and counts from their blocks' (_classify_blocks: the tables' blocks one
     after another), the frames of their MIXED blocks classed one by one (a table's every frame so where most of its
     blocks are: then no counts)."""
-    blocks = np.array([_block_count(z) for z in zones])
-    block_at = np.concatenate([[0], np.cumsum(blocks)])
+    layout = joined_once([z.rows for z in zones], _block_layout)  # (each table's frames' rows: kept with its size)
+    blocks, block_at, block_frames, block_rows, table_of = layout
     is_mixed = cls == MIXED
-    mixed_blocks = np.add.reduceat(is_mixed, block_at[:-1], dtype=np.int64).tolist()  # (a blocked table has blocks)
     frac = np.where(cls == NEVER, 0.0, np.where(cls == ALWAYS, 1.0, frac))  # (a mixed block's own frames: below)
-    # frames a class in the blocks classed whole (a table's last block holds fewer frames), a row a table
-    block_frames = np.full(len(cls), BLOCK_FRAMES, np.int64)
-    block_frames[block_at[1:] - 1] = [len(z.rows) - BLOCK_FRAMES * (k - 1) for z, k in zip(zones, blocks.tolist())]
-    whole = np.stack([np.add.reduceat(np.where(cls == c, block_frames, 0), block_at[:-1]) for c in (NEVER, CHECK, ALWAYS)], 1)
+    # frames a class in the blocks classed whole (a table's last block holds fewer frames), a row a table; a MIXED
+    # block's frames counted as MIXED (below: classed one by one)
+    counts = np.bincount(table_of * (MIXED + 1) + cls, weights=block_frames, minlength=len(zones) * (MIXED + 1))
+    whole = counts.reshape(len(zones), MIXED + 1)[:, :MIXED].astype(np.int64)  # (exact: frames below 2^53)
+    mixed_blocks = np.bincount(table_of[is_mixed], minlength=len(zones)).tolist()
     # a table whose every frame is of one class gets every_frame's; the others' frames their block's class, the tables'
     # frames padded to whole blocks: a table's are a view of it (Q6 as generated tests every frame of SF 100's ten
     # parts: their 586 KB of fresh pages faulted 0.4 ms a plan, for classes no chunk reads)
     ones = [next((k for k, c in enumerate(row) if c == len(z.rows)), None) for z, row in zip(zones, whole.tolist())]
     padded = np.repeat(cls, BLOCK_FRAMES) if None in ones else None
-    uniform = np.where(is_mixed, 0.0, frac)  # (a mixed block's rows are its frames' own: BlockEstimate)
-    block_rows = (block_frames * FRAME_ROWS).astype(np.float64)  # a table's last frame holds fewer rows
-    block_rows[block_at[1:] - 1] -= [FRAME_ROWS * len(z.rows) - _rows(z) for z in zones]
+    sums = BlockSums(np.where(is_mixed, 0.0, frac), block_rows)  # (a mixed block's rows are its frames' own)
     out = []
-    for z, a, b, k, m, counted, one in zip(zones, block_at[:-1].tolist(), block_at[1:].tolist(), blocks.tolist(),
+    for z, a, b, k, m, counted, one in zip(zones, block_at[:-1].tolist(), block_at[1:].tolist(), blocks,
                                            mixed_blocks, whole.tolist(), ones):
         n = len(z.rows)
         if 2 * m >= k:  # most blocks mixed: every frame classed alone, no gathering
@@ -302,8 +300,24 @@ def _from_blocks(e: Expr, zones: list[Zones], cls: np.ndarray, frac: np.ndarray)
             which = which[which < n]
             cls_f[which], own = _finished(*_classify(e, z.frames(which), len(which)))
             counted = [x + y for x, y in zip(counted, np.bincount(cls_f[which], minlength=ALWAYS + 1).tolist())]
-        out.append((cls_f, BlockEstimate(frac[a:b], uniform[a:b], block_rows[a:b], which, own, n, _rows(z)), tuple(counted)))
+        out.append((cls_f, BlockEstimate(frac[a:b], sums, a, which, own, n, _rows(z)), tuple(counted)))
     return out
+
+
+def _block_layout(frame_rows: list[np.ndarray]) -> tuple:
+    """Tables' blocks one after another, from each table's frames' rows: (blocks a table, where each table's begin and
+    the last's end, each block's frames and rows (a table's last block and frame hold fewer), each block's table),
+    made once for these tables (joined_once: a parted table's parts keep their frames' rows)."""
+    blocks = [-(-len(r) // BLOCK_FRAMES) for r in frame_rows]
+    block_at = np.concatenate([[0], np.cumsum(blocks)]).astype(np.int64)
+    block_frames = np.full(int(block_at[-1]), BLOCK_FRAMES, np.int64)
+    block_frames[block_at[1:] - 1] = [len(r) - BLOCK_FRAMES * (k - 1) for r, k in zip(frame_rows, blocks)]
+    block_rows = (block_frames * FRAME_ROWS).astype(np.float64)
+    block_rows[block_at[1:] - 1] -= [FRAME_ROWS - int(r[-1]) for r in frame_rows]  # a table's last frame's rows
+    table_of = np.repeat(np.arange(len(frame_rows)), blocks)
+    for x in (block_at, block_frames, block_rows, table_of):
+        x.setflags(write=False)
+    return blocks, block_at, block_frames, block_rows, table_of
 
 
 def _rows(z: Zones) -> int:
@@ -336,6 +350,12 @@ class Estimate(abc.ABC):
     @abc.abstractmethod
     def fractions(self) -> np.ndarray:
         """Each frame's estimated fraction of its rows."""
+
+    @classmethod
+    def together(cls, estimates: list, counts: list[int], firsts: np.ndarray, ends: np.ndarray) -> np.ndarray | None:
+        """per_piece_together's sums in one NumPy pass where these tables' estimates (each of this class) allow it,
+        else None (each table then sums its own)."""
+        return None
 
 
 class FrameEstimate(Estimate):
@@ -569,6 +589,32 @@ class TestedEstimate(Estimate):
         whole = self._sums(firsts, ends) * FRAME_ROWS
         return whole - np.where(ends == self.n, (FRAME_ROWS * self.n - self.rows) * self._last, 0.0)  # last: fewer rows
 
+    def corrections(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray | None:
+        """What a piece's running sums are corrected by (MostlyTestedEstimate's few frames), None where nothing."""
+        return None
+
+    @classmethod
+    def together(cls, estimates: list, counts: list[int], firsts: np.ndarray, ends: np.ndarray) -> np.ndarray | None:
+        """Every table's pieces from their ZoneOrders' running sums joined (made once for these orders), where each
+        compares on the same side: what per_piece sums, a table's pieces after another's."""
+        below = estimates[0]._below
+        if any(e._below != below for e in estimates):
+            return None
+        sums = [joined_once([e.order.in_order[k] for e in estimates], np.concatenate) for k in range(3)]
+        at = np.repeat(np.cumsum([0] + [e.n + 1 for e in estimates[:-1]]), counts)  # each piece's table's sums begin
+        inv, low, high = (x[at + ends] - x[at + firsts] for x in sums)
+        c = np.repeat([e._at for e in estimates], counts)
+        whole = (c * inv - low if below else high - c * inv) * FRAME_ROWS
+        n = np.repeat([e.n for e in estimates], counts)
+        last = np.repeat([(FRAME_ROWS * e.n - e.rows) * e._last for e in estimates], counts)
+        out = whole - np.where(ends == n, last, 0.0)
+        bounds = np.cumsum([0, *counts]).tolist()
+        for e, a, b in zip(estimates, bounds, bounds[1:]):
+            extra = e.corrections(firsts[a:b], ends[a:b]) if b > a else None
+            if extra is not None:
+                out[a:b] += extra
+        return out
+
     def total(self) -> float:
         return float(self.per_piece(np.array([0]), np.array([self.n]))[0]) if self.n else 0.0
 
@@ -591,8 +637,11 @@ class MostlyTestedEstimate(TestedEstimate):
         self._corrections = np.concatenate([[0.0], np.cumsum((whole - summed) * frame_rows)])
 
     def per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        return super().per_piece(firsts, ends) + self.corrections(firsts, ends)
+
+    def corrections(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         c = self._corrections
-        return super().per_piece(firsts, ends) + c[np.searchsorted(self._few, ends)] - c[np.searchsorted(self._few, firsts)]
+        return c[np.searchsorted(self._few, ends)] - c[np.searchsorted(self._few, firsts)]
 
 
 class SparseEstimate(Estimate):
@@ -676,43 +725,96 @@ _NONE_OWN = np.zeros(1)  # (the running sum of no mixed block's frames)
 _NONE_OWN.setflags(write=False)
 
 
+class BlockSums:
+    """Tables' blocks one after another, as one pass classed them (_from_blocks): the fraction every frame of a block
+    shares (`uniform`; a MIXED block's 0, its frames' own kept apart) and the running sum of the blocks' rows at it
+    (`before`), found once for every table, so that every table's pieces are summed in one NumPy pass
+    (per_piece_together: a parted table's ten parts one at a time asked NumPy ten times as often)."""
+
+    def __init__(self, uniform: np.ndarray, block_rows: np.ndarray):
+        self.uniform = uniform
+        self.before = np.concatenate([[0.0], np.cumsum(uniform * block_rows)])
+
+    def per_piece(self, at: np.ndarray, rows: np.ndarray, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Each piece's rows at its blocks' uniform fractions: its first and last blocks' frames in it, the blocks
+        between from the running sums. `at`: each piece's table's first block here; `rows`: that table's rows (its
+        last frame holds fewer)."""
+        first_block, last_block = firsts // BLOCK_FRAMES, (ends - 1) // BLOCK_FRAMES
+        head_end = np.minimum(ends, (first_block + 1) * BLOCK_FRAMES)
+        tail_first = np.maximum(firsts, last_block * BLOCK_FRAMES)
+        head = self.uniform[at + first_block] * _piece_rows(rows, firsts, head_end)
+        tail = np.where(last_block > first_block, self.uniform[at + last_block] * _piece_rows(rows, tail_first, ends), 0.0)
+        middle = np.where(last_block > first_block + 1,
+                          self.before[at + last_block] - self.before[at + np.minimum(first_block + 1, last_block)], 0.0)
+        return head + middle + tail
+
+
+def _piece_rows(rows, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Rows of the frames [first, end) of a table of `rows` rows: FRAME_ROWS a frame, but its last."""
+    return (np.minimum(ends * FRAME_ROWS, rows) - firsts * FRAME_ROWS).astype(np.float64)
+
+
 class BlockEstimate(Estimate):
     """An estimate a block: a block's frames share its mean fraction, but a MIXED block's frames (`which`), classed
     one by one, keep their own (`own`). Summed without an array a frame (at SF 100, ten parts' 585,810 frames
     took milliseconds to fill and sum)."""
 
-    def __init__(self, block_fractions: np.ndarray, uniform: np.ndarray, block_rows: np.ndarray, which: np.ndarray,
-                 own: np.ndarray, n: int, rows: int):
-        """`uniform`: the block fractions, a MIXED block's 0 (its rows are its frames' own); `block_rows`: each block's
-        rows (as doubles). Both read only (views of several tables' blocks: _from_blocks)."""
+    def __init__(self, block_fractions: np.ndarray, sums: BlockSums, at: int, which: np.ndarray, own: np.ndarray,
+                 n: int, rows: int):
+        """`sums`: the blocks of the pass that classed this table's, its own from block `at` (read only: several
+        tables' blocks, _from_blocks)."""
         self.n, self.rows = n, rows  # frames, rows
         self.block_fractions, self.which, self.own = block_fractions, which, own
-        self._uniform = uniform
-        self._uniform_prefix = np.concatenate([[0.0], np.cumsum(uniform * block_rows)])
-        self._own_prefix = np.concatenate([[0.0], np.cumsum(own * self._rows(which, which + 1))]) if len(which) else _NONE_OWN
+        self.sums, self.at = sums, at
+        self._own_prefix = np.concatenate([[0.0], np.cumsum(own * _piece_rows(rows, which, which + 1))]) if len(which) else _NONE_OWN
 
-    def _rows(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        """Rows of the frames [first, end): FRAME_ROWS a frame, but the table's last."""
-        return (np.minimum(ends * FRAME_ROWS, self.rows) - firsts * FRAME_ROWS).astype(np.float64)
+    def own_per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Each piece's rows of its MIXED blocks' frames (their own fractions)."""
+        return self._own_prefix[np.searchsorted(self.which, ends)] - self._own_prefix[np.searchsorted(self.which, firsts)]
 
     def per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        first_block, last_block = firsts // BLOCK_FRAMES, (ends - 1) // BLOCK_FRAMES
-        head_end = np.minimum(ends, (first_block + 1) * BLOCK_FRAMES)
-        tail_first = np.maximum(firsts, last_block * BLOCK_FRAMES)
-        head = self._uniform[first_block] * self._rows(firsts, head_end)
-        tail = np.where(last_block > first_block, self._uniform[last_block] * self._rows(tail_first, ends), 0.0)
-        middle = np.where(last_block > first_block + 1,
-                          self._uniform_prefix[last_block] - self._uniform_prefix[np.minimum(first_block + 1, last_block)], 0.0)
-        own = self._own_prefix[np.searchsorted(self.which, ends)] - self._own_prefix[np.searchsorted(self.which, firsts)]
-        return head + middle + tail + own
+        return self.sums.per_piece(self.at, self.rows, firsts, ends) + self.own_per_piece(firsts, ends)
 
     def total(self) -> float:
-        return float(self._uniform_prefix[-1] + self._own_prefix[-1])
+        blocks = -(-self.n // BLOCK_FRAMES)
+        return float(self.sums.before[self.at + blocks] - self.sums.before[self.at] + self._own_prefix[-1])
 
     def fractions(self) -> np.ndarray:
         out = np.repeat(self.block_fractions, BLOCK_FRAMES)[:self.n]
         out[self.which] = self.own
         return out
+
+
+    @classmethod
+    def together(cls, estimates: list, counts: list[int], firsts: np.ndarray, ends: np.ndarray) -> np.ndarray | None:
+        """Every table's pieces at their blocks' uniform fractions in one pass, where one pass classed them all (one
+        BlockSums), each table's MIXED frames added apart."""
+        sums = estimates[0].sums
+        if any(e.sums is not sums for e in estimates):
+            return None
+        out = sums.per_piece(np.repeat([e.at for e in estimates], counts), np.repeat([e.rows for e in estimates], counts),
+                             firsts, ends)
+        bounds = np.cumsum([0, *counts]).tolist()
+        for e, a, b in zip(estimates, bounds, bounds[1:]):
+            if len(e.which) and b > a:
+                out[a:b] += e.own_per_piece(firsts[a:b], ends[a:b])
+        return out
+
+
+def per_piece_together(estimates: list, counts: list[int], firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Each piece's rows, the pieces of several tables one after another (`counts` a table; firsts and ends in its
+    own frames): in one NumPy pass where the tables' estimates are of a class that sums them together (Estimate.
+    together: the blocks of one pass, a comparison that tests every frame), else a table at a time (its per_piece):
+    a parted table's ten parts one at a time asked NumPy ten times as often."""
+    found = [e._full() if isinstance(e, SummaryEstimate) else e for e in estimates]
+    kinds = {BlockEstimate if isinstance(e, BlockEstimate) else TestedEstimate if isinstance(e, TestedEstimate) else None
+             for e in found}
+    if len(found) > 1 and len(kinds) == 1 and None not in kinds:
+        out = kinds.pop().together(found, counts, firsts, ends)
+        if out is not None:
+            return out
+    bounds = np.cumsum([0, *counts]).tolist()
+    return np.concatenate([np.zeros(0)] + [e.per_piece(firsts[a:b], ends[a:b]) for e, a, b in zip(found, bounds, bounds[1:])])
 
 
 def _finished(cls: np.ndarray, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -133,6 +133,59 @@ def test_parts_classed_together_as_each_alone_and_their_estimates_summed_by_piec
 
 
 @pytest.mark.parametrize("seed", range(4))
+def test_every_parts_pieces_summed_together_as_each_part_sums_its_own(seed):
+    """per_piece_together over the pieces of several parts one after another (parts classed in one pass, their
+    blocks' sums shared; a comparison that tests every frame, or all but a few, from the parts' zone orders; or a part
+    classed otherwise among them): each piece's rows those its own part's Estimate sums, MIXED blocks' frames and the
+    few frames' corrections included, and those its frames' fractions give."""
+    rng = random.Random(300 + seed)
+
+    def scattered(frames: int) -> prune.Zones:  # every frame spans most values: blocks class alike, but near the ends
+        rows = np.full(frames, 1024, np.int64)
+        rows[-1] = rng.randint(1, 1024)
+        low = {c: np.array([rng.randint(0, 50) for _ in range(frames)], np.int64) for c in COLUMNS}
+        high = {c: np.array([rng.randint(950, 1000) for _ in range(frames)], np.int64) for c in COLUMNS}
+        spans = {c: zone_spans(low[c], high[c]) for c in COLUMNS}
+        return prune.Zones(rows, low, high, spans, {c: zone_blocks(low[c], high[c], spans[c]) for c in COLUMNS})
+
+    def atom() -> Compare:
+        return Compare(rng.choice(["<", "<=", ">", ">="]), Column(rng.choice(COLUMNS), BIGINT),
+                       Literal(rng.choice([rng.randint(-5, 1005), rng.randint(0, 60), rng.randint(940, 1000)]), BIGINT))
+
+    parts = [scattered(rng.choice([prune.BLOCKED_FRAMES, 7 * BLOCK_FRAMES + 5])) for _ in range(3)]
+    if seed % 2:
+        parts.insert(rng.randint(0, 3), scattered(prune.BLOCKED_FRAMES - 1))  # classed frame by frame
+    from gquery.table import zone_order
+
+    together = tested = 0
+    for k in range(60):
+        e = atom() if rng.random() < 0.5 else And(tuple(atom() for _ in range(rng.randint(2, 3))))
+        if k % 3:  # classed by blocks
+            estimates = [estimate for _, estimate, _ in prune.classify_counted(e, parts)]
+        else:  # a comparison from the columns' zone orders: every frame tested, or every frame but a few
+            e = e if isinstance(e, Compare) else e.args[0]
+            orders = [zone_order(z.low[e.left.name], z.high[e.left.name], z.spans[e.left.name]) for z in parts]
+            estimates = [x for _, x in prune.compare_classes_together(e, orders, parts, [int(z.rows.sum()) for z in parts])]
+            tested += all(isinstance(x, prune.TestedEstimate) for x in estimates)
+        together += all(isinstance(x, prune.BlockEstimate) for x in estimates)
+        firsts, ends, counts = [], [], []
+        for z in parts:
+            n = len(z.rows)
+            cuts = sorted(rng.sample(range(1, n), 6))
+            firsts.append(np.array([0, *cuts[0::2]]))
+            ends.append(np.array([cuts[0], *cuts[1::2], n])[:len(firsts[-1])])
+            counts.append(len(firsts[-1]))
+        got = prune.per_piece_together(estimates, counts, np.concatenate(firsts), np.concatenate(ends))
+        want = np.concatenate([x.per_piece(f, t) for x, f, t in zip(estimates, firsts, ends)])
+        assert got.shape == want.shape and np.allclose(got, want, rtol=1e-12, atol=1e-6), e
+        # each frame's fraction times its rows: classed by blocks, their means; from the zone orders, each frame's own
+        selected = [prune.classify(e, z if k % 3 else prune.Zones(z.rows, z.low, z.high, z.spans))[1] * z.rows for z in parts]
+        direct = [selected[k][a:b].sum() for k, (f, t) in enumerate(zip(firsts, ends)) for a, b in zip(f, t)]
+        assert got.tolist() == pytest.approx(direct, rel=1e-9, abs=1e-6), e
+    assert (together or seed % 2) and tested  # (every part classed by blocks, or tested: summed in one pass)
+
+
+@pytest.mark.parametrize("seed", range(4))
 def test_atoms_kept_across_constants_class_as_made_afresh(seed):
     """A WHERE's atoms classed over blocks, and its ranges' means, are kept (a new constant of a Q6 classes the
     atom that changed): predicates that share all atoms but one class every frame and estimate it as with nothing

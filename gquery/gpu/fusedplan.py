@@ -44,7 +44,7 @@ from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, No
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
 from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, Estimate, EveryRow, SparseEstimate, SummaryEstimate, every_frame,
                           classify_counted, compare_classes_together, compare_summary, decided_buckets, frame_zones, joined_once,
-                          kept, last_fractions, lower, narrowed, string_sides, summarized)
+                          kept, last_fractions, lower, narrowed, per_piece_together, string_sides, summarized)
 from gquery.query import Expr, Query
 
 # Two touched runs become one chunk when the ruled-out frames between them cost the link less than a
@@ -607,7 +607,7 @@ class _Frames:
         else:
             self._classing, self.n = classes, sum(counts)
             self.ruled_out, self.tested, _ = counts
-        self._picked = None  # (pieces, the rows each is estimated to select): picked's last
+        self._picked = None  # (pieces a table, pieces, the rows each is estimated to select): _picked's last
 
     @functools.cached_property
     def classes(self) -> np.ndarray:
@@ -689,13 +689,6 @@ class _Frames:
         if sparse is None or sparse.complement or self._alike(self.n - self.ruled_out - self.tested * (name == "passing")):
             return None
         return (sparse.passing, sparse.tested) if name == "touched" else (sparse.passing,)
-
-    def picked(self, pieces: list, selected: Estimate, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        """The rows each piece is estimated to select: summed once for pieces cut alike by both scans (the last
-        pieces' kept)."""
-        if self._picked is None or self._picked[0] != pieces:
-            self._picked = pieces, selected.per_piece(firsts, ends)
-        return self._picked[1]
 
     @functools.cached_property
     def tested_frames(self) -> np.ndarray:
@@ -1345,6 +1338,19 @@ def _cut(parts: list, spec: KernelSpec, mode: str, target: int) -> _Cut:
                 tested_in_place)
 
 
+def _picked(parts: list, cut: _Cut) -> np.ndarray:
+    """The rows each piece of a cut is estimated to select, every table's at once (prune.per_piece_together): summed
+    once for pieces cut alike by both scans (the first table's frames keep the last)."""
+    if not parts:
+        return np.zeros(0)
+    frames = parts[0][1]
+    if frames._picked is not None and frames._picked[0] == cut.counts and frames._picked[1] == cut.pieces:
+        return frames._picked[2]
+    found = per_piece_together([selected for _, _, selected, *_ in parts], cut.counts, cut.firsts, cut.ends)
+    frames._picked = cut.counts, cut.pieces, found
+    return found
+
+
 def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int) -> list[tuple]:
     """Each table's (chunks, stream bytes, bytes read in place): its touched runs cut into pieces of about `target`
     touched frames, of equal span within a run (a run of 1.1 targets is two chunks of 0.55, not one whole and a
@@ -1357,11 +1363,7 @@ def _chunks(parts: list, query: Query, spec: KernelSpec, mode: str, target: int)
     predicate = [spec.columns[i] for i in spec.predicate_slots]
     cut = _kept_cut(parts, spec, mode, target)
     columns, pieces, part, bulk, wholes = cut.columns, cut.pieces, cut.part, cut.bulk, cut.wholes
-    picked, at = [], 0
-    for (table, frames, selected, *_), n in zip(parts, cut.counts):
-        picked.append(frames.picked(pieces[at:at + n], selected, cut.firsts[at:at + n], cut.ends[at:at + n]))
-        at += n
-    picked = np.concatenate(picked or [np.zeros(0)])
+    picked = _picked(parts, cut)
     zero, zero_read = cut.zero, cut.zero_read
     if mode in MAPPED_MODES:
         selected_bytes = (picked * ZERO_COPY_READ_BYTES).astype(np.int64)
