@@ -174,9 +174,13 @@ def narrowed(e: Expr | None, ranges: dict[str, tuple[int, int]]) -> dict[str, tu
     for c in (e.args if isinstance(e, And) else (e,)) if e is not None else ():
         if isinstance(c, Compare) and isinstance(c.left, Column) and isinstance(c.right, Literal) and c.left.name in out:
             lo, hi = out[c.left.name]
-            v = int(c.right.value)
-            lo, hi = {"<": (lo, min(hi, v - 1)), "<=": (lo, min(hi, v)), ">": (max(lo, v + 1), hi),
-                      ">=": (max(lo, v), hi), "=": (max(lo, v), min(hi, v))}.get(c.op, (lo, hi))
+            v, op = int(c.right.value), c.op
+            if op == "<" or op == "<=":
+                hi = min(hi, v - (op == "<"))
+            elif op == ">" or op == ">=":
+                lo = max(lo, v + (op == ">"))
+            elif op == "=":
+                lo, hi = max(lo, v), min(hi, v)
             out[c.left.name] = (lo, max(lo, hi))
         elif isinstance(c, InList) and not c.negated and isinstance(c.arg, Column) and c.arg.name in out:
             vals = [int(v.value) for v in c.values]

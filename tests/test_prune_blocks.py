@@ -394,3 +394,32 @@ def test_a_clustered_columns_frames_are_classed_in_three_stretches():
             assert np.allclose(estimate.fractions(), fractions)
     shuffled = rng.sample(range(frames), frames)
     assert not zone_order(low[shuffled], high[shuffled], zone_spans(low[shuffled], high[shuffled])).in_frame_order
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_predicates_conjuncts_narrow_each_columns_range_to_the_values_it_can_select(seed):
+    """narrowed: each column's range bounds every value of its range that the top-level comparisons and IN lists
+    select (its low at least the range's), and where it is compared by < <= > >= = alone, is exactly their range."""
+    rng = random.Random(900 + seed)
+    for _ in range(200):
+        ranges = {c: tuple(sorted(rng.randint(-20, 20) for _ in range(2))) for c in COLUMNS}
+        terms = []
+        for _ in range(rng.randint(1, 4)):
+            c = rng.choice(COLUMNS)
+            if rng.random() < 0.8:
+                terms.append(Compare(rng.choice(["<", "<=", ">", ">=", "=", "<>"]), Column(c, BIGINT),
+                                     Literal(rng.randint(-25, 25), BIGINT)))
+            else:
+                terms.append(InList(Column(c, BIGINT), tuple(Literal(rng.randint(-25, 25), BIGINT) for _ in range(3))))
+        e = terms[0] if len(terms) == 1 else And(tuple(terms))
+        got = prune.narrowed(e, ranges)
+        for c, (lo, hi) in ranges.items():
+            selectable = [v for v in range(lo, hi + 1) if all(
+                t.arg.name != c or v in {x.value for x in t.values} if isinstance(t, InList) else
+                t.left.name != c or {"<": v < t.right.value, "<=": v <= t.right.value, ">": v > t.right.value,
+                                     ">=": v >= t.right.value, "=": v == t.right.value, "<>": True}[t.op] for t in terms)]
+            g_lo, g_hi = got[c]
+            assert lo <= g_lo <= g_hi and all(g_lo <= v <= g_hi for v in selectable), (e, c)
+            if selectable and not any(t.arg.name == c if isinstance(t, InList) else t.left.name == c and t.op == "<>"
+                                      for t in terms):  # (IN and <> bound it less tightly)
+                assert (g_lo, g_hi) == (min(selectable), max(selectable)), (e, c)
