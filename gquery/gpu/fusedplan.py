@@ -608,6 +608,7 @@ class _Frames:
             self._classing, self.n = classes, sum(counts)
             self.ruled_out, self.tested, _ = counts
         self._picked = None  # (pieces a table, pieces, the rows each is estimated to select): _picked's last
+        self.stretched: dict = {}  # (kind, the tables' frames' ids) → their stretches joined (_joined_stretches)
 
     @functools.cached_property
     def classes(self) -> np.ndarray:
@@ -700,9 +701,23 @@ class _Frames:
 
 def _joined_stretches(frames: list, name: str, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every table's stretches of a kind (_Frames.touched or .passing) in the tables' frames one after another: each
-    one's (first, end, table). The tables whose frames of that kind are listed (_Frames.listed) are stretched
-    together from their lists, one after another (SF 100's ten parts a few hundred frames each, at Z = 13: 1.1 ms
-    a part at a time)."""
+    one's (first, end, table), found once a plan (kept on the first table's frames: the packed and the top-byte cut
+    stretch the same frames; SF 100's ten parts at Z = 13 stretched them twice, 0.2 ms each)."""
+    key = (name, *map(id, frames))
+    found = frames[0].stretched.get(key) if frames else None
+    if found is None:
+        found = _stretched_together(frames, name, offsets)
+        for x in found:
+            x.setflags(write=False)
+        if frames:
+            frames[0].stretched[key] = found
+    return found
+
+
+def _stretched_together(frames: list, name: str, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """_joined_stretches' found: the tables whose frames of that kind are listed (_Frames.listed) stretched together
+    from their lists, one after another (SF 100's ten parts a few hundred frames each, at Z = 13: 1.1 ms a part at a
+    time)."""
     listed = {k: f.listed(name) for k, f in enumerate(frames) if name not in f.__dict__}
     listed = {k: found for k, found in listed.items() if found is not None}
     firsts = [getattr(f, name)[0] + o for k, (f, o) in enumerate(zip(frames, offsets.tolist())) if k not in listed]
