@@ -16,13 +16,23 @@ host's load (a 2-core VM's wall and CPU times of the same tree differed 2x withi
 see the work inside a NumPy call (a change that saves NumPy work, and makes a few more calls, counts more). Without --store, the
 benchmark's store of --sf (default 100) as generated, built where missing under $GQUERY_DATA_DIR (tpchgen-cli
 generates its parquet).
+
+With --instructions, {query: instructions a plan} instead: each query's plans counted by valgrind (callgrind) in
+a child process twice, once planning no new text and once 16, garbage collection off, the difference over 16:
+a count that moved 0.5% between runs of one tree where times moved 2x (what NumPy does inside its calls is
+counted too; a page faulted in or a cache missed is not). Minutes a query; valgrind must be installed.
 """
 
 import argparse
 import cProfile
+import gc
 import json
 import os
+import re
+import shutil
 import statistics
+import subprocess
+import sys
 import time
 
 import gquery
@@ -64,18 +74,59 @@ def plan_calls(table, plans: dict, text: str) -> int:
     return sum(calls for _, calls, *_ in profile.stats.values())  # (every call, recursive ones too)
 
 
+def planned(path: str, name: str, z: int | None, texts: int) -> None:
+    """A child's work under valgrind (--instructions): the query's sibling planned and its reads read, then `texts`
+    new texts planned, garbage collection off (a collection lands in one run and not another)."""
+    gc.disable()
+    table = gquery.open(path)
+    text = text_of(name, z)
+    plans: dict = {}
+    run_reads(table, plans, sibling(text))
+    settle()
+    for new in new_texts(text, TEXTS)[:texts]:
+        plan_ms(table, plans, new)
+        settle()
+    table.close()
+
+
+def instructions(path: str, name: str, z: int | None) -> int:
+    """Instructions a new text's plan takes (planned's: TEXTS of them less none, over TEXTS)."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("plan_ab.py: --instructions needs valgrind on PATH")
+    counted = []
+    for texts in (0, TEXTS):
+        done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+                               __file__, "-", "--store", path, "--child", f"{name}:{z or ''}:{texts}"],
+                              capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if done.returncode != 0 or found is None:
+            raise SystemExit(f"plan_ab.py: the child planning {name} failed: {done.stderr.strip().splitlines()[-1:]}")
+        counted.append(int(found.group(1)))
+    return (counted[1] - counted[0]) // TEXTS
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("label")
     parser.add_argument("--store", help="an existing store (else the benchmark's of --sf, as generated)")
     parser.add_argument("--sf", type=int, default=100)
     parser.add_argument("--calls", action="store_true", help="Python calls a plan, not its times")
+    parser.add_argument("--instructions", action="store_true", help="instructions a plan (valgrind), not its times")
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # name:z:texts, planned under valgrind
     args = parser.parse_args()
     path = args.store
     if path is None:
         data = os.environ.get("GQUERY_DATA_DIR", "dbgen_data")
         path = design_store(bench_source(args.sf, data, lambda *a: None), args.sf, "as-generated", data, NEEDED,
                             lambda *a: None, names=("mission", "q6"))
+    if args.child is not None:
+        name, z, texts = args.child.split(":")
+        planned(path, name, int(z) if z else None, int(texts))
+        os._exit(0)  # (no interpreter teardown counted)
+    if args.instructions:
+        print(args.label, json.dumps({f"{name} {z or ''}".strip(): instructions(path, name, z) for name, z in QUERIES}),
+              flush=True)
+        return
     table = gquery.open(path)
     out = {}
     for name, z in QUERIES:
