@@ -75,13 +75,20 @@ def plan_calls(table, plans: dict, text: str) -> int:
 
 
 def planned(path: str, name: str, z: int | None, texts: int) -> None:
-    """A child's work under valgrind (--instructions): the query's sibling planned and its reads read, then `texts`
-    new texts planned, garbage collection off (a collection lands in one run and not another)."""
+    """A child's work under valgrind (--instructions): the query's sibling planned and every encoding of its columns
+    read, then `texts` new texts planned, garbage collection off (a collection lands in one run and not another)."""
     gc.disable()
     table = gquery.open(path)
     text = text_of(name, z)
     plans: dict = {}
     run_reads(table, plans, sibling(text))
+    settle()
+    query = sql.parse(text, answer.schema_of(table.data))
+    for part in answer.parts_of(table.data):  # every encoding a plan may read, read now: no new text reads from disk
+        for column in [part.columns[c] for c in sorted(set(query.columns()))]:  # (reads outweighed ten plans)
+            for encoding in ("packed", "sliced", "indexed"):
+                if column.has(encoding):
+                    column.get(encoding)
     settle()
     for new in new_texts(text, TEXTS)[:texts]:
         plan_ms(table, plans, new)
