@@ -572,6 +572,14 @@ class StretchEstimate(Estimate):
         return out
 
 
+def _summed(in_order: tuple, c, below: bool, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Runs' sums of their tested frames' fractions of `column op constant`, from running sums of 1/span,
+    (low - base)/span and (high + 1 - base)/span in frame order (ZoneOrder.in_order); `c`: c_ (_split's) from the
+    sums' base, a run's own or one for every run; `below`: the comparison is < or <=."""
+    inv, low, high = (x[ends] - x[firsts] for x in in_order)
+    return c * inv - low if below else high - c * inv
+
+
 class TestedEstimate(Estimate):
     """The estimate of `column op constant` where it tests every frame: a run of frames' from the running sums of
     their 1/span, (low - base)/span and (high + 1 - base)/span in the frames' order (ZoneOrder.in_order), no array
@@ -586,12 +594,10 @@ class TestedEstimate(Estimate):
 
     def _sums(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """Each run's sum of its frames' fractions."""
-        inv, low, high = (s[ends] - s[firsts] for s in self.order.in_order)
-        return self._at * inv - low if self._below else high - self._at * inv
+        return _summed(self.order.in_order, self._at, self._below, firsts, ends)
 
     def per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        whole = self._sums(firsts, ends) * FRAME_ROWS
-        return whole - np.where(ends == self.n, (FRAME_ROWS * self.n - self.rows) * self._last, 0.0)  # last: fewer rows
+        return TestedEstimate.together([self], [len(firsts)], firsts, ends)
 
     def corrections(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray | None:
         """What a piece's running sums are corrected by (MostlyTestedEstimate's few frames), None where nothing."""
@@ -604,14 +610,13 @@ class TestedEstimate(Estimate):
         below = estimates[0]._below
         if any(e._below != below for e in estimates):
             return None
-        sums = [joined_once([e.order.in_order[k] for e in estimates], np.concatenate) for k in range(3)]
+        sums = estimates[0].order.in_order if len(estimates) == 1 else \
+            [joined_once([e.order.in_order[k] for e in estimates], np.concatenate) for k in range(3)]
         at = np.repeat(np.cumsum([0] + [e.n + 1 for e in estimates[:-1]]), counts)  # each piece's table's sums begin
-        inv, low, high = (x[at + ends] - x[at + firsts] for x in sums)
-        c = np.repeat([e._at for e in estimates], counts)
-        whole = (c * inv - low if below else high - c * inv) * FRAME_ROWS
+        whole = _summed(sums, np.repeat([e._at for e in estimates], counts), below, at + firsts, at + ends) * FRAME_ROWS
         n = np.repeat([e.n for e in estimates], counts)
         last = np.repeat([(FRAME_ROWS * e.n - e.rows) * e._last for e in estimates], counts)
-        out = whole - np.where(ends == n, last, 0.0)
+        out = whole - np.where(ends == n, last, 0.0)  # (a table's last frame holds fewer rows)
         bounds = np.cumsum([0, *counts]).tolist()
         for e, a, b in zip(estimates, bounds, bounds[1:]):
             extra = e.corrections(firsts[a:b], ends[a:b]) if b > a else None
@@ -639,9 +644,6 @@ class MostlyTestedEstimate(TestedEstimate):
         frame_rows = np.where(few == self.n - 1, rows - FRAME_ROWS * (self.n - 1), FRAME_ROWS).astype(np.float64)
         self._few = few
         self._corrections = np.concatenate([[0.0], np.cumsum((whole - summed) * frame_rows)])
-
-    def per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        return super().per_piece(firsts, ends) + self.corrections(firsts, ends)
 
     def corrections(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         c = self._corrections
