@@ -785,87 +785,29 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
         raise UsageError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if chunk_frames is not None and chunk_frames < 1:
         raise UsageError(f"chunk rows must be positive, got {chunk_frames * FRAME_ROWS}")
-    names = query.columns()
-    nullable = frozenset(n for t in tables for n in names if t.columns[n].nulls)  # read with their validity
-    ranges_by_table = [t.ranges(names) for t in tables]
-    ranges = {n: (min(r[n][0] for r in ranges_by_table), max(r[n][1] for r in ranges_by_table)) for n in names}
-    # IS NULL of a column that holds NULLs in any part is tested in every part (one kernel: a part without any
-    # reads its validity as every bit set, Column.validity_words)
-    dictionaries = [{n: t.columns[n].dictionary for n in names} for t in tables]
-    sides = string_sides(query.where, dictionaries)  # two string columns compared alike in every part
-    lowered = _lowered(query, dictionaries, ranges_by_table, {n: n in nullable for n in names}, sides)
-    # a group column's values are bounded per part, and narrowed by the predicate: its groups are counted
-    # from each part's smallest value a selected row can have
-    narrowings: dict = {}  # (the lowered predicate, the ranges) → narrowed: SF 100's ten parts most often agree
-
-    def narrowed_of(low, r: dict) -> dict:
-        key = (id(low), tuple(r.values()))  # (the lowered predicates live through the plan)
-        if key not in narrowings:
-            narrowings[key] = narrowed(low, r)
-        return narrowings[key]
-
-    selectable = [narrowed_of(low, r) for low, r in zip(lowered, ranges_by_table)]
-    # a group column's values are multiples of its common factor in every table (l_quantity's of 100): its
-    # groups are counted in those steps, from each table's base (its smallest selectable value, in steps,
-    # rounded down), and rounded up to a power of two: tables of nearly the same ranges share one kernel
-    steps = tuple(math.gcd(*(int(t.columns[c.name].zone_buffers()[2]) for t in tables)) or 1 for c in query.group_by)
-    # (a column with NULLs: one value more, its last digit NULL's: codegen.null_digit)
-    cards = tuple(1 << (max(r[c.name][1] // step - r[c.name][0] // step + 1 for r in selectable)
-                        + (c.name in nullable) - 1).bit_length() for c, step in zip(query.group_by, steps))
-    specs: dict = {}  # a part's lowered predicate → (kernel spec, constants): parts that lower alike share them
-    shared = _shared_bases(query, tables, selectable, steps, cards, nullable)
-
-    def spec_of(low):
-        if low not in specs:
-            # a sum adds up the rows of every table that adds into its words: all of them where they share one table
-            rows = sum(t.rows for t in tables) if shared is not None else max(t.rows for t in tables)
-            spec, constants = kernel_spec(query, low, ranges, rows, cards, steps, len(tables), nullable)
-            specs[low] = _interned(spec), constants
-        return specs[low]
-
-    spec, _ = spec_of(lowered[0])
-    if shared is None and spec.hashed and len(tables) > 1:  # a hash table needs no dense range: one for every part
-        one = _one_base(query, tables, selectable, steps, nullable)
-        wide = one and tuple(1 << (span - 1).bit_length() for span in one[1])
-        # one index must stay within one word (else a table a part, each its own index's range); a wide key's
-        # digits count from any base modulo 2^64, so its parts always share one
-        if one is not None and (math.prod(wide) < HASH_KEY_LIMIT or spec.wide_keys):
-            cards, shared, specs = wide, one[0], {}
-            spec, _ = spec_of(lowered[0])
-    reasons = [f"kernel columns {', '.join(spec.columns)}; predicate `{spec.predicate or 'none'}`; "
-               f"{len(spec.accumulators)} accumulator(s), {spec.groups:,} group(s)"]
-    if spec.nullable:
-        reasons.append(f"{', '.join(spec.columns[i] for i in spec.nullable)} hold NULLs: each read with its validity (a "
-                       f"bit a row), a frame with a NULL in a predicate column tested row by row, an aggregate over "
-                       f"one counting the rows it takes; scanned by frames")
-    if shared is not None and query.group_by:
-        reasons.append(f"the {len(tables)} parts' groups counted from one base, in as many groups as each part's: "
-                       f"they add into one table of accumulators, read back once")
-    elif shared is not None:
-        reasons.append(f"the {len(tables)} parts' aggregates add into one table of accumulators, read back once")
+    shaped = _Shaped.of(query, tables)
+    spec, nullable, lowered, selectable = shaped.spec, shaped.nullable, shaped.lowered, shaped.selectable
+    reasons = list(shaped.reasons)
     classified = []
-    for t, low, r, (classes, selected, counts) in zip(tables, lowered, selectable, _classified(tables, lowered, nullable)):
-        other, constants = spec_of(low)
-        if other != spec:
-            raise NotOnGpu("the parts lower the query to different kernels")
+    for t, low, constants, bases, (classes, selected, counts) in zip(tables, lowered, shaped.constants, shaped.bases,
+                                                                      _classified(tables, lowered, nullable)):
         for c in () if low is None or not nullable else low.columns():  # a NULL fails every test: never ALWAYS
             nulls = t.columns[c].frame_nulls() if c in nullable else None
             if nulls is not None:
                 classes = np.where((classes == ALWAYS) & nulls, np.int8(CHECK), classes)  # (classes may be read only)
                 counts = None  # (counted again)
-        bases = shared or tuple(r[c.name][0] // step for c, step in zip(query.group_by, steps))
-        classified.append((t, _Frames(classes, counts), selected, tuple(constants), bases))
+        classified.append((t, _Frames(classes, counts), selected, constants, bases))
     frames = [f for _, f, *_ in classified]
     touched = sum(f.n - f.ruled_out for f in frames)
     slots = 0
     if spec.hashed:  # the groups a run can select: no more than the rows of the frames it can select from
         selectable_rows = [min(t.rows, FRAME_ROWS * (f.n - f.ruled_out)) for (t, *_), f in zip(classified, frames)]
-        slots = hash_slots(spec, sum(selectable_rows) if shared is not None else max(selectable_rows),
-                           1 if shared is not None else len(tables))
+        slots = hash_slots(spec, sum(selectable_rows) if shaped.shared is not None else max(selectable_rows),
+                           1 if shaped.shared is not None else len(tables))
         reasons.append(f"{spec.groups:,} possible groups take more than {GLOBAL_ACC_BYTES >> 20} MB as a dense array: "
                        f"each group's words are found by its index in a hash table of {slots:,} slots, twice the groups "
                        f"a run can select")
-    top = top_cut(query, spec) if whole and (shared is not None or len(tables) == 1) else None
+    top = shaped.top(whole)
     if top is not None:
         reasons.append(f"ORDER BY {top.key}{'' if top.ascending else ' DESC'} LIMIT {top.limit:,}: the groups' best keys "
                        f"in {1 << top.bits:,} partitions give a threshold that at least {top.limit:,} groups reach; only "
@@ -889,8 +831,100 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     if any(t.sorted_by for t in tables):
         reasons.append(f"the rows are clustered by {tables[0].sorted_by}: its zone maps are narrow, so a range on it "
                        f"rules out most frames")
-    return FusedPlan(query, mode, spec, table_plans, reasons, shared_groups=shared is not None, top_plans=top_plans,
+    return FusedPlan(query, mode, spec, table_plans, reasons, shared_groups=shaped.shared is not None, top_plans=top_plans,
                      hash_slots=slots, top=top)
+
+
+@dataclass
+class _Shaped:
+    """What a plan finds of a query over its tables before any frame is classed: each table's lowered predicate
+    (prune.lower), the values a selected row can hold (narrowed), the kernel spec and each table's constants and
+    group bases, and the reasons for them."""
+
+    query: Query
+    tables: list
+    nullable: frozenset  # the query's columns that hold NULLs in some table (read with their validity)
+    lowered: list
+    selectable: list  # each table's narrowed ranges
+    shared: tuple | None  # one base for every table's groups (_shared_bases), or None
+    spec: KernelSpec
+    constants: list  # each table's kernel constants
+    bases: list  # each table's group bases
+    reasons: list
+
+    @classmethod
+    def of(cls, query: Query, tables: list) -> "_Shaped":
+        names = query.columns()
+        nullable = frozenset(n for t in tables for n in names if t.columns[n].nulls)  # read with their validity
+        ranges_by_table = [t.ranges(names) for t in tables]
+        ranges = {n: (min(r[n][0] for r in ranges_by_table), max(r[n][1] for r in ranges_by_table)) for n in names}
+        # IS NULL of a column that holds NULLs in any part is tested in every part (one kernel: a part without any
+        # reads its validity as every bit set, Column.validity_words)
+        dictionaries = [{n: t.columns[n].dictionary for n in names} for t in tables]
+        sides = string_sides(query.where, dictionaries)  # two string columns compared alike in every part
+        lowered = _lowered(query, dictionaries, ranges_by_table, {n: n in nullable for n in names}, sides)
+        # a group column's values are bounded per part, and narrowed by the predicate: its groups are counted
+        # from each part's smallest value a selected row can have
+        narrowings: dict = {}  # (the lowered predicate, the ranges) → narrowed: SF 100's ten parts most often agree
+
+        def narrowed_of(low, r: dict) -> dict:
+            key = (id(low), tuple(r.values()))  # (the lowered predicates live through the plan)
+            if key not in narrowings:
+                narrowings[key] = narrowed(low, r)
+            return narrowings[key]
+
+        selectable = [narrowed_of(low, r) for low, r in zip(lowered, ranges_by_table)]
+        # a group column's values are multiples of its common factor in every table (l_quantity's of 100): its
+        # groups are counted in those steps, from each table's base (its smallest selectable value, in steps,
+        # rounded down), and rounded up to a power of two: tables of nearly the same ranges share one kernel
+        steps = tuple(math.gcd(*(int(t.columns[c.name].zone_buffers()[2]) for t in tables)) or 1 for c in query.group_by)
+        # (a column with NULLs: one value more, its last digit NULL's: codegen.null_digit)
+        cards = tuple(1 << (max(r[c.name][1] // step - r[c.name][0] // step + 1 for r in selectable)
+                            + (c.name in nullable) - 1).bit_length() for c, step in zip(query.group_by, steps))
+        specs: dict = {}  # a part's lowered predicate → (kernel spec, constants): parts that lower alike share them
+        shared = _shared_bases(query, tables, selectable, steps, cards, nullable)
+
+        def spec_of(low):
+            if low not in specs:
+                # a sum adds up the rows of every table that adds into its words: all of them where they share one table
+                rows = sum(t.rows for t in tables) if shared is not None else max(t.rows for t in tables)
+                spec, constants = kernel_spec(query, low, ranges, rows, cards, steps, len(tables), nullable)
+                specs[low] = _interned(spec), constants
+            return specs[low]
+
+        spec, _ = spec_of(lowered[0])
+        if shared is None and spec.hashed and len(tables) > 1:  # a hash table needs no dense range: one for every part
+            one = _one_base(query, tables, selectable, steps, nullable)
+            wide = one and tuple(1 << (span - 1).bit_length() for span in one[1])
+            # one index must stay within one word (else a table a part, each its own index's range); a wide key's
+            # digits count from any base modulo 2^64, so its parts always share one
+            if one is not None and (math.prod(wide) < HASH_KEY_LIMIT or spec.wide_keys):
+                cards, shared, specs = wide, one[0], {}
+                spec, _ = spec_of(lowered[0])
+        reasons = [f"kernel columns {', '.join(spec.columns)}; predicate `{spec.predicate or 'none'}`; "
+                   f"{len(spec.accumulators)} accumulator(s), {spec.groups:,} group(s)"]
+        if spec.nullable:
+            reasons.append(f"{', '.join(spec.columns[i] for i in spec.nullable)} hold NULLs: each read with its validity (a "
+                           f"bit a row), a frame with a NULL in a predicate column tested row by row, an aggregate over "
+                           f"one counting the rows it takes; scanned by frames")
+        if shared is not None and query.group_by:
+            reasons.append(f"the {len(tables)} parts' groups counted from one base, in as many groups as each part's: "
+                           f"they add into one table of accumulators, read back once")
+        elif shared is not None:
+            reasons.append(f"the {len(tables)} parts' aggregates add into one table of accumulators, read back once")
+        constants = []
+        for low in lowered:
+            other, found = spec_of(low)
+            if other != spec:
+                raise NotOnGpu("the parts lower the query to different kernels")
+            constants.append(tuple(found))
+        bases = [shared or tuple(r[c.name][0] // step for c, step in zip(query.group_by, steps)) for r in selectable]
+        return cls(query, tables, nullable, lowered, selectable, shared, spec, constants, bases, reasons)
+
+    def top(self, whole: bool) -> TopCut | None:
+        """The hashed groups' cut to those ORDER BY ... LIMIT can keep, where the tables are all the query reads and
+        add into one table of words (codegen.top_cut), else None."""
+        return top_cut(self.query, self.spec) if whole and (self.shared is not None or len(self.tables) == 1) else None
 
 
 def _lowered(query: Query, dictionaries: list[dict], ranges_by_table: list[dict], nulls: dict, sides: dict) -> list:
