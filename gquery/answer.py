@@ -305,7 +305,7 @@ class GpuRuns:
 
 def gpu_plan(query: Query, data, sm_count: int, mode: str = "pinned", repeat: int = 1, warmup: bool = True,
              chunk_frames: int | None = None, one_shot: bool = False, plans: dict | None = None,
-             scan: str = "auto", arch: str | None = None, whole: bool = True) -> tuple:
+             scan: str = "auto", arch: str | None = None, whole: bool = True, choices: dict | None = None) -> tuple:
     """The query's fused plan for one GPU of `sm_count` SMs, made on the calling thread (host work alone),
     with the host's milliseconds making it. Without warm-up, what a scan must still read from disk is
     part of the answer's time: the planner weighs it (FusedPlan.choose) against the runs it would serve,
@@ -314,13 +314,15 @@ def gpu_plan(query: Query, data, sm_count: int, mode: str = "pinned", repeat: in
     a repeated text is not planned again. `scan`: auto (the planner's choice), or frames / index where a
     table can be scanned so. `arch` given: a plan made anew has its kernels compiled here too, off the
     GPU's thread (gpu.fused.compile_plan). `whole`: False where the answer's partial is added to other parts'
-    (a Dask task's): every group read back (fusedplan.plan_fused)."""
+    (a Dask task's): every group read back (fusedplan.plan_fused). `choices`: a held table's kept choices, by shape:
+    a new text whose constants, like an earlier text's of its shape, test every frame keeps that text's plan's
+    choices (fusedplan._kept_choice)."""
     t0 = time.perf_counter()
     key = (query, mode, chunk_frames)
     kept = plans.get(key) if plans is not None else None  # [the plan, the runs it has answered]
     new = kept is None
     if new:
-        kept = [plan_fused(query, parts_of(data), mode, sm_count, chunk_frames, whole), 0]
+        kept = [plan_fused(query, parts_of(data), mode, sm_count, chunk_frames, whole, None if one_shot else choices), 0]
         if plans is not None and len(plans) < PLANS_KEPT:
             plans[key] = kept
     plan, earlier = kept[0], 0 if one_shot else kept[1]

@@ -121,6 +121,9 @@ class TableHandle:
         self._parsed: dict[str, object] = {}
         self._shapes: dict[str, object] = {}
         self._plans: dict | None = {} if isinstance(data, Table) or data.tables is not None else None
+        # the warm choices of plans whose every frame is tested, by shape: a new constant that tests every frame too
+        # keeps them (fusedplan._kept_choice)
+        self._choices: dict | None = {} if self._plans is not None else None
 
     @property
     def source(self):
@@ -194,7 +197,8 @@ class TableHandle:
                     # here: neither a query waits for another's compile or read-out, nor the GPU for a compile
                     info = probe()[0]
                     planned = answer.gpu_plan(query, data, info.sm_count, mode, repeat, warmup, one_shot=self.one_shot,
-                                              plans=self._plans, arch=info.arch, whole=not self.part)
+                                              plans=self._plans, arch=info.arch, whole=not self.part,
+                                              choices=self._choices)
                     handed = time.perf_counter()
                     if planned[0].empty:  # nothing to read: answered here, no GPU job (fused.empty_run)
                         done = answer.gpu_runs(query, data, None, mode, repeat, warmup, planned=planned)
@@ -250,6 +254,7 @@ class TableHandle:
         self._parsed.clear()
         self._shapes.clear()
         self._plans = None
+        self._choices = None
         close(self.data)
 
     def __enter__(self) -> "TableHandle":

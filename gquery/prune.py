@@ -1153,6 +1153,53 @@ def decided_buckets(e: Expr | None, column: str, low: np.ndarray, high: np.ndarr
     return decided
 
 
+# --- a new constant's frames, proven tested ----------------------------------------------------------------------
+def every_frame_tested(e: Expr | None, common: list[dict]) -> bool:
+    """Whether classify tests every frame (CHECK) of some tables under `e`, proven without a frame's zone map: from
+    each table's common range of each column `e` reads (`common`: a dict a table, column → Column.common_range, the
+    values every one of its frames holds in its range, or None). Each atom of e (a leaf of its ANDs, ORs and NOTs) is
+    classed over the common ranges as classify classes a frame (_classify). An atom of one column classed CHECK over a
+    range is CHECK over every range that holds it (a comparison's class is exact: CHECK where the range holds a value
+    that passes and one that fails; an IN list's is CHECK where a value of the list is in a range of more than one
+    value), an atom of several columns is CHECK in every frame, and an AND, OR or NOT of atoms CHECK in a frame is
+    CHECK there: so every atom CHECK over the common ranges makes every frame CHECK."""
+    if e is None:
+        return False
+    names = e.columns()
+    if any(r[c] is None for r in common for c in names):
+        return False
+    n = len(common)
+    zones = Zones(np.ones(n, np.int64), {c: np.array([r[c][0] for r in common], np.int64) for c in names},
+                  {c: np.array([r[c][1] for r in common], np.int64) for c in names})
+    stack = [e]
+    while stack:  # (a loop: a predicate may nest thousands of terms)
+        a = stack.pop()
+        if isinstance(a, (And, Or)):
+            stack += a.args
+        elif isinstance(a, Not):
+            stack.append(a.arg)
+        elif not (_classify(a, zones, n, estimate=False)[0] == CHECK).all():
+            return False
+    return True
+
+
+SAMPLE_FRAMES = 256  # frames of a table whose estimates stand for its rows' (sampled_fraction)
+_samples: dict = {}  # (columns, every k-th frame, ids of the table's zone maps) → the sampled Zones
+
+
+def sampled_fraction(e: Expr, table) -> float:
+    """The mean of classify's estimates of `e` over a fixed sample of a table's frames (every k-th, about
+    SAMPLE_FRAMES): a proxy of the share of rows `e` selects, compared between two constants of one shape
+    (fusedplan's kept choices), found in a few NumPy calls a term."""
+    names = e.columns()
+    n = -(-table.rows // FRAME_ROWS)
+    step = max(1, n // SAMPLE_FRAMES)
+    zones = kept(_samples, 64, (names, step), [table.columns[c].zones()[0] for c in names],
+                 lambda: frame_zones(table, names, table.rows).frames(np.arange(0, n, step)))
+    _, fractions = _classify(e, zones, len(zones.rows))
+    return float(fractions.mean()) if len(fractions) else 0.0
+
+
 def columns_of(e: Expr | None) -> tuple[str, ...]:
     return () if e is None else e.columns()
 

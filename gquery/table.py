@@ -141,6 +141,7 @@ class Column:
     _zone_blocks: ZoneBlocks | None = field(default=None, repr=False, compare=False)  # zone_blocks(), made once
     _narrowest: int | None = field(default=None, repr=False, compare=False)  # narrowest_frame(), found once
     _zone_order: ZoneOrder | None = field(default=None, repr=False, compare=False)  # zone_order(), made once
+    _common: tuple | None = field(default=None, repr=False, compare=False)  # (common_range(),), found once
     on_disk: dict = field(default_factory=dict, repr=False, compare=False)  # stored encoding → bytes its read takes
     nulls: int = 0  # rows that hold NULL (their values hold the column's smallest: schema.engine_values)
     _valid: np.ndarray | None = field(default=None, repr=False, compare=False)  # validity(), once read
@@ -293,6 +294,16 @@ class Column:
                 if self._zone_order is None:
                     self._zone_order = zone_order(*self.zones(), self.zone_spans())
         return self._zone_order
+
+    def common_range(self) -> tuple[int, int] | None:
+        """(its frames' largest smallest value, their smallest largest value): the values every frame's range holds,
+        or None where no value is in every frame's (a store clustered by the column). Found once: a new constant
+        within it cannot rule out a frame or pass one whole (prune.every_frame_tested)."""
+        if self._common is None:
+            lo, hi = self.zones()
+            found = (int(lo.max()), int(hi.min())) if len(lo) else None
+            self._common = (found if found is not None and found[0] <= found[1] else None,)
+        return self._common[0]
 
     def narrowest_frame(self) -> int:
         """The fewest bits a row any of its packed frames takes (the low byte of a frame's second metadata field):

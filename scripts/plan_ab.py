@@ -26,6 +26,7 @@ calls is counted too; a page faulted in or a cache missed is not). Minutes a que
 import argparse
 import cProfile
 import gc
+import inspect
 import json
 import os
 import re
@@ -45,12 +46,17 @@ TEXTS = 16
 SM_COUNT = 132  # an H100's: the plan's chunks are sized for it
 
 
+def _held(table) -> dict:
+    """What table.sql passes gpu_plan of a held table besides its plans (its kept choices), where this tree takes it."""
+    return {"choices": table._choices} if "choices" in inspect.signature(answer.gpu_plan).parameters else {}
+
+
 def plan_ms(table, plans: dict, text: str) -> tuple[float, float]:
     """A text parsed (outside the clock) and planned as a new text is: (wall ms, this thread's CPU ms)."""
     data = table.data
     query = sql.parse_shaped(text, answer.schema_of(data), table.name, table._shapes)
     wall, cpu = time.perf_counter(), time.thread_time()
-    answer.gpu_plan(query, data, SM_COUNT, "pinned", 1, False, plans=plans, arch=None)
+    answer.gpu_plan(query, data, SM_COUNT, "pinned", 1, False, plans=plans, arch=None, **_held(table))
     return (time.perf_counter() - wall) * 1e3, (time.thread_time() - cpu) * 1e3
 
 
@@ -59,7 +65,7 @@ def run_reads(table, plans: dict, text: str) -> None:
     of its frames' columns: a plan weighs what is still on disk, so a plan made where no run read them weighs
     bytes the GPU host's new texts never see)."""
     query = sql.parse_shaped(text, answer.schema_of(table.data), table.name, table._shapes)
-    plan, _ = answer.gpu_plan(query, table.data, SM_COUNT, "pinned", 1, False, plans=plans, arch=None)
+    plan, _ = answer.gpu_plan(query, table.data, SM_COUNT, "pinned", 1, False, plans=plans, arch=None, **_held(table))
     for column, encoding in plan.reads():
         column.get(encoding)
 
@@ -69,7 +75,7 @@ def plan_calls(table, plans: dict, text: str) -> int:
     data = table.data
     query = sql.parse_shaped(text, answer.schema_of(data), table.name, table._shapes)
     profile = cProfile.Profile()
-    profile.runcall(answer.gpu_plan, query, data, SM_COUNT, "pinned", 1, False, plans=plans, arch=None)
+    profile.runcall(answer.gpu_plan, query, data, SM_COUNT, "pinned", 1, False, plans=plans, arch=None, **_held(table))
     profile.create_stats()
     return sum(calls for _, calls, *_ in profile.stats.values())  # (every call, recursive ones too)
 

@@ -14,7 +14,7 @@ from gquery.gpu.fusedplan import plan_fused
 from gquery.gpu import codegen, nvrtc, kernels
 from gquery.gpu.fused import fused_build
 from gquery.prune import ABSENT, ALWAYS, CHECK, NEVER, Zones, classify, lower
-from gquery.query import (BIGINT, DATE, DOUBLE, INTEGER, VARCHAR, Aggregate, And, Arith, Column, Compare, InList, Literal,
+from gquery.query import (BIGINT, BOOLEAN, DATE, DOUBLE, INTEGER, VARCHAR, Aggregate, And, Arith, Column, Compare, InList, Literal,
                           Not, Or, Output, Query, decimal)
 from gquery.schema import Dictionary, Schema
 from gquery.result import python_values
@@ -1043,3 +1043,106 @@ def test_a_cut_is_kept_for_the_next_constant_whose_frames_class_alike():
     made = plans(clustered, (2_000, 2_001, 20_000, 10**9, 2_000))  # (10**9: every frame passes whole)
     assert not (made[0].tables[0].classes == made[2].tables[0].classes).all()
     assert made[3].tables[0].frames.one_class == ALWAYS
+
+
+# --- a new constant's plan keeps an earlier text's choices ---------------------------------------------------------
+def _atom(rng, names=("k", "q", "t", "d")):
+    """A random leaf of a predicate over the test table's integer-coded columns."""
+    c = str(rng.choice(names))
+    lo, hi = {"k": (1, 10_000), "q": (100, 5_000), "t": (8000, 10_500), "d": (0, 10)}[c]
+    kind = rng.integers(0, 10)
+    if kind < 6:
+        return Compare(str(rng.choice(["<", "<=", ">", ">=", "=", "<>"])), col(c), Literal(int(rng.integers(lo - 5, hi + 5)), BIGINT))
+    if kind < 8:
+        return InList(col(c), tuple(Literal(int(v), BIGINT) for v in rng.integers(lo, hi + 1, int(rng.integers(1, 5)))),
+                      bool(rng.integers(0, 2)))
+    if kind < 9:
+        return Compare("<", Arith("+", col(c), col("d"), BIGINT), Literal(int(rng.integers(lo, hi)), BIGINT))
+    return Literal(bool(rng.integers(0, 2)), BOOLEAN)
+
+
+def _predicate(rng, depth=0):
+    if depth > 2 or rng.random() < 0.4:
+        return _atom(rng)
+    kind = rng.integers(0, 3)
+    if kind == 2:
+        return Not(_predicate(rng, depth + 1))
+    return (And if kind == 0 else Or)(tuple(_predicate(rng, depth + 1) for _ in range(int(rng.integers(2, 4)))))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_frame_is_proven_tested_only_where_classify_tests_every_frame(seed):
+    """prune.every_frame_tested, from each column's values every frame holds (Column.common_range), says so only
+    where classifying every frame's zone map tests each (random predicates of every kind of atom, over tables as
+    generated, of narrow frames and clustered), and proves most that do."""
+    from gquery.prune import every_frame_tested, frame_zones
+
+    rng = np.random.default_rng(seed)
+    tables = [table(200_000, seed), table(200_000, seed + 100, sort_by="t"), table(5_000, seed)]
+    proven = tested = 0
+    for _ in range(150):
+        where = _predicate(rng)
+        for t in tables:
+            low = lower(where, {"s": ("A", "N", "R")}, t.ranges(list(where.columns())))
+            if not isinstance(low, type(where)) and isinstance(low, Literal):
+                assert not every_frame_tested(low, [{}])
+                continue
+            classes, _ = classify(low, frame_zones(t, low.columns(), t.rows))
+            common = [{c: t.columns[c].common_range() for c in low.columns()}]
+            if every_frame_tested(low, common):
+                proven += 1
+                assert (classes == CHECK).all(), where
+            tested += bool((classes == CHECK).all())
+    assert proven >= 40 and proven >= tested // 3, (proven, tested)
+    assert table(50_000, sort_by="k").columns["k"].common_range() is None  # clustered: no value in every frame
+
+
+def _kernel_inputs(plan) -> list:
+    """What a run of the plan reads of it besides the classes: each table's constants, group bases, top byte's
+    buckets, scan and chunks (their frames and where each column's bytes come from), and the LIMIT cut."""
+    return [(tp.constants, tp.group_bases, tp.scan, tp.index,
+             None if tp.sliced is None else dataclasses.replace(tp.sliced, low_rows=0),
+             [(c.first, c.end, c.always, c.streamed, c.zero_copy) for c in tp.chunks] if tp.index is None else None)
+            for tp in plan.tables] + [plan.spec, plan.top, plan.hash_slots]
+
+
+def test_a_new_constant_keeps_the_choices_of_an_earlier_plan_whose_every_frame_it_tests_too():
+    """fusedplan._kept_choice: a plan whose every frame is tested keeps its warm choice for its shape; a new constant
+    proven to test every frame too, selecting about as many rows, plans as that choice with its own constants, buckets
+    and LIMIT (what its run reads equal to a plan made afresh), without classing a frame. A constant that rules out
+    frames or selects many more rows plans afresh; another scan asked of a kept choice is the full plan's."""
+    t = indexed_table(1_000_000)
+    grouped = [table(1_000_000, 3)]
+    shapes = [
+        ([t], lambda z: query(Compare("<", col("k"), Literal(z, INTEGER)), total(PRODUCT)), (3_000, 3_001, 3_100, 2_990)),
+        ([t], lambda z: query(And((Compare(">=", col("t"), Literal(z, DATE)), Compare("<", col("t"), Literal(z + 365, DATE)),
+                                   Compare("<", col("q"), Literal(24, INTEGER)))), total(PRODUCT)), (9_000, 9_001, 9_030)),
+        (grouped, lambda z: dataclasses.replace(query(Compare(">", col("p"), Literal(z, D2)), total(col("q")),
+                                                      group_by=(col("k"),)), order_by=((1, False),), limit=z % 7 + 3),
+         (-10**6, -10**6 + 1, -10**6 + 5)),
+    ]
+    for tables, make, constants in shapes:
+        choices: dict = {}
+        first = plan_fused(make(constants[0]), tables, "pinned", 132, whole=True, choices=choices)
+        assert first.kept_from is None and all(tp.frames.one_class == CHECK for tp in first.tables)
+        first.choose()
+        assert len(choices) == 1  # kept: its warm choice, every frame tested
+        for z in constants[1:]:
+            kept = plan_fused(make(z), tables, "pinned", 132, whole=True, choices=choices)
+            fresh = plan_fused(make(z), tables, "pinned", 132, whole=True)
+            assert kept.kept_from == first.query.sql and kept.choose() is kept
+            assert kept.tables[0].frames is first.tables[0].frames  # the earlier plan's frames: none classed for it
+            assert _kernel_inputs(kept) == _kernel_inputs(fresh.choose()), z
+            assert "earlier text of this shape" in kept.describe()
+            for scan in ("frames", "sliced", "index"):  # another scan: the full plan's choice
+                assert _kernel_inputs(kept.choose(scan=scan)) == _kernel_inputs(fresh.choose(scan=scan)), scan
+    choices = {}
+    mission = lambda z: query(Compare("<", col("k"), Literal(z, INTEGER)), total(PRODUCT))  # noqa: E731
+    plan_fused(mission(3_000), [t], "pinned", 132, choices=choices).choose()
+    for z in (5, 6_000, 10**6):  # frames ruled out, twice the rows, every frame passing whole: planned afresh
+        again = plan_fused(mission(z), [t], "pinned", 132, choices=choices)
+        assert again.kept_from is None and _kernel_inputs(again.choose()) == _kernel_inputs(plan_fused(mission(z), [t], "pinned", 132).choose())
+    clustered = table(1_000_000, sort_by="k")
+    choices = {}
+    plan_fused(mission(3_000), [clustered], "pinned", 132, choices=choices).choose()
+    assert not choices  # frames ruled out: no choice kept

@@ -586,6 +586,38 @@ def test_a_held_table_plans_a_repeated_text_once_and_comes_to_its_warm_scan(data
         t.sql(text)
 
 
+@pytest.mark.parametrize("mode", ["pinned", "pageable"])
+def test_new_constants_that_keep_an_earlier_texts_choices_are_exact(data_dir, mode):
+    """A held table keeps the warm choice of a plan whose every frame is tested (fusedplan._kept_choice): a new
+    constant proven to test every frame too plans as that choice, with its own constants, top byte's undecided
+    buckets, group bases and LIMIT, and launches from its layout. Every answer equal to the CPU reference's, and
+    every family of constants but its first few answered so."""
+    import gquery
+    from gquery.answer import settle
+
+    source = tpch.generate(0.01, data_dir, echo=lambda m: None)
+    t = gquery.open(store.ensure_store(source, echo=lambda m: None))
+    families = [
+        [sql.named_sql("mission", z) for z in (50, 51, 53, 48, 52, 50)],
+        ["SELECT SUM(l_extendedprice * l_discount), COUNT(*) FROM lineitem WHERE l_shipdate >= DATE '1994-01-%02d' "
+         "AND l_shipdate < DATE '1995-01-01' AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24" % d
+         for d in (1, 2, 3, 5, 4, 1)],
+        ["SELECT l_returnflag, l_linestatus, SUM(l_quantity * (%d + l_tax)), COUNT(*) FROM lineitem WHERE l_quantity < %d "
+         "GROUP BY 1, 2 ORDER BY 1, 2" % (k, q) for k, q in ((1, 30), (2, 31), (7, 30), (3, 32), (1, 30))],
+        ["SELECT l_suppkey, SUM(l_quantity) AS q FROM lineitem WHERE l_extendedprice > %d GROUP BY l_suppkey "
+         "ORDER BY q DESC, l_suppkey LIMIT %d" % (p, n) for p, n in ((20000, 5), (20001, 6), (20002, 5), (20010, 9))],
+    ]
+    kept = 0
+    for family in families:
+        for text in family:
+            got = t.sql(text, mode=mode)
+            assert got.check, (text, mode)
+            kept += got.plan.kept_from is not None
+            settle()  # (the encodings a warm choice reads, read in the background: then its choice is kept)
+    assert kept >= sum(len(f) for f in families) - 3 * len(families), kept
+    t.close()
+
+
 def test_a_repeated_text_replays_its_queued_run_until_the_memory_changes(data_dir):
     """A repeated text's run replays what its first run queued (kept on the plan: addresses, host views, kernel
     arguments) while the memory's generation is unchanged; texts taking turns rewrite the scratch their kernels

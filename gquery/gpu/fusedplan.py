@@ -43,8 +43,9 @@ from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, No
                                 kernel_spec, top_cut)
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
 from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, Estimate, EveryRow, SparseEstimate, SummaryEstimate, every_frame,
-                          classify_counted, compare_classes_together, compare_summary, decided_buckets, frame_zones, joined_once,
-                          kept, last_fractions, lower, narrowed, per_piece_together, string_sides, summarized)
+                          classify_counted, compare_classes_together, compare_summary, decided_buckets, every_frame_tested,
+                          frame_zones, joined_once, kept, last_fractions, lower, narrowed, per_piece_together,
+                          sampled_fraction, string_sides, summarized)
 from gquery.query import Expr, Query
 
 # Two touched runs become one chunk when the ruled-out frames between them cost the link less than a
@@ -275,6 +276,11 @@ class FusedPlan:
     _launches: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     # scan → _decide's warm choice (bytes alone, nothing on disk weighed): asked up to three times a new plan
     _decided: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    kept_from: str | None = None  # a kept choice's (_kept_choice): the earlier text whose chunks, scans and estimates it keeps
+    # a kept choice's full plan (plan_fused's, made when asked for): any other scan, or a read from disk, is its choice
+    _full: "_Lazy | None" = field(default=None, repr=False, compare=False)
+    # a plan whose every frame is tested: keeps its warm choice for new constants of its shape (_keep_choice), or None
+    _keep: object = field(default=None, init=False, repr=False, compare=False)
 
     def choose(self, runs: int | None = None, scan: str = "auto") -> "FusedPlan":
         """The scans that read fewest bytes over the link: first the frame loop's predicate column packed or by
@@ -286,6 +292,8 @@ class FusedPlan:
         (tests and benchmarks)."""
         if scan not in SCANS:
             raise UsageError(f"scan must be one of {', '.join(SCANS)}, got {scan!r}")
+        if self._full is not None and (scan != "auto" or self._reads_disk(self, [False] * len(self.tables))):
+            return self._full().choose(runs, scan)  # (a kept choice is the warm choice of scan auto alone)
         cached = self._warm.get(scan)
         if cached is not None and (runs is None or not self._reads_disk(cached, [tp.index is not None for tp in cached.tables])):
             return cached  # a repeated text on a kept table: chosen once
@@ -304,6 +312,8 @@ class FusedPlan:
                 tp.table.columns[tp.sliced.column].get("sliced")
         if runs is None:
             self._warm[scan] = chosen
+            if self._keep is not None and scan == "auto":
+                self._keep(chosen)
         else:
             self._cold[key] = chosen
         return chosen
@@ -538,7 +548,8 @@ class FusedPlan:
     def describe(self) -> str:
         lines = [f"plan: {self.mode}, fused kernel, {len(self.tables)} table(s), {self.rows:,} rows",
                  f"  query       {self.query.describe()}",
-                 f"  selects     about {sum(t.selected for t in self.tables):,.0f} rows (estimated from the zone maps)"]
+                 f"  selects     about {sum(t.selected for t in self.tables):,.0f} rows (estimated from the zone maps"
+                 f"{', for the earlier text whose choices it keeps' if self.kept_from else ''})"]
         lines += [f"  {i + 1}. {name:<16} {text}" for i, (name, text) in enumerate(self.steps())]
         lines += [f"  why: {r}" for r in self.why]
         return "\n".join(lines)
@@ -556,7 +567,7 @@ class FusedPlan:
                 "zero_copy_bytes_estimate": sum(t.zero_copy_bytes for t in by_frames),
                 "index_scans": [{"column": t.index.column, "entries": t.index.entries} for t in self.tables if t.index],
                 "by_top_byte": sorted({t.sliced.column for t in self.tables if t.sliced is not None and t.index is None}),
-                "steps": [list(s) for s in self.steps()], "reasons": self.why}
+                "steps": [list(s) for s in self.steps()], "reasons": self.why, "kept_from": self.kept_from}
 
 
 def _stretches(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -775,19 +786,25 @@ def _pieces(frames: list, gaps: np.ndarray, splits: np.ndarray, target: int, off
 
 
 def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frames: int | None = None,
-               whole: bool = False) -> FusedPlan:
+               whole: bool = False, choices: dict | None = None) -> FusedPlan:
     """Plan `query` over `tables` (one Table, or a parted table's parts) in `mode`: each table's chunks, and
     its index option where it has one, weighed from the zone maps alone (no list is read to plan). The
     scans are chosen by FusedPlan.choose, which reads the lists it chooses. `whole`: the tables are all the
     query reads (not a share of several GPUs' or a Dask task's part, whose every group is added to others'),
-    so hashed groups in one table may be cut to those ORDER BY ... LIMIT can keep before they are read back."""
+    so hashed groups in one table may be cut to those ORDER BY ... LIMIT can keep before they are read back.
+    `choices`: a held table's kept choices (_kept_choice): a new constant of a shape whose earlier plan tested every
+    frame, and whose frames it is proven to test too, keeps that plan's choices, its frames classed by no zone map."""
     if mode not in MODES:
         raise UsageError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if chunk_frames is not None and chunk_frames < 1:
         raise UsageError(f"chunk rows must be positive, got {chunk_frames * FRAME_ROWS}")
     shaped = _Shaped.of(query, tables)
+    key = (shaped.spec, mode, chunk_frames, whole, shaped.shared is not None, *map(id, tables))
+    if choices is not None and key in choices:
+        found = _kept_choice(choices[key], shaped, mode, sm_count, chunk_frames, whole)
+        if found is not None:
+            return found
     spec, nullable, lowered, selectable = shaped.spec, shaped.nullable, shaped.lowered, shaped.selectable
-    reasons = list(shaped.reasons)
     classified = []
     for t, low, constants, bases, (classes, selected, counts) in zip(tables, lowered, shaped.constants, shaped.bases,
                                                                       _classified(tables, lowered, nullable)):
@@ -804,14 +821,7 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
         selectable_rows = [min(t.rows, FRAME_ROWS * (f.n - f.ruled_out)) for (t, *_), f in zip(classified, frames)]
         slots = hash_slots(spec, sum(selectable_rows) if shaped.shared is not None else max(selectable_rows),
                            1 if shaped.shared is not None else len(tables))
-        reasons.append(f"{spec.groups:,} possible groups take more than {GLOBAL_ACC_BYTES >> 20} MB as a dense array: "
-                       f"each group's words are found by its index in a hash table of {slots:,} slots, twice the groups "
-                       f"a run can select")
     top = shaped.top(whole)
-    if top is not None:
-        reasons.append(f"ORDER BY {top.key}{'' if top.ascending else ' DESC'} LIMIT {top.limit:,}: the groups' best keys "
-                       f"in {1 << top.bits:,} partitions give a threshold that at least {top.limit:,} groups reach; only "
-                       f"the groups that reach it are read back")
     target = chunk_frames or min(MAX_CHUNK_FRAMES, max(MIN_CHUNK_FRAMES, math.ceil(touched / CHUNKS_PER_QUERY)))
     table_plans = _table_plans([(t, f, selected, constants, bases, None)
                                 for (t, _, selected, constants, bases), f in zip(classified, frames)], query, spec, mode, target)
@@ -823,6 +833,26 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     top_plans = None if sliced is None else _TopPlans(
         [(t, f, selected, constants, bases, s) for (t, _, selected, constants, bases), f, s in zip(classified, frames, sliced)],
         query, spec, mode, target, options)
+    reasons = [*shaped.reasons, *_later_reasons(spec, slots, top, mode, tables)]
+    plan = FusedPlan(query, mode, spec, table_plans, reasons, shared_groups=shaped.shared is not None, top_plans=top_plans,
+                     hash_slots=slots, top=top)
+    if choices is not None and all(f.one_class == CHECK for f in frames):
+        plan._keep = functools.partial(_keep_choice, choices, key, shaped)
+    return plan
+
+
+def _later_reasons(spec: KernelSpec, slots: int, top: TopCut | None, mode: str, tables: list) -> list[str]:
+    """The reasons a plan gives after its kernel's (_Shaped's): its hash table, its ORDER BY ... LIMIT cut, its
+    mode's reads, its tables' clustering."""
+    reasons = []
+    if spec.hashed:
+        reasons.append(f"{spec.groups:,} possible groups take more than {GLOBAL_ACC_BYTES >> 20} MB as a dense array: "
+                       f"each group's words are found by its index in a hash table of {slots:,} slots, twice the groups "
+                       f"a run can select")
+    if top is not None:
+        reasons.append(f"ORDER BY {top.key}{'' if top.ascending else ' DESC'} LIMIT {top.limit:,}: the groups' best keys "
+                       f"in {1 << top.bits:,} partitions give a threshold that at least {top.limit:,} groups reach; only "
+                       f"the groups that reach it are read back")
     if mode in MAPPED_MODES:
         reasons.append(f"value columns read in place when a chunk's selected rows x {ZERO_COPY_READ_BYTES} B a column "
                        f"cost less than its frames copied whole")
@@ -831,8 +861,7 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     if any(t.sorted_by for t in tables):
         reasons.append(f"the rows are clustered by {tables[0].sorted_by}: its zone maps are narrow, so a range on it "
                        f"rules out most frames")
-    return FusedPlan(query, mode, spec, table_plans, reasons, shared_groups=shaped.shared is not None, top_plans=top_plans,
-                     hash_slots=slots, top=top)
+    return reasons
 
 
 @dataclass
@@ -925,6 +954,74 @@ class _Shaped:
         """The hashed groups' cut to those ORDER BY ... LIMIT can keep, where the tables are all the query reads and
         add into one table of words (codegen.top_cut), else None."""
         return top_cut(self.query, self.spec) if whole and (self.shared is not None or len(self.tables) == 1) else None
+
+
+# A new constant of a shape whose earlier plan tested every frame keeps that plan's choices (its chunks and scans) where
+# its own constants are proven to test every frame too: classing ten parts' frames, estimating their rows and weighing
+# the scans took most of SF 100's 3 ms plan of a new constant (Q6, the mission past 30,000 suppliers). The choices
+# weigh the bytes the selected rows cost (a value column read in place, the lists' entries): kept where the rows a
+# sample of frames selects are within KEPT_SHARE of the earlier constants' either way, so that a choice that would
+# flip was about as dear as the other.
+KEPT_SHARE = 1.25
+CHOICES_KEPT = 64  # kept choices a held table keeps (a shape, kernel and mode each)
+
+
+@dataclass(frozen=True)
+class _KeptChoice:
+    plan: "FusedPlan"  # the warm choice (scan auto) of an earlier text's plan
+    share: float  # the rows its predicate selects over a sample of frames (prune.sampled_fraction)
+
+
+def _keep_choice(choices: dict, key: tuple, shaped: _Shaped, chosen: "FusedPlan") -> None:
+    """Keep the warm choice of a plan whose every frame is tested for new constants of its shape (_kept_choice),
+    where no table is scanned by index (its buckets' entries are the constants') and nothing it reads is on disk."""
+    if any(tp.index is not None for tp in chosen.tables) or chosen._reads_disk(chosen, [False] * len(chosen.tables)):
+        return
+    if key not in choices and len(choices) >= CHOICES_KEPT:
+        choices.clear()
+    choices[key] = _KeptChoice(chosen, sampled_fraction(shaped.lowered[0], shaped.tables[0]))
+
+
+def _kept_choice(kept: _KeptChoice, shaped: _Shaped, mode: str, sm_count: int, chunk_frames: int | None,
+                 whole: bool) -> "FusedPlan | None":
+    """An earlier text's plan's choices (same kernel, tables, mode and chunking) for this text: where every frame of
+    every table is proven tested under its constants (prune.every_frame_tested: classed as the earlier plan's, so cut
+    alike, no frame's zone map read) and a sample of frames selects about as many rows (KEPT_SHARE). The same chunks
+    and scans, with this text's constants, group bases, undecided buckets and LIMIT cut; the estimates the earlier
+    text's, as its reasons say. Any other scan, or a read from disk, is the full plan's (FusedPlan.choose). None
+    where not."""
+    tables, lowered = shaped.tables, shaped.lowered
+    alike: dict = {}  # the tables that lower the predicate alike: proven together
+    for t, low in zip(tables, lowered):
+        if low is None:
+            return None
+        alike.setdefault(id(low), (low, []))[1].append(t)
+    for low, ts in alike.values():
+        if not every_frame_tested(low, [{c: t.columns[c].common_range() for c in low.columns()} for t in ts]):
+            return None
+    share = sampled_fraction(lowered[0], tables[0])
+    if not (share <= KEPT_SHARE * kept.share and kept.share <= KEPT_SHARE * share):
+        return None
+    earlier, buckets, out = kept.plan, {}, []
+    for tp, low, constants, bases in zip(earlier.tables, lowered, shaped.constants, shaped.bases):
+        sliced = tp.sliced
+        if sliced is not None:  # this text's undecided buckets, read by the same kernel
+            sliced = _sliced_scan(sliced.column, sliced.slot, tp.table, low, tp.frames.tested, buckets)
+            if sliced.kernel != tp.sliced.kernel:
+                return None
+        out.append(_replaced(tp, constants=constants, group_bases=bases, sliced=sliced, index_option=None))
+    top = shaped.top(whole)
+    reasons = [*shaped.reasons, *_later_reasons(shaped.spec, earlier.hash_slots, top, mode, tables),
+               f"every frame tested, proven from the values every frame of a column holds, as by the plan of an earlier "
+               f"text of this shape: its chunks and scans kept (its estimates are that text's; a sample of frames "
+               f"selects {share / kept.share if kept.share else 1:.2f} times its rows)"]
+    plan = dataclasses.replace(earlier, query=shaped.query, tables=out, reasons=reasons, top=top, top_plans=None,
+                               kept_from=earlier.kept_from or earlier.query.sql,
+                               _full=_Lazy(functools.partial(plan_fused, shaped.query, tables, mode, sm_count,
+                                                             chunk_frames, whole)))
+    plan._warm["auto"] = plan
+    plan._decided["auto"] = (plan, tuple(False for _ in out))
+    return plan
 
 
 def _lowered(query: Query, dictionaries: list[dict], ranges_by_table: list[dict], nulls: dict, sides: dict) -> list:
@@ -1083,17 +1180,24 @@ def _sliced_scans(spec: KernelSpec, classified: list, tested: list[int], lowered
         c = spec.columns[i]
         if i in spec.value_slots or not all(t.columns[c].has("sliced") and t.rows for t, *_ in classified):
             continue
-        scans, buckets = [], {}  # (lowered predicate, the column's range) → its buckets': parts alike found once
-        for (t, *_), low, frames_tested in zip(classified, lowered, tested):
-            lo, hi = t.columns[c].range()
-            if (low, lo, hi) not in buckets:
-                buckets[(low, lo, hi)] = _undecided(low, c, lo, hi)
-            bucket, dtype, share, mask = buckets[(low, lo, hi)]
-            scans.append(SlicedScan(c, i, lo, bucket, 0 if dtype is None else np.dtype(dtype).itemsize, mask,
-                                    share * FRAME_ROWS * frames_tested))
+        buckets: dict = {}
+        scans = [_sliced_scan(c, i, t, low, frames_tested, buckets)
+                 for (t, *_), low, frames_tested in zip(classified, lowered, tested)]
         if len({s.low_bytes for s in scans}) == 1:
             return scans
     return None
+
+
+def _sliced_scan(c: str, slot: int, table, low: Expr | None, tested: int, buckets: dict) -> SlicedScan:
+    """A table's SlicedScan of column `c` (kernel slot `slot`) under its lowered predicate, the undecided rows of its
+    `tested` frames estimated; `buckets`: (lowered predicate, the column's range) → _undecided's, found once for the
+    parts alike."""
+    lo, hi = table.columns[c].range()
+    if (low, lo, hi) not in buckets:
+        buckets[(low, lo, hi)] = _undecided(low, c, lo, hi)
+    bucket, dtype, share, mask = buckets[(low, lo, hi)]
+    return SlicedScan(c, slot, lo, bucket, 0 if dtype is None else np.dtype(dtype).itemsize, mask,
+                      share * FRAME_ROWS * tested)
 
 
 def _undecided(low: Expr | None, c: str, lo: int, hi: int) -> tuple:
