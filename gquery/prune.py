@@ -1156,8 +1156,8 @@ def decided_buckets(e: Expr | None, column: str, low: np.ndarray, high: np.ndarr
 # --- a new constant's frames, proven tested ----------------------------------------------------------------------
 def every_frame_tested(e: Expr | None, common: list[dict]) -> bool:
     """Whether classify tests every frame (CHECK) of some tables under `e`, proven without a frame's zone map: from
-    each table's common range of each column `e` reads (`common`: a dict a table, column → Column.common_range, the
-    values every one of its frames holds in its range, or None). Each atom of e (a leaf of its ANDs, ORs and NOTs) is
+    the values every frame holds of each column `e` reads (`common`: dicts, column → those values' range, as
+    Column.common_range finds a table's, or None; a frame in any dict's tables). Each atom of e (a leaf of its ANDs, ORs and NOTs) is
     classed over the common ranges as classify classes a frame (_classify). An atom of one column classed CHECK over a
     range is CHECK over every range that holds it (a comparison's class is exact: CHECK where the range holds a value
     that passes and one that fails; an IN list's is CHECK where a value of the list is in a range of more than one

@@ -982,6 +982,16 @@ def _keep_choice(choices: dict, key: tuple, shaped: _Shaped, chosen: "FusedPlan"
     choices[key] = _KeptChoice(chosen, sampled_fraction(shaped.lowered[0], shaped.tables[0]))
 
 
+def _common_range(columns: list) -> tuple[int, int] | None:
+    """The values every frame of these columns (a column of several tables) holds: their common ranges' (Column.
+    common_range) intersection, or None where it is empty."""
+    found = [c.common_range() for c in columns]
+    if None in found:
+        return None
+    low, high = max(r[0] for r in found), min(r[1] for r in found)
+    return (low, high) if low <= high else None
+
+
 def _kept_choice(kept: _KeptChoice, shaped: _Shaped, mode: str, sm_count: int, chunk_frames: int | None,
                  whole: bool) -> "FusedPlan | None":
     """An earlier text's plan's choices (same kernel, tables, mode and chunking) for this text: where every frame of
@@ -997,7 +1007,8 @@ def _kept_choice(kept: _KeptChoice, shaped: _Shaped, mode: str, sm_count: int, c
             return None
         alike.setdefault(id(low), (low, []))[1].append(t)
     for low, ts in alike.values():
-        if not every_frame_tested(low, [{c: t.columns[c].common_range() for c in low.columns()} for t in ts]):
+        # the values every frame of every such table holds: tested over them, tested over each table's own
+        if not every_frame_tested(low, [{c: _common_range([t.columns[c] for t in ts]) for c in low.columns()}]):
             return None
     share = sampled_fraction(lowered[0], tables[0])
     if not (share <= KEPT_SHARE * kept.share and kept.share <= KEPT_SHARE * share):
