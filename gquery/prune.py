@@ -1154,31 +1154,35 @@ def decided_buckets(e: Expr | None, column: str, low: np.ndarray, high: np.ndarr
 
 
 # --- a new constant's frames, proven tested ----------------------------------------------------------------------
-def every_frame_tested(e: Expr | None, common: list[dict]) -> bool:
-    """Whether classify tests every frame (CHECK) of some tables under `e`, proven without a frame's zone map: from
-    the values every frame holds of each column `e` reads (`common`: dicts, column → those values' range, as
-    Column.common_range finds a table's, or None; a frame in any dict's tables). Each atom of e (a leaf of its ANDs, ORs and NOTs) is
-    classed over the common ranges as classify classes a frame (_classify). An atom of one column classed CHECK over a
-    range is CHECK over every range that holds it (a comparison's class is exact: CHECK where the range holds a value
-    that passes and one that fails; an IN list's is CHECK where a value of the list is in a range of more than one
-    value), an atom of several columns is CHECK in every frame, and an AND, OR or NOT of atoms CHECK in a frame is
-    CHECK there: so every atom CHECK over the common ranges makes every frame CHECK."""
-    if e is None:
+def every_frame_classed(e: Expr | None, ranges: list[dict], cls: int) -> bool:
+    """Whether classify classes every frame of some tables `cls` (CHECK or ALWAYS) under `e`, proven without a
+    frame's zone map, from a range of each column `e` reads (`ranges`: dicts, column → (low, high), or None): for
+    CHECK the values every frame holds in its range (Column.common_range), for ALWAYS every value a frame can hold
+    (the column's range). Each atom of e (a leaf of its ANDs and ORs, and for CHECK of its NOTs) is classed over
+    those ranges as classify classes a frame (_classify). A class is monotone in the range: an atom of one column
+    CHECK over a range is CHECK over any range that holds it (a comparison's class is exact: CHECK where the range
+    holds a value that passes and one that fails; an IN list's is CHECK where a value of the list lies in a range
+    of more than one value), and ALWAYS over a range is ALWAYS over any range within it; an atom of several columns
+    is CHECK in every frame. An AND or an OR of atoms of one class in a frame, and a NOT of CHECK, is of that
+    class there: so every atom of the class over the ranges makes every frame of it."""
+    if e is None or cls not in (CHECK, ALWAYS):
         return False
     names = e.columns()
-    if any(r[c] is None for r in common for c in names):
+    if any(r[c] is None for r in ranges for c in names):
         return False
-    n = len(common)
-    zones = Zones(np.ones(n, np.int64), {c: np.array([r[c][0] for r in common], np.int64) for c in names},
-                  {c: np.array([r[c][1] for r in common], np.int64) for c in names})
+    n = len(ranges)
+    zones = Zones(np.ones(n, np.int64), {c: np.array([r[c][0] for r in ranges], np.int64) for c in names},
+                  {c: np.array([r[c][1] for r in ranges], np.int64) for c in names})
     stack = [e]
     while stack:  # (a loop: a predicate may nest thousands of terms)
         a = stack.pop()
         if isinstance(a, (And, Or)):
             stack += a.args
         elif isinstance(a, Not):
+            if cls != CHECK:  # (a NOT of ALWAYS is NEVER)
+                return False
             stack.append(a.arg)
-        elif not (_classify(a, zones, n, estimate=False)[0] == CHECK).all():
+        elif not (_classify(a, zones, n, estimate=False)[0] == cls).all():
             return False
     return True
 
@@ -1187,10 +1191,12 @@ SAMPLE_FRAMES = 256  # frames of a table whose estimates stand for its rows' (sa
 _samples: dict = {}  # (columns, every k-th frame, ids of the table's zone maps) → the sampled Zones
 
 
-def sampled_fraction(e: Expr, table) -> float:
+def sampled_fraction(e: Expr | None, table) -> float:
     """The mean of classify's estimates of `e` over a fixed sample of a table's frames (every k-th, about
     SAMPLE_FRAMES): a proxy of the share of rows `e` selects, compared between two constants of one shape
-    (fusedplan's kept choices), found in a few NumPy calls a term."""
+    (fusedplan's kept choices), found in a few NumPy calls a term. 1 without a predicate."""
+    if e is None:
+        return 1.0
     names = e.columns()
     n = -(-table.rows // FRAME_ROWS)
     step = max(1, n // SAMPLE_FRAMES)

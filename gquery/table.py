@@ -298,7 +298,7 @@ class Column:
     def common_range(self) -> tuple[int, int] | None:
         """(its frames' largest smallest value, their smallest largest value): the values every frame's range holds,
         or None where no value is in every frame's (a store clustered by the column). Found once: a new constant
-        within it cannot rule out a frame or pass one whole (prune.every_frame_tested)."""
+        within it cannot rule out a frame or pass one whole (prune.every_frame_classed)."""
         if self._common is None:
             lo, hi = self.zones()
             found = (int(lo.max()), int(hi.min())) if len(lo) else None

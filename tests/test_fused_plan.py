@@ -1071,29 +1071,32 @@ def _predicate(rng, depth=0):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_every_frame_is_proven_tested_only_where_classify_tests_every_frame(seed):
-    """prune.every_frame_tested, from each column's values every frame holds (Column.common_range), says so only
-    where classifying every frame's zone map tests each (random predicates of every kind of atom, over tables as
-    generated, of narrow frames and clustered), and proves most that do."""
-    from gquery.prune import every_frame_tested, frame_zones
+def test_every_frame_is_proven_tested_or_passing_only_where_classify_classes_every_frame_so(seed):
+    """prune.every_frame_classed says every frame is tested, from each column's values every frame holds
+    (Column.common_range), or passes whole, from each column's range, only where classifying every frame's zone
+    map classes each so (random predicates of every kind of atom, over tables as generated, of narrow frames and
+    clustered), and proves most that are."""
+    from gquery.prune import every_frame_classed, frame_zones
 
     rng = np.random.default_rng(seed)
     tables = [table(200_000, seed), table(200_000, seed + 100, sort_by="t"), table(5_000, seed)]
-    proven = tested = 0
+    proven, classed = {CHECK: 0, ALWAYS: 0}, {CHECK: 0, ALWAYS: 0}
     for _ in range(150):
         where = _predicate(rng)
         for t in tables:
             low = lower(where, {"s": ("A", "N", "R")}, t.ranges(list(where.columns())))
-            if not isinstance(low, type(where)) and isinstance(low, Literal):
-                assert not every_frame_tested(low, [{}])
+            if isinstance(low, Literal):
+                assert not every_frame_classed(low, [{}], CHECK)
                 continue
             classes, _ = classify(low, frame_zones(t, low.columns(), t.rows))
-            common = [{c: t.columns[c].common_range() for c in low.columns()}]
-            if every_frame_tested(low, common):
-                proven += 1
-                assert (classes == CHECK).all(), where
-            tested += bool((classes == CHECK).all())
-    assert proven >= 40 and proven >= tested // 3, (proven, tested)
+            for cls in (CHECK, ALWAYS):
+                ranges = [{c: t.columns[c].common_range() if cls == CHECK else t.columns[c].range() for c in low.columns()}]
+                if every_frame_classed(low, ranges, cls):
+                    proven[cls] += 1
+                    assert (classes == cls).all(), (where, cls)
+                classed[cls] += bool((classes == cls).all())
+    assert proven[CHECK] >= 40 and proven[CHECK] >= classed[CHECK] // 3, (proven, classed)
+    assert proven[ALWAYS] >= 10, (proven, classed)  # (a frame passing whole by an OR of parts of its range: unproven)
     assert table(50_000, sort_by="k").columns["k"].common_range() is None  # clustered: no value in every frame
 
 
@@ -1107,10 +1110,11 @@ def _kernel_inputs(plan) -> list:
 
 
 def test_a_new_constant_keeps_the_choices_of_an_earlier_plan_whose_every_frame_it_tests_too():
-    """fusedplan._kept_choice: a plan whose every frame is tested keeps its warm choice for its shape; a new constant
-    proven to test every frame too, selecting about as many rows, plans as that choice with its own constants, buckets
-    and LIMIT (what its run reads equal to a plan made afresh), without classing a frame. A constant that rules out
-    frames or selects many more rows plans afresh; another scan asked of a kept choice is the full plan's."""
+    """fusedplan._kept_choice: a plan whose every frame is tested, or passes whole, keeps its warm choice for its
+    shape; a new constant proven to class every frame so too, selecting about as many rows, plans as that choice with
+    its own constants, buckets and LIMIT (what its run reads equal to a plan made afresh), without classing a frame.
+    A constant that rules out frames or selects many more rows plans afresh; another scan asked of a kept choice is
+    the full plan's."""
     t = indexed_table(1_000_000)
     grouped = [table(1_000_000, 3)]
     shapes = [
@@ -1120,11 +1124,15 @@ def test_a_new_constant_keeps_the_choices_of_an_earlier_plan_whose_every_frame_i
         (grouped, lambda z: dataclasses.replace(query(Compare(">", col("p"), Literal(z, D2)), total(col("q")),
                                                       group_by=(col("k"),)), order_by=((1, False),), limit=z % 7 + 3),
          (-10**6, -10**6 + 1, -10**6 + 5)),
+        # every frame passing whole: past the largest key, and a grouped LIMIT with no WHERE
+        ([t], lambda z: query(Compare("<", col("k"), Literal(z, INTEGER)), total(PRODUCT)), (20_000, 20_001, 10**9)),
+        (grouped, lambda z: dataclasses.replace(query(None, total(col("q")), group_by=(col("k"),)), order_by=((1, False),),
+                                                limit=z), (3, 4, 9)),
     ]
     for tables, make, constants in shapes:
         choices: dict = {}
         first = plan_fused(make(constants[0]), tables, "pinned", 132, whole=True, choices=choices)
-        assert first.kept_from is None and all(tp.frames.one_class == CHECK for tp in first.tables)
+        assert first.kept_from is None and {tp.frames.one_class for tp in first.tables} in ({CHECK}, {ALWAYS})
         first.choose()
         assert len(choices) == 1  # kept: its warm choice, every frame tested
         for z in constants[1:]:

@@ -588,9 +588,9 @@ def test_a_held_table_plans_a_repeated_text_once_and_comes_to_its_warm_scan(data
 
 @pytest.mark.parametrize("mode", ["pinned", "pageable"])
 def test_new_constants_that_keep_an_earlier_texts_choices_are_exact(data_dir, mode):
-    """A held table keeps the warm choice of a plan whose every frame is tested (fusedplan._kept_choice): a new
-    constant proven to test every frame too plans as that choice, with its own constants, top byte's undecided
-    buckets, group bases and LIMIT, and launches from its layout. Every answer equal to the CPU reference's, and
+    """A held table keeps the warm choice of a plan whose every frame is tested, or passes whole
+    (fusedplan._kept_choice): a new constant proven to class every frame so too plans as that choice, with its own
+    constants, top byte's undecided buckets, group bases and LIMIT, and launches from its layout. Every answer equal to the CPU reference's, and
     every family of constants but its first few answered so."""
     import gquery
     from gquery.answer import settle
@@ -606,6 +606,10 @@ def test_new_constants_that_keep_an_earlier_texts_choices_are_exact(data_dir, mo
          "GROUP BY 1, 2 ORDER BY 1, 2" % (k, q) for k, q in ((1, 30), (2, 31), (7, 30), (3, 32), (1, 30))],
         ["SELECT l_suppkey, SUM(l_quantity) AS q FROM lineitem WHERE l_extendedprice > %d GROUP BY l_suppkey "
          "ORDER BY q DESC, l_suppkey LIMIT %d" % (p, n) for p, n in ((20000, 5), (20001, 6), (20002, 5), (20010, 9))],
+        # every frame passing whole: past the largest key, and no WHERE
+        [sql.named_sql("mission", z) for z in (200, 201, 250, 10**6)],
+        ["SELECT l_partkey, SUM(l_quantity) AS q FROM lineitem GROUP BY l_partkey ORDER BY q DESC, l_partkey LIMIT %d" % n
+         for n in (3, 4, 9, 20)],
     ]
     kept = 0
     for family in families:

@@ -43,7 +43,7 @@ from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, No
                                 kernel_spec, top_cut)
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
 from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, Estimate, EveryRow, SparseEstimate, SummaryEstimate, every_frame,
-                          classify_counted, compare_classes_together, compare_summary, decided_buckets, every_frame_tested,
+                          classify_counted, compare_classes_together, compare_summary, decided_buckets, every_frame_classed,
                           frame_zones, joined_once, kept, last_fractions, lower, narrowed, per_piece_together,
                           sampled_fraction, string_sides, summarized)
 from gquery.query import Expr, Query
@@ -836,8 +836,9 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     reasons = [*shaped.reasons, *_later_reasons(spec, slots, top, mode, tables)]
     plan = FusedPlan(query, mode, spec, table_plans, reasons, shared_groups=shaped.shared is not None, top_plans=top_plans,
                      hash_slots=slots, top=top)
-    if choices is not None and all(f.one_class == CHECK for f in frames):
-        plan._keep = functools.partial(_keep_choice, choices, key, shaped)
+    one = {f.one_class for f in frames} if choices is not None else set()  # (every frame of one class)
+    if len(one) == 1 and one <= {CHECK, ALWAYS}:
+        plan._keep = functools.partial(_keep_choice, choices, key, shaped, one.pop())
     return plan
 
 
@@ -956,9 +957,10 @@ class _Shaped:
         return top_cut(self.query, self.spec) if whole and (self.shared is not None or len(self.tables) == 1) else None
 
 
-# A new constant of a shape whose earlier plan tested every frame keeps that plan's choices (its chunks and scans) where
-# its own constants are proven to test every frame too: classing ten parts' frames, estimating their rows and weighing
-# the scans took most of SF 100's 3 ms plan of a new constant (Q6, the mission past 30,000 suppliers). The choices
+# A new constant of a shape whose earlier plan tested every frame (or passed every frame whole) keeps that plan's
+# choices (its chunks and scans) where its own constants are proven to class every frame so too: classing ten parts'
+# frames, estimating their rows and weighing the scans took most of SF 100's 3 ms plan of a new constant (Q6, the
+# mission past 30,000 suppliers; every row, its top-byte and packed cuts weighed for a predicate no chunk tests). The choices
 # weigh the bytes the selected rows cost (a value column read in place, the lists' entries): kept where the rows a
 # sample of frames selects are within KEPT_SHARE of the earlier constants' either way, so that a choice that would
 # flip was about as dear as the other.
@@ -970,16 +972,20 @@ CHOICES_KEPT = 64  # kept choices a held table keeps (a shape, kernel and mode e
 class _KeptChoice:
     plan: "FusedPlan"  # the warm choice (scan auto) of an earlier text's plan
     share: float  # the rows its predicate selects over a sample of frames (prune.sampled_fraction)
+    cls: int  # the class of its every frame: CHECK (tested) or ALWAYS (passing whole)
 
 
-def _keep_choice(choices: dict, key: tuple, shaped: _Shaped, chosen: "FusedPlan") -> None:
-    """Keep the warm choice of a plan whose every frame is tested for new constants of its shape (_kept_choice),
-    where no table is scanned by index (its buckets' entries are the constants') and nothing it reads is on disk."""
+def _keep_choice(choices: dict, key: tuple, shaped: _Shaped, cls: int, chosen: "FusedPlan") -> None:
+    """Keep the warm choice of a plan whose every frame is of one class, tested or passing whole, for new constants
+    of its shape (_kept_choice), where no table is scanned by index (its buckets' entries are the constants') and
+    nothing it reads is on disk; passing whole, where no predicate column holds NULLs (a NULL fails every test)."""
     if any(tp.index is not None for tp in chosen.tables) or chosen._reads_disk(chosen, [False] * len(chosen.tables)):
+        return
+    if cls == ALWAYS and any(low is not None and shaped.nullable & set(low.columns()) for low in shaped.lowered):
         return
     if key not in choices and len(choices) >= CHOICES_KEPT:
         choices.clear()
-    choices[key] = _KeptChoice(chosen, sampled_fraction(shaped.lowered[0], shaped.tables[0]))
+    choices[key] = _KeptChoice(chosen, sampled_fraction(shaped.lowered[0], shaped.tables[0]), cls)
 
 
 def _common_range(columns: list) -> tuple[int, int] | None:
@@ -992,23 +998,36 @@ def _common_range(columns: list) -> tuple[int, int] | None:
     return (low, high) if low <= high else None
 
 
+def _whole_range(columns: list) -> tuple[int, int] | None:
+    """Every value a frame of these columns (a column of several tables) holds: their ranges' (Column.range) span,
+    or None where one has no rows."""
+    found = [c.range() for c in columns]
+    return None if None in found else (min(r[0] for r in found), max(r[1] for r in found))
+
+
 def _kept_choice(kept: _KeptChoice, shaped: _Shaped, mode: str, sm_count: int, chunk_frames: int | None,
                  whole: bool) -> "FusedPlan | None":
     """An earlier text's plan's choices (same kernel, tables, mode and chunking) for this text: where every frame of
-    every table is proven tested under its constants (prune.every_frame_tested: classed as the earlier plan's, so cut
-    alike, no frame's zone map read) and a sample of frames selects about as many rows (KEPT_SHARE). The same chunks
-    and scans, with this text's constants, group bases, undecided buckets and LIMIT cut; the estimates the earlier
-    text's, as its reasons say. Any other scan, or a read from disk, is the full plan's (FusedPlan.choose). None
-    where not."""
+    every table is proven of the earlier plan's one class under its constants, tested or passing whole
+    (prune.every_frame_classed: classed as the earlier plan's, so cut alike, no frame's zone map read), and a sample
+    of frames selects about as many rows (KEPT_SHARE). The same chunks and scans, with this text's constants, group
+    bases, undecided buckets and LIMIT cut; the estimates the earlier text's, as its reasons say. Any other scan, or
+    a read from disk, is the full plan's (FusedPlan.choose). None where not."""
     tables, lowered = shaped.tables, shaped.lowered
     alike: dict = {}  # the tables that lower the predicate alike: proven together
     for t, low in zip(tables, lowered):
-        if low is None:
-            return None
         alike.setdefault(id(low), (low, []))[1].append(t)
     for low, ts in alike.values():
-        # the values every frame of every such table holds: tested over them, tested over each table's own
-        if not every_frame_tested(low, [{c: _common_range([t.columns[c] for t in ts]) for c in low.columns()}]):
+        if low is None:  # every row passes: every frame whole
+            if kept.cls != ALWAYS:
+                return None
+            continue
+        if kept.cls == ALWAYS and shaped.nullable & set(low.columns()):
+            return None  # (a NULL fails every test)
+        # tested over the values every frame of every such table holds, tested over each frame's own; passing over
+        # every value of them, passing over each frame's
+        span = _common_range if kept.cls == CHECK else _whole_range
+        if not every_frame_classed(low, [{c: span([t.columns[c] for t in ts]) for c in low.columns()}], kept.cls):
             return None
     share = sampled_fraction(lowered[0], tables[0])
     if not (share <= KEPT_SHARE * kept.share and kept.share <= KEPT_SHARE * share):
@@ -1023,9 +1042,10 @@ def _kept_choice(kept: _KeptChoice, shaped: _Shaped, mode: str, sm_count: int, c
         out.append(_replaced(tp, constants=constants, group_bases=bases, sliced=sliced, index_option=None))
     top = shaped.top(whole)
     reasons = [*shaped.reasons, *_later_reasons(shaped.spec, earlier.hash_slots, top, mode, tables),
-               f"every frame tested, proven from the values every frame of a column holds, as by the plan of an earlier "
-               f"text of this shape: its chunks and scans kept (its estimates are that text's; a sample of frames "
-               f"selects {share / kept.share if kept.share else 1:.2f} times its rows)"]
+               (f"every frame tested, proven from the values every frame of a column holds" if kept.cls == CHECK else
+                f"every frame passing whole, proven from every value of a column") +
+               f", as by the plan of an earlier text of this shape: its chunks and scans kept (its estimates are that "
+               f"text's; a sample of frames selects {share / kept.share if kept.share else 1:.2f} times its rows)"]
     plan = dataclasses.replace(earlier, query=shaped.query, tables=out, reasons=reasons, top=top, top_plans=None,
                                kept_from=earlier.kept_from or earlier.query.sql,
                                _full=_Lazy(functools.partial(plan_fused, shaped.query, tables, mode, sm_count,
