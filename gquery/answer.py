@@ -315,8 +315,8 @@ def gpu_plan(query: Query, data, sm_count: int, mode: str = "pinned", repeat: in
     table can be scanned so. `arch` given: a plan made anew has its kernels compiled here too, off the
     GPU's thread (gpu.fused.compile_plan). `whole`: False where the answer's partial is added to other parts'
     (a Dask task's): every group read back (fusedplan.plan_fused). `choices`: a held table's kept choices, by shape:
-    a new text whose constants, like an earlier text's of its shape, test every frame keeps that text's plan's
-    choices (fusedplan._kept_choice)."""
+    a new text whose constants, like an earlier text's of its shape, test every frame or pass every frame whole
+    keeps that text's plan's choices (fusedplan._kept_choice)."""
     t0 = time.perf_counter()
     key = (query, mode, chunk_frames)
     kept = plans.get(key) if plans is not None else None  # [the plan, the runs it has answered]

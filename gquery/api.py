@@ -121,8 +121,8 @@ class TableHandle:
         self._parsed: dict[str, object] = {}
         self._shapes: dict[str, object] = {}
         self._plans: dict | None = {} if isinstance(data, Table) or data.tables is not None else None
-        # the warm choices of plans whose every frame is tested, by shape: a new constant that tests every frame too
-        # keeps them (fusedplan._kept_choice)
+        # the warm choices of plans whose every frame is tested or passes whole, by shape: a new constant that
+        # classes every frame so too keeps them (fusedplan._kept_choice)
         self._choices: dict | None = {} if self._plans is not None else None
 
     @property

@@ -279,7 +279,8 @@ class FusedPlan:
     kept_from: str | None = None  # a kept choice's (_kept_choice): the earlier text whose chunks, scans and estimates it keeps
     # a kept choice's full plan (plan_fused's, made when asked for): any other scan, or a read from disk, is its choice
     _full: "_Lazy | None" = field(default=None, repr=False, compare=False)
-    # a plan whose every frame is tested: keeps its warm choice for new constants of its shape (_keep_choice), or None
+    # a plan whose every frame is tested, or passes whole: keeps its warm choice for new constants of its shape
+    # (_keep_choice), or None
     _keep: object = field(default=None, init=False, repr=False, compare=False)
 
     def choose(self, runs: int | None = None, scan: str = "auto") -> "FusedPlan":
@@ -793,14 +794,16 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     query reads (not a share of several GPUs' or a Dask task's part, whose every group is added to others'),
     so hashed groups in one table may be cut to those ORDER BY ... LIMIT can keep before they are read back.
     `choices`: a held table's kept choices (_kept_choice): a new constant of a shape whose earlier plan tested every
-    frame, and whose frames it is proven to test too, keeps that plan's choices, its frames classed by no zone map."""
+    frame, or passed every frame whole, proven to class its frames so too, keeps that plan's choices, its frames
+    classed by no zone map."""
     if mode not in MODES:
         raise UsageError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if chunk_frames is not None and chunk_frames < 1:
         raise UsageError(f"chunk rows must be positive, got {chunk_frames * FRAME_ROWS}")
     shaped = _Shaped.of(query, tables)
-    key = (shaped.spec, mode, chunk_frames, whole, shaped.shared is not None, *map(id, tables))
-    if choices is not None and key in choices:
+    key = None if choices is None else (shaped.spec, mode, chunk_frames, whole, shaped.shared is not None,
+                                         *map(id, tables))
+    if key is not None and key in choices:
         found = _kept_choice(choices[key], shaped, mode, sm_count, chunk_frames, whole)
         if found is not None:
             return found
@@ -876,6 +879,7 @@ class _Shaped:
     nullable: frozenset  # the query's columns that hold NULLs in some table (read with their validity)
     lowered: list
     selectable: list  # each table's narrowed ranges
+    ranges: dict  # each column's range over every table
     shared: tuple | None  # one base for every table's groups (_shared_bases), or None
     spec: KernelSpec
     constants: list  # each table's kernel constants
@@ -949,7 +953,7 @@ class _Shaped:
                 raise NotOnGpu("the parts lower the query to different kernels")
             constants.append(tuple(found))
         bases = [shared or tuple(r[c.name][0] // step for c, step in zip(query.group_by, steps)) for r in selectable]
-        return cls(query, tables, nullable, lowered, selectable, shared, spec, constants, bases, reasons)
+        return cls(query, tables, nullable, lowered, selectable, ranges, shared, spec, constants, bases, reasons)
 
     def top(self, whole: bool) -> TopCut | None:
         """The hashed groups' cut to those ORDER BY ... LIMIT can keep, where the tables are all the query reads and
@@ -998,13 +1002,6 @@ def _common_range(columns: list) -> tuple[int, int] | None:
     return (low, high) if low <= high else None
 
 
-def _whole_range(columns: list) -> tuple[int, int] | None:
-    """Every value a frame of these columns (a column of several tables) holds: their ranges' (Column.range) span,
-    or None where one has no rows."""
-    found = [c.range() for c in columns]
-    return None if None in found else (min(r[0] for r in found), max(r[1] for r in found))
-
-
 def _kept_choice(kept: _KeptChoice, shaped: _Shaped, mode: str, sm_count: int, chunk_frames: int | None,
                  whole: bool) -> "FusedPlan | None":
     """An earlier text's plan's choices (same kernel, tables, mode and chunking) for this text: where every frame of
@@ -1025,9 +1022,10 @@ def _kept_choice(kept: _KeptChoice, shaped: _Shaped, mode: str, sm_count: int, c
         if kept.cls == ALWAYS and shaped.nullable & set(low.columns()):
             return None  # (a NULL fails every test)
         # tested over the values every frame of every such table holds, tested over each frame's own; passing over
-        # every value of them, passing over each frame's
-        span = _common_range if kept.cls == CHECK else _whole_range
-        if not every_frame_classed(low, [{c: span([t.columns[c] for t in ts]) for c in low.columns()}], kept.cls):
+        # every value of every table, passing over each frame's
+        ranges = ({c: _common_range([t.columns[c] for t in ts]) for c in low.columns()} if kept.cls == CHECK
+                  else shaped.ranges)
+        if not every_frame_classed(low, [ranges], kept.cls):
             return None
     share = sampled_fraction(lowered[0], tables[0])
     if not (share <= KEPT_SHARE * kept.share and kept.share <= KEPT_SHARE * share):
