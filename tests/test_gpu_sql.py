@@ -775,3 +775,38 @@ def test_a_new_constants_launch_made_from_a_kept_layout_is_exact(engine, data_di
                 first = (launch, key)
     assert reused >= 10 and (mode != "pinned" or by_index >= 3), (reused, by_index)
     engine.memory.release_table(table)
+
+
+def test_a_scratch_buffer_grows_with_room_for_a_slightly_larger_request(engine):
+    """A buffer grown with headroom serves a later request up to that much larger as it is: nothing freed, the
+    memory's generation (every prepared launch's address book) unchanged; past it, grown again and the generation
+    moves."""
+    from gquery.gpu import memory
+
+    memory_ = engine.memory
+    first = int(memory_.scratch_device("test:ring", 1 << 20, 1.25))
+    before = memory.generation()
+    assert int(memory_.scratch_device("test:ring", (1 << 20) + (1 << 18), 1.25)) == first
+    host = memory_.scratch_host("test:stage", 1000, np.uint8, pinned=True, headroom=1.25)
+    assert len(host) == 1000 and len(memory_.scratch_host("test:stage", 1250, np.uint8, pinned=True)) == 1250
+    assert memory.generation() == before
+    memory_.scratch_device("test:ring", (1 << 20) + (1 << 19), 1.25)
+    assert memory.generation() != before
+
+
+@pytest.mark.parametrize("mode", ["pinned", "pageable"])
+def test_new_constants_of_a_clustered_table_keep_the_ring_their_chunk_grows_into(engine, mode):
+    """Each next constant over a table clustered by its column cuts one chunk a few frames longer: the ring slots
+    (and pageable stages) the first grew keep room for it, so no constant frees a buffer or moves the memory's
+    generation (its launch prepared once). Every answer equal to the CPU reference's."""
+    from gquery.gpu import memory
+
+    table = random_table(300_001, 5, sort_by="l_suppkey")
+    before = None
+    for z in range(700, 760, 6):
+        got = check(engine, table, f"SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < {z}",
+                    mode, scan="frames")
+        assert any(ch.streamed for ch in got.plan.tables[0].chunks), got.plan.describe()
+        before = memory.generation() if before is None else before
+    assert memory.generation() == before
+    engine.memory.release_table(table)

@@ -34,6 +34,11 @@ BLOCK_THREADS = 128  # 4 warps: a warp a frame
 MIN_BLOCKS_PER_SM = 4  # the generated kernels fit 128 registers without spills
 COUNTER_WORDS = 3  # a table's: values read in place, frames whose metadata was read in place, rows a hashed run found no slot for
 IMAGES_KEPT = 64  # shapes whose accumulators' initial words a runner keeps (fewer than codegen.TOP_MIN_GROUPS groups)
+# a ring slot (and a pageable chunk's pinned stage) grown a quarter beyond the chunk that needs it: a clustered table's
+# next constant cuts a chunk a few frames longer, and each regrowth freed and allocated nine device buffers and moved
+# the memory's generation, so the launch was prepared twice (H100, SF 10 by l_suppkey, Z = 1,000 on: 1.1-1.4 ms of
+# queueing in half the new texts, 0.1 ms in the others)
+RING_HEADROOM = 1.25
 LAYOUTS_KEPT = 64  # launches a table keeps by layout (FusedRunner._launch), for its new constants' plans
 META_KEPT_BYTES = 1 << 30  # columns' frame metadata a runner keeps in device memory, read in place or shipped (SF 1000: 94 MB a column)
 
@@ -492,11 +497,12 @@ class FusedRunner:
                     need[(c, "top")] = max(need.get((c, "top"), 0), w1 - w0)
                     continue
                 need[(c, "words")] = max(need.get((c, "words"), 0), 4 * (w1 - w0 + PAD_WORDS) + 64)
-        ring = [{k: int(memory.scratch_device(f"fused{s}:{k[0]}.{k[1]}", n)) for k, n in need.items()} for s in range(slots)]
+        ring = [{k: int(memory.scratch_device(f"fused{s}:{k[0]}.{k[1]}", n, RING_HEADROOM)) for k, n in need.items()}
+                for s in range(slots)]
         staged = need if plan.mode == "pageable" and need else {}  # pageable: each chunk staged through pinned buffers
         for s in range(2 if staged else 0):  # sized here, found by name at each run
             for k, n in staged.items():
-                memory.scratch_host(f"fusedstage{s}:{k[0]}.{k[1]}", n, np.uint8, pinned=True)
+                memory.scratch_host(f"fusedstage{s}:{k[0]}.{k[1]}", n, np.uint8, pinned=True, headroom=RING_HEADROOM)
 
         frames = sum(tp.frame_count for tp in plan.tables)
         classes = memory.scratch_mapped("fused:classes", frames, np.int8)

@@ -414,14 +414,16 @@ class GpuMemory:
         d, h = self._accumulator
         return d, h[:tables * ACC_WORDS]
 
-    def scratch_device(self, name: str, nbytes: int):
-        """A named device buffer of at least nbytes, kept and grown across calls."""
+    def scratch_device(self, name: str, nbytes: int, headroom: float = 1.0):
+        """A named device buffer of at least nbytes, kept and grown across calls: where it grows, to `headroom`
+        times nbytes (a later request that much larger finds it big enough)."""
         buf = self._scratch.get(name)
         if buf is None or buf[1] < nbytes:
             if buf is not None:
                 buf[0].free()
                 freed()
-            buf = self._scratch[name] = (self.device_empty(nbytes), nbytes)
+            size = int(nbytes * headroom)
+            buf = self._scratch[name] = (self.device_empty(size), size)
         return buf[0]
 
     def scratch_mapped(self, name: str, n: int, dtype) -> np.ndarray:
@@ -435,13 +437,13 @@ class GpuMemory:
                 freed()  # the old array goes with its last view: a run prepared on its address prepares again
         return arr[:n]
 
-    def scratch_host(self, name: str, n: int, dtype, pinned: bool) -> np.ndarray:
-        """A named host array of n elements, page-locked or not, kept across calls."""
+    def scratch_host(self, name: str, n: int, dtype, pinned: bool, headroom: float = 1.0) -> np.ndarray:
+        """A named host array of n elements, page-locked or not, kept across calls (grown as scratch_device's)."""
         key = f"{name}:{'pinned' if pinned else 'pageable'}:{np.dtype(dtype).str}"
         arr = self._scratch.get(key)
         if arr is None or len(arr) < n:
-            grown = arr is not None
-            arr = self._scratch[key] = self.pinned_empty(n, dtype) if pinned else np.empty(n, dtype)
+            grown, size = arr is not None, int(n * headroom)
+            arr = self._scratch[key] = self.pinned_empty(size, dtype) if pinned else np.empty(size, dtype)
             if grown:
                 freed()  # as scratch_mapped's
         return arr[:n]
