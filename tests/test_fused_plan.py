@@ -12,6 +12,7 @@ import pytest
 
 from gquery.gpu.fusedplan import plan_fused
 from gquery.gpu import codegen, nvrtc, kernels
+from gquery.gpu import fused
 from gquery.gpu.fused import fused_build
 from gquery.prune import ABSENT, ALWAYS, CHECK, NEVER, Zones, classify, lower
 from gquery.query import (BIGINT, BOOLEAN, DATE, DOUBLE, INTEGER, VARCHAR, Aggregate, And, Arith, Column, Compare, InList, Literal,
@@ -813,6 +814,9 @@ def test_the_top_byte_plan_left_uncut_only_where_its_bytes_could_not_matter():
         for op in ("<", ">="):
             plan = plan_fused(query(Compare(op, col("k"), Literal(z, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
             chosen = plan.choose()
+            if plan.empty:  # (no frame to read: no top-byte plan, no list, nothing weighed)
+                assert plan.top_plans is None and chosen is plan, (op, z)
+                continue
             uncut += not plan.top_plans.made
             packed, top = plan.tables[0], plan.by_top[0]
             top_bytes = top.stream_bytes + top.zero_copy_bytes
@@ -823,6 +827,23 @@ def test_the_top_byte_plan_left_uncut_only_where_its_bytes_could_not_matter():
                 frames.stream_bytes + frames.zero_copy_bytes
             assert chosen.tables[0].scan == ("index" if by_index else "sliced" if frames is top else "frames"), (op, z)
     assert uncut >= 3
+
+
+def test_a_plan_whose_every_frame_the_zone_maps_rule_out_weighs_and_cuts_nothing():
+    """Where the zone maps rule out every frame of every table, the plan is empty: no list or top byte is offered
+    (no row for them to find), its choice and what it is worth reading weigh nothing, and no frame is cut to say
+    which kernels it launches (none) — a new constant below a key's smallest value, SF 100's l_suppkey < 1, cut ten
+    parts' frames for 3 ms to launch nothing."""
+    t = indexed_table()
+    t.columns["k"].get("sliced")
+    below = int(t.columns["k"].zones()[0].min())
+    for where in (Compare("<", col("k"), Literal(below, INTEGER)), Compare(">", col("k"), Literal(2**40, INTEGER))):
+        plan = plan_fused(query(where, total(PRODUCT)), [t, t], "pinned", 132)
+        assert plan.empty and plan.top_plans is None and all(tp.index_option is None for tp in plan.tables)
+        assert plan.choose() is plan and plan.choose(runs=3) is plan and plan.worth_reading() == []
+        assert fused.plan_builds(plan) == [] and not any(tp.cut.made for tp in plan.tables)
+    some = plan_fused(query(Compare("<", col("k"), Literal(below + 1, INTEGER)), total(PRODUCT)), [t], "pinned", 132)
+    assert not some.empty and some.top_plans is not None and some.tables[0].index_option is not None
 
 
 def test_packed_frames_whose_floor_the_top_bytes_beat_are_never_cut_and_the_choice_is_the_one_weighed_exactly():

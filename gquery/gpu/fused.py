@@ -62,7 +62,8 @@ def index_kernel(scan) -> codegen.IndexKernel:
 def _launched(plan: FusedPlan) -> list[tuple]:
     """(index kernel, sliced kernel) of each kernel a run of the plan launches: the frame loop's (where a table is
     scanned by frames), and each index scan's."""
-    frames = any(tp.index is None and tp.chunks for tp in plan.tables)
+    frames = any(tp.index is None and tp.touched and tp.chunks for tp in plan.tables)  # (no frame touched: no chunk
+    # to cut; an empty plan launches nothing)
     found = [(None, plan.sliced_kernel)] if frames else []
     for tp in plan.tables:
         if tp.index is not None and (k := (index_kernel(tp.index), None)) not in found:

@@ -352,6 +352,8 @@ class FusedPlan:
         return self._weighed(runs, scan)
 
     def _weighed(self, runs: int | None, scan: str) -> tuple["FusedPlan", tuple[bool, ...]]:
+        if self.empty:  # the zone maps rule out every frame: no row to read either way, no frame cut to weigh
+            return self, (False,) * len(self.tables)
         plan = self._choose_top(runs, scan)
         by_index = []
         for tp in plan.tables:
@@ -829,10 +831,11 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     table_plans = _table_plans([(t, f, selected, constants, bases, None)
                                 for (t, _, selected, constants, bases), f in zip(classified, frames)], query, spec, mode, target)
     options = [None] * len(table_plans)
-    if mode in INDEX_MODES:
+    # (the zone maps rule out every frame: no row for a list or a top byte to find, nothing to weigh; an empty plan)
+    if mode in INDEX_MODES and touched:
         options = [_index_option(tp, spec, r) for tp, r in zip(table_plans, selectable)]
         table_plans = [_replaced(tp, index_option=o) for tp, o in zip(table_plans, options)]
-    sliced = _sliced_scans(spec, classified, [f.tested for f in frames], lowered, mode)
+    sliced = _sliced_scans(spec, classified, [f.tested for f in frames], lowered, mode) if touched else None
     top_plans = None if sliced is None else _TopPlans(
         [(t, f, selected, constants, bases, s) for (t, _, selected, constants, bases), f, s in zip(classified, frames, sliced)],
         query, spec, mode, target, options)
