@@ -157,6 +157,21 @@ class _Launch:
     again: object  # (another plan of the same layout_key) → its _Launch, made from this one's
 
 
+class _Placed:
+    """A table's array as a run reads it (`array`: Engine._host_buffer's) and, found when first asked for, its device
+    address (mapped memory), while the memory's generation is `generation` (nothing freed since: no address moved)."""
+
+    __slots__ = ("generation", "of", "array", "_base")
+
+    def __init__(self, generation: int, of: np.ndarray, array: np.ndarray):
+        self.generation, self.of, self.array, self._base = generation, of, array, None
+
+    def base(self, memory) -> int:
+        if self._base is None:
+            self._base = memory.mapped_pointer(self.array)
+        return self._base
+
+
 def runner_of(engine) -> "FusedRunner":
     """The engine's fused runner, made on first use and closed with the engine."""
     if "fused" not in engine.extensions:
@@ -246,9 +261,16 @@ class FusedRunner:
         self._written = None
 
     # --- where each column's bytes are -----------------------------------------------------------
-    def _host(self, table, column: str, buffer: str, mode: str) -> np.ndarray:
-        array = table.columns[column].get("packed").buffers()[buffer].reshape(-1)
-        return self.engine._host_buffer(table, (column, "fused", buffer), array, mode)
+    def _placed(self, table, key: tuple, array: np.ndarray, mode: str) -> "_Placed":
+        """Where a run in `mode` reads a table's array (Engine._host_buffer's: mapped where it can be), found once a
+        memory generation and kept with the table (a parted store's new constant looked up 60 arrays and their device
+        addresses, about 1 ms of its queueing on the H100)."""
+        k = ("fused-placed", self.engine.memory.tag, mode, *key)
+        found = table.cache.get(k)
+        if found is None or found.generation != generation() or found.of is not array:
+            made = generation()  # read first: memory freed while it is found makes it a past generation's
+            found = table.cache[k] = _Placed(made, array, self.engine._host_buffer(table, key, array.reshape(-1), mode))
+        return found
 
     def _device(self, table, column: str, buffer: str):
         array = table.columns[column].get("packed").buffers()[buffer].reshape(-1)
@@ -441,6 +463,7 @@ class FusedRunner:
         by_top = [tp.sliced.column if tp.sliced is not None and tp.index is None else None for tp in plan.tables]
         read_all([tp.table.columns[c] for tp, cols, top in zip(plan.tables, used, by_top) for c in cols if c != top], "packed")
         sources = {}  # (table index, column, buffer) → host array (mapped where it can be) or device allocation
+        placed = {}  # (table index, column, buffer) → its _Placed, where a host array: its device address found once
         for i, tp in enumerate(plan.tables):
             for c in used[i]:
                 if c == by_top[i]:  # its top bytes (shipped or read in place) and low bits (read in place)
@@ -450,17 +473,21 @@ class FusedRunner:
                                           f"{sliced.reference}, bucket {sliced.bucket}); rebuild the store")
                     for b, array in (("top", sliced.top), ("low", sliced.low)):
                         if array is not None:
-                            sources[(i, c, b)] = self.engine._host_buffer(tp.table, (c, "sliced", b), array, plan.mode)
+                            placed[(i, c, b)] = self._placed(tp.table, (c, "sliced", b), array, plan.mode)
                     continue
                 for b in ("meta", "words"):
-                    sources[(i, c, b)] = (self._device(tp.table, c, b) if plan.mode == "resident"
-                                          else self._host(tp.table, c, b, plan.mode))
+                    if plan.mode == "resident":
+                        sources[(i, c, b)] = self._device(tp.table, c, b)
+                    else:
+                        placed[(i, c, b)] = self._placed(tp.table, (c, "fused", b),
+                                                         tp.table.columns[c].get("packed").buffers()[b], plan.mode)
             if tp.index is not None:  # the lists, read in place in list order
                 lists = tp.table.columns[tp.index.column].get("indexed")
                 for b, array in (("ids", lists.ids), ("low", lists.low)):
                     if array is not None:
-                        sources[(i, tp.index.column, b)] = self.engine._host_buffer(
-                            tp.table, (tp.index.column, "indexed", b), array, plan.mode)
+                        placed[(i, tp.index.column, b)] = self._placed(tp.table, (tp.index.column, "indexed", b), array,
+                                                                       plan.mode)
+        sources.update((k, p.array) for k, p in placed.items())
         # the frames' metadata of every column a kernel reads packed, in place or shipped, from device memory: a chunk
         # copies a column's words alone (one copy a column, not two: Q1's 8 chunks queued 56 copies fewer)
         in_place = {(i, c): (tp.table, c) for i, tp in enumerate(plan.tables) if plan.mode in MAPPED_MODES
@@ -562,16 +589,13 @@ class FusedRunner:
         hash_args = ((lambda i: [keys_d + 8 * spec.key_words * (i % accumulating) * groups, groups - 1]) if spec.hashed
                      else (lambda i: []))
 
-        bases: dict = {}  # a source's device address, found once (a chunk's is an offset from it)
-
         def mapped_at(key: tuple, at: int = 0) -> int:
-            """memory.mapped_pointer(sources[key][at:]): 0 where nothing is left from `at`."""
+            """memory.mapped_pointer(sources[key][at:]): 0 where nothing is left from `at` (a chunk's address is an
+            offset from its source's, found once: _Placed.base)."""
             array = sources[key]
             if at >= len(array):
                 return 0
-            if key not in bases:
-                bases[key] = memory.mapped_pointer(array)
-            return bases[key] + at * array.itemsize
+            return placed[key].base(memory) + at * array.itemsize
 
         def mapped_span(key: tuple, first: int, end: int) -> int:
             """memory.mapped_pointer(sources[key][first:end]): 0 for an empty span. A new constant's index scans
