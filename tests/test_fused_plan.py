@@ -1174,4 +1174,43 @@ def test_a_new_constant_keeps_the_choices_of_an_earlier_plan_whose_every_frame_i
     clustered = table(1_000_000, sort_by="k")
     choices = {}
     plan_fused(mission(3_000), [clustered], "pinned", 132, choices=choices).choose()
-    assert not choices  # frames ruled out: no choice kept
+    # frames ruled out: kept for its own predicate alone (below), not for a new constant's
+    assert plan_fused(mission(3_001), [clustered], "pinned", 132, choices=choices).kept_from is None
+
+
+def test_a_text_whose_predicate_lowers_as_an_earlier_texts_keeps_its_choices_whatever_the_classes():
+    """A new constant in a select item or LIMIT leaves the predicate as an earlier text's lowered: that plan's choices
+    are kept whatever its frames' classes (ruled out, tested and passing whole over a clustered table; tested and
+    passing as generated), its frames not classed again, what its run reads equal to a plan made afresh. A new
+    constant in WHERE plans afresh."""
+    clustered, grouped = [table(1_000_000, 4, sort_by="k")], [table(1_000_000, 5, sort_by="t")]
+
+    def mission(z, c):  # SUM(q * (p - c)) WHERE k < z
+        scaled = Arith("*", col("q"), Arith("-", col("p"), Literal(c, INTEGER), decimal(16, 2)), decimal(18, 4))
+        return query(Compare("<", col("k"), Literal(z, INTEGER)), total(scaled))
+
+    def grouped_by_k(limit, c):  # SUM(q * (1 - d)) GROUP BY k WHERE t <= 9_000 ORDER BY 2 DESC LIMIT limit
+        charge = Arith("*", col("q"), Arith("-", Literal(c, INTEGER), col("d"), decimal(16, 2)), decimal(18, 4))
+        return dataclasses.replace(query(Compare("<=", col("t"), Literal(9_000, DATE)), total(charge), group_by=(col("k"),)),
+                                   order_by=((1, True),), limit=limit)
+
+    for tables, make, texts in [(clustered, mission, [(3_000, 1), (3_000, 2), (3_000, 7)]),
+                                (grouped, grouped_by_k, [(10, 1), (10, 3), (25, 3), (4, 2)])]:
+        choices: dict = {}
+        first = plan_fused(make(*texts[0]), tables, "pinned", 132, whole=True, choices=choices)
+        assert len({int(c) for c in np.unique(first.tables[0].frames.classes)}) >= 2  # of several classes
+        first.choose()
+        for text in texts[1:]:
+            kept = plan_fused(make(*text), tables, "pinned", 132, whole=True, choices=choices)
+            fresh = plan_fused(make(*text), tables, "pinned", 132, whole=True)
+            assert kept.kept_from == first.query.sql and kept.choose() is kept, text
+            assert kept.tables[0].frames is first.tables[0].frames  # the earlier plan's frames: none classed again
+            assert _kernel_inputs(kept) == _kernel_inputs(fresh.choose()), text
+            assert "predicate lowered as by the plan of an earlier text" in kept.describe()
+            for scan in ("frames", "sliced"):  # another scan: the full plan's choice
+                assert _kernel_inputs(kept.choose(scan=scan)) == _kernel_inputs(fresh.choose(scan=scan)), scan
+        moved = make(texts[0][0] + 1, texts[0][1]) if make is mission else None
+        if moved is not None:  # a new constant in WHERE: planned afresh
+            again = plan_fused(moved, tables, "pinned", 132, whole=True, choices=choices)
+            assert again.kept_from is None and _kernel_inputs(again.choose()) == _kernel_inputs(
+                plan_fused(moved, tables, "pinned", 132, whole=True).choose())

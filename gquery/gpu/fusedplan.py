@@ -805,8 +805,9 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     shaped = _Shaped.of(query, tables)
     key = None if choices is None else (shaped.spec, mode, chunk_frames, whole, shaped.shared is not None,
                                          *map(id, tables))
-    if key is not None and key in choices:
-        found = _kept_choice(choices[key], shaped, mode, sm_count, chunk_frames, whole)
+    if key is not None:  # an earlier text's plan of this very predicate, else one whose one class these constants keep
+        kept = choices.get((key, tuple(shaped.lowered))) or choices.get(key)
+        found = None if kept is None else _kept_choice(kept, shaped, mode, sm_count, chunk_frames, whole)
         if found is not None:
             return found
     spec, nullable, lowered, selectable = shaped.spec, shaped.nullable, shaped.lowered, shaped.selectable
@@ -842,9 +843,10 @@ def plan_fused(query: Query, tables: list, mode: str, sm_count: int, chunk_frame
     reasons = [*shaped.reasons, *_later_reasons(spec, slots, top, mode, tables)]
     plan = FusedPlan(query, mode, spec, table_plans, reasons, shared_groups=shaped.shared is not None, top_plans=top_plans,
                      hash_slots=slots, top=top)
-    one = {f.one_class for f in frames} if choices is not None else set()  # (every frame of one class)
-    if len(one) == 1 and one <= {CHECK, ALWAYS}:
-        plan._keep = functools.partial(_keep_choice, choices, key, shaped, one.pop())
+    if choices is not None:  # every frame of one class (tested or passing whole), else kept for this predicate alone
+        one = {f.one_class for f in frames}
+        cls = one.pop() if len(one) == 1 and one <= {CHECK, ALWAYS} else None
+        plan._keep = functools.partial(_keep_choice, choices, key, shaped, cls)
     return plan
 
 
@@ -970,7 +972,9 @@ class _Shaped:
 # mission past 30,000 suppliers; every row, its top-byte and packed cuts weighed for a predicate no chunk tests). The choices
 # weigh the bytes the selected rows cost (a value column read in place, the lists' entries): kept where the rows a
 # sample of frames selects are within KEPT_SHARE of the earlier constants' either way, so that a choice that would
-# flip was about as dear as the other.
+# flip was about as dear as the other. A text whose predicate lowers as an earlier text's did (a new constant in a select
+# item or LIMIT: Q1's) keeps that plan's choices whatever the classes: the same predicate over the same tables classes
+# and estimates every frame as it did.
 KEPT_SHARE = 1.25
 CHOICES_KEPT = 64  # kept choices a held table keeps (a shape, kernel and mode each)
 
@@ -978,21 +982,26 @@ CHOICES_KEPT = 64  # kept choices a held table keeps (a shape, kernel and mode e
 @dataclass(frozen=True)
 class _KeptChoice:
     plan: "FusedPlan"  # the warm choice (scan auto) of an earlier text's plan
-    share: float  # the rows its predicate selects over a sample of frames (prune.sampled_fraction)
-    cls: int  # the class of its every frame: CHECK (tested) or ALWAYS (passing whole)
+    share: float  # the rows its predicate selects over a sample of frames (prune.sampled_fraction); None where cls is
+    cls: int | None  # the class of its every frame: CHECK (tested) or ALWAYS (passing whole); None: of several, kept
+    # for texts whose predicate lowers as its did (keyed by the lowered predicates too)
 
 
-def _keep_choice(choices: dict, key: tuple, shaped: _Shaped, cls: int, chosen: "FusedPlan") -> None:
-    """Keep the warm choice of a plan whose every frame is of one class, tested or passing whole, for new constants
-    of its shape (_kept_choice), where no table is scanned by index (its buckets' entries are the constants') and
-    nothing it reads is on disk; passing whole, where no predicate column holds NULLs (a NULL fails every test)."""
+def _keep_choice(choices: dict, key: tuple, shaped: _Shaped, cls: int | None, chosen: "FusedPlan") -> None:
+    """Keep the warm choice of a plan for new texts of its shape (_kept_choice), where no table is scanned by index (its
+    buckets' entries are the constants') and nothing it reads is on disk: where its every frame is of one class,
+    tested or passing whole (`cls`), for new constants (passing whole, where no predicate column holds NULLs: a NULL
+    fails every test); else for texts whose predicate lowers as its did."""
     if any(tp.index is not None for tp in chosen.tables) or chosen._reads_disk(chosen, [False] * len(chosen.tables)):
         return
     if cls == ALWAYS and any(low is not None and shaped.nullable & set(low.columns()) for low in shaped.lowered):
         return
+    if cls is None:
+        key = (key, tuple(shaped.lowered))
     if key not in choices and len(choices) >= CHOICES_KEPT:
         choices.clear()
-    choices[key] = _KeptChoice(chosen, sampled_fraction(shaped.lowered[0], shaped.tables[0]), cls)
+    share = None if cls is None else sampled_fraction(shaped.lowered[0], shaped.tables[0])
+    choices[key] = _KeptChoice(chosen, share, cls)
 
 
 def _common_range(columns: list) -> tuple[int, int] | None:
@@ -1017,7 +1026,8 @@ def _kept_choice(kept: _KeptChoice, shaped: _Shaped, mode: str, sm_count: int, c
     alike: dict = {}  # the tables that lower the predicate alike: proven together
     for t, low in zip(tables, lowered):
         alike.setdefault(id(low), (low, []))[1].append(t)
-    for low, ts in alike.values():
+    same = kept.cls is None  # (found by this text's lowered predicates: the earlier text's, classing every frame alike)
+    for low, ts in () if same else alike.values():
         if low is None:  # every row passes: every frame whole
             if kept.cls != ALWAYS:
                 return None
@@ -1030,8 +1040,8 @@ def _kept_choice(kept: _KeptChoice, shaped: _Shaped, mode: str, sm_count: int, c
                   else shaped.ranges)
         if not every_frame_classed(low, [ranges], kept.cls):
             return None
-    share = sampled_fraction(lowered[0], tables[0])
-    if not (share <= KEPT_SHARE * kept.share and kept.share <= KEPT_SHARE * share):
+    share = kept.share if same else sampled_fraction(lowered[0], tables[0])
+    if not same and not (share <= KEPT_SHARE * kept.share and kept.share <= KEPT_SHARE * share):
         return None
     earlier, buckets, out = kept.plan, {}, []
     for tp, low, constants, bases in zip(earlier.tables, lowered, shaped.constants, shaped.bases):
@@ -1042,11 +1052,13 @@ def _kept_choice(kept: _KeptChoice, shaped: _Shaped, mode: str, sm_count: int, c
                 return None
         out.append(_replaced(tp, constants=constants, group_bases=bases, sliced=sliced, index_option=None))
     top = shaped.top(whole)
-    reasons = [*shaped.reasons, *_later_reasons(shaped.spec, earlier.hash_slots, top, mode, tables),
-               (f"every frame tested, proven from the values every frame of a column holds" if kept.cls == CHECK else
-                f"every frame passing whole, proven from every value of a column") +
-               f", as by the plan of an earlier text of this shape: its chunks and scans kept (its estimates are that "
-               f"text's; a sample of frames selects {share / kept.share if kept.share else 1:.2f} times its rows)"]
+    proof = ("the predicate lowered as by the plan of an earlier text of this shape, every frame classed so: its chunks "
+             "and scans kept (its estimates are that text's)" if same else
+             (f"every frame tested, proven from the values every frame of a column holds" if kept.cls == CHECK else
+              f"every frame passing whole, proven from every value of a column") +
+             f", as by the plan of an earlier text of this shape: its chunks and scans kept (its estimates are that "
+             f"text's; a sample of frames selects {share / kept.share if kept.share else 1:.2f} times its rows)")
+    reasons = [*shaped.reasons, *_later_reasons(shaped.spec, earlier.hash_slots, top, mode, tables), proof]
     plan = dataclasses.replace(earlier, query=shaped.query, tables=out, reasons=reasons, top=top, top_plans=None,
                                kept_from=earlier.kept_from or earlier.query.sql,
                                _full=_Lazy(functools.partial(plan_fused, shaped.query, tables, mode, sm_count,
