@@ -1214,3 +1214,33 @@ def test_a_text_whose_predicate_lowers_as_an_earlier_texts_keeps_its_choices_wha
             again = plan_fused(moved, tables, "pinned", 132, whole=True, choices=choices)
             assert again.kept_from is None and _kernel_inputs(again.choose()) == _kernel_inputs(
                 plan_fused(moved, tables, "pinned", 132, whole=True).choose())
+
+
+def test_a_new_constant_in_an_and_term_that_tests_every_frame_keeps_the_choices_of_a_plan_of_several_classes():
+    """Q6's shape over a table clustered by its date: the dates rule frames out and the quantity's bound tests every
+    frame of the rest, so a new bound (each AND term that differs proven to test every frame, before and now) classes
+    every frame as the earlier plan did: its choices kept, its frames not classed again, what its run reads equal to a
+    plan made afresh. A new date (frames ruled out elsewhere) or a bound no frame passes (no frame tested) plans
+    afresh."""
+    tables = [table(1_000_000, 6, sort_by="t")]
+
+    def q6(day, bound):  # SUM(q * p) WHERE t >= day AND t < day + 365 AND q < bound
+        return query(And((Compare(">=", col("t"), Literal(day, DATE)), Compare("<", col("t"), Literal(day + 365, DATE)),
+                          Compare("<", col("q"), Literal(bound, INTEGER)))), total(PRODUCT))
+
+    choices: dict = {}
+    first = plan_fused(q6(9_000, 24), tables, "pinned", 132, whole=True, choices=choices)
+    assert {int(c) for c in np.unique(first.tables[0].frames.classes)} == {NEVER, CHECK}
+    first.choose()
+    for bound in (26, 28, 22):  # (selecting within KEPT_SHARE of the first bound's rows)
+        kept = plan_fused(q6(9_000, bound), tables, "pinned", 132, whole=True, choices=choices)
+        fresh = plan_fused(q6(9_000, bound), tables, "pinned", 132, whole=True)
+        assert kept.kept_from == first.query.sql and kept.choose() is kept, bound
+        assert kept.tables[0].frames is first.tables[0].frames
+        assert np.array_equal(kept.tables[0].frames.classes, fresh.tables[0].frames.classes)
+        assert _kernel_inputs(kept) == _kernel_inputs(fresh.choose()), bound
+        assert "each AND term that differs proven to test every frame" in kept.describe()
+    for text in (q6(9_001, 24), q6(9_000, 1)):  # other frames ruled out; no frame tested
+        again = plan_fused(text, tables, "pinned", 132, whole=True, choices=choices)
+        assert again.kept_from is None and _kernel_inputs(again.choose()) == _kernel_inputs(
+            plan_fused(text, tables, "pinned", 132, whole=True).choose())

@@ -622,6 +622,44 @@ def test_new_constants_that_keep_an_earlier_texts_choices_are_exact(data_dir, mo
     t.close()
 
 
+@pytest.mark.parametrize("mode", ["pinned", "pageable"])
+def test_new_texts_that_keep_the_choices_of_a_plan_of_several_classes_are_exact(data_dir, mode):
+    """A held table ordered by l_shipdate (its dates rule frames out) keeps the warm choice of a plan whose frames are
+    of several classes for texts whose predicate lowers as its did (a new constant in a select item, a new LIMIT) or
+    whose AND terms that differ test every frame (Q6's l_quantity bound). Every answer equal to the CPU reference's,
+    and every family but its first text answered so."""
+    import gquery
+    import pyarrow.parquet as pq
+    from gquery.answer import settle
+
+    source = tpch.generate(0.01, data_dir, echo=lambda m: None)
+    arrow = pq.read_table(source.files[0])
+    arrow = arrow.cast(pa.schema([pa.field(f.name, pa.string() if f.type == pa.string_view() else f.type)
+                                  for f in arrow.schema]))  # (Arrow sorts no string views)
+    t = gquery.open(arrow.sort_by("l_shipdate"))
+    families = [
+        ["SELECT SUM(l_extendedprice * l_discount), COUNT(*) FROM lineitem WHERE l_shipdate >= DATE '1994-01-01' "
+         "AND l_shipdate < DATE '1995-01-01' AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < %d" % q
+         for q in (24, 25, 23, 26, 22)],
+        ["SELECT l_returnflag, l_linestatus, SUM(l_extendedprice * (%d - l_discount) * (1 + l_tax)), AVG(l_quantity), "
+         "COUNT(*) FROM lineitem WHERE l_shipdate <= DATE '1995-06-17' GROUP BY 1, 2 ORDER BY 1, 2" % k for k in (1, 2, 5, 3)],
+        ["SELECT l_suppkey, SUM(l_quantity) AS q FROM lineitem WHERE l_shipdate BETWEEN DATE '1996-02-01' AND "
+         "DATE '1996-05-01' GROUP BY l_suppkey ORDER BY q DESC, l_suppkey LIMIT %d" % n for n in (5, 6, 3, 9)],
+    ]
+    kept = 0
+    for family in families:
+        first = None
+        for text in family:
+            got = t.sql(text, mode=mode)
+            assert got.check, (text, mode)
+            first = first or got.plan
+            assert len({tp.frames.one_class for tp in first.tables}) == 1 and first.tables[0].frames.one_class is None
+            kept += got.plan.kept_from is not None
+            settle()
+    assert kept >= sum(len(f) - 1 for f in families) - 2, kept
+    t.close()
+
+
 def test_a_repeated_text_replays_its_queued_run_until_the_memory_changes(data_dir):
     """A repeated text's run replays what its first run queued (kept on the plan: addresses, host views, kernel
     arguments) while the memory's generation is unchanged; texts taking turns rewrite the scratch their kernels

@@ -46,7 +46,7 @@ from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, Estimate, EveryR
                           classify_counted, compare_classes_together, compare_summary, decided_buckets, every_frame_classed,
                           frame_zones, joined_once, kept, last_fractions, lower, narrowed, per_piece_together,
                           sampled_fraction, string_sides, summarized)
-from gquery.query import Expr, Query
+from gquery.query import And, Expr, Query
 
 # Two touched runs become one chunk when the ruled-out frames between them cost the link less than a
 # chunk's own fixed cost (its copies, events and launch: ~60 us, about 3 MB of the link): they are shipped
@@ -974,7 +974,8 @@ class _Shaped:
 # sample of frames selects are within KEPT_SHARE of the earlier constants' either way, so that a choice that would
 # flip was about as dear as the other. A text whose predicate lowers as an earlier text's did (a new constant in a select
 # item or LIMIT: Q1's) keeps that plan's choices whatever the classes: the same predicate over the same tables classes
-# and estimates every frame as it did.
+# and estimates every frame as it did; so does one whose AND terms that differ each test every frame, now and before
+# (Q6 over a table clustered by l_shipdate, a new l_quantity bound: its frames ruled out by the dates as before).
 KEPT_SHARE = 1.25
 CHOICES_KEPT = 64  # kept choices a held table keeps (a shape, kernel and mode each)
 
@@ -982,26 +983,27 @@ CHOICES_KEPT = 64  # kept choices a held table keeps (a shape, kernel and mode e
 @dataclass(frozen=True)
 class _KeptChoice:
     plan: "FusedPlan"  # the warm choice (scan auto) of an earlier text's plan
-    share: float  # the rows its predicate selects over a sample of frames (prune.sampled_fraction); None where cls is
-    cls: int | None  # the class of its every frame: CHECK (tested) or ALWAYS (passing whole); None: of several, kept
-    # for texts whose predicate lowers as its did (keyed by the lowered predicates too)
+    share: float  # the rows its predicate selects over a sample of frames (prune.sampled_fraction)
+    cls: int | None  # the class of its every frame: CHECK (tested) or ALWAYS (passing whole); None: of several
+    lowered: tuple  # each table's lowered predicate
 
 
 def _keep_choice(choices: dict, key: tuple, shaped: _Shaped, cls: int | None, chosen: "FusedPlan") -> None:
     """Keep the warm choice of a plan for new texts of its shape (_kept_choice), where no table is scanned by index (its
     buckets' entries are the constants') and nothing it reads is on disk: where its every frame is of one class,
     tested or passing whole (`cls`), for new constants (passing whole, where no predicate column holds NULLs: a NULL
-    fails every test); else for texts whose predicate lowers as its did."""
+    fails every test); else for texts whose predicate lowers as its did, or whose AND terms that differ test every
+    frame (kept under the kernel's key as its latest, and where of several classes under its predicates too)."""
     if any(tp.index is not None for tp in chosen.tables) or chosen._reads_disk(chosen, [False] * len(chosen.tables)):
         return
     if cls == ALWAYS and any(low is not None and shaped.nullable & set(low.columns()) for low in shaped.lowered):
         return
-    if cls is None:
-        key = (key, tuple(shaped.lowered))
-    if key not in choices and len(choices) >= CHOICES_KEPT:
+    if key not in choices and len(choices) >= CHOICES_KEPT - 1:
         choices.clear()
-    share = None if cls is None else sampled_fraction(shaped.lowered[0], shaped.tables[0])
-    choices[key] = _KeptChoice(chosen, share, cls)
+    lowered = tuple(shaped.lowered)
+    choices[key] = _KeptChoice(chosen, sampled_fraction(shaped.lowered[0], shaped.tables[0]), cls, lowered)
+    if cls is None:  # (a text of this very predicate finds it whatever a later plan of the kernel keeps)
+        choices[(key, lowered)] = choices[key]
 
 
 def _common_range(columns: list) -> tuple[int, int] | None:
@@ -1026,8 +1028,10 @@ def _kept_choice(kept: _KeptChoice, shaped: _Shaped, mode: str, sm_count: int, c
     alike: dict = {}  # the tables that lower the predicate alike: proven together
     for t, low in zip(tables, lowered):
         alike.setdefault(id(low), (low, []))[1].append(t)
-    same = kept.cls is None  # (found by this text's lowered predicates: the earlier text's, classing every frame alike)
-    for low, ts in () if same else alike.values():
+    same = tuple(lowered) == kept.lowered  # the earlier text's predicate: every frame classed and estimated alike
+    if not same and kept.cls is None and not _tested_alike(lowered, kept.lowered, tables):
+        return None
+    for low, ts in () if same or kept.cls is None else alike.values():
         if low is None:  # every row passes: every frame whole
             if kept.cls != ALWAYS:
                 return None
@@ -1054,7 +1058,9 @@ def _kept_choice(kept: _KeptChoice, shaped: _Shaped, mode: str, sm_count: int, c
     top = shaped.top(whole)
     proof = ("the predicate lowered as by the plan of an earlier text of this shape, every frame classed so: its chunks "
              "and scans kept (its estimates are that text's)" if same else
-             (f"every frame tested, proven from the values every frame of a column holds" if kept.cls == CHECK else
+             ("every frame classed as by the plan of an earlier text of this shape, each AND term that differs proven to "
+              "test every frame, from the values every frame of a column holds" if kept.cls is None else
+              f"every frame tested, proven from the values every frame of a column holds" if kept.cls == CHECK else
               f"every frame passing whole, proven from every value of a column") +
              f", as by the plan of an earlier text of this shape: its chunks and scans kept (its estimates are that "
              f"text's; a sample of frames selects {share / kept.share if kept.share else 1:.2f} times its rows)")
@@ -1066,6 +1072,45 @@ def _kept_choice(kept: _KeptChoice, shaped: _Shaped, mode: str, sm_count: int, c
     plan._warm["auto"] = plan
     plan._decided["auto"] = (plan, tuple(False for _ in out))
     return plan
+
+
+def _tested_alike(new: list, old: tuple, tables: list) -> bool:
+    """Whether each table's predicate, lowered now (`new`) and for an earlier plan (`old`), classes every frame alike:
+    their AND terms one for one, each pair that differs both proven to test every frame of the table
+    (prune.every_frame_classed, over the values every frame of a column holds). A frame's class under an AND is its
+    terms' least (classify): the terms alike leave it as before, and the differing ones cap it at CHECK, now as
+    before (so no frame passes whole for a NULL to undo)."""
+    if len(new) != len(old):
+        return False
+    pairs: dict = {}  # the tables that lower both predicates alike: proven together
+    for t, a, b in zip(tables, new, old):
+        pairs.setdefault((id(a), id(b)), (a, b, []))[2].append(t)
+    for a, b, ts in pairs.values():
+        if a == b:
+            continue
+        if a is None or b is None:
+            return False
+        terms_a, terms_b = _and_terms(a), _and_terms(b)
+        if len(terms_a) != len(terms_b):
+            return False
+        for x, y in zip(terms_a, terms_b):
+            if x != y and not all(every_frame_classed(
+                    term, [{c: _common_range([t.columns[c] for t in ts]) for c in term.columns()}], CHECK)
+                    for term in (x, y)):
+                return False
+    return True
+
+
+def _and_terms(e: Expr) -> list:
+    """A predicate's AND terms, nested ANDs flattened, in order (the predicate itself where it is no AND)."""
+    terms, stack = [], [e]
+    while stack:  # (a loop: a predicate may nest thousands of terms)
+        a = stack.pop()
+        if isinstance(a, And):
+            stack += reversed(a.args)
+        else:
+            terms.append(a)
+    return terms
 
 
 def _lowered(query: Query, dictionaries: list[dict], ranges_by_table: list[dict], nulls: dict, sides: dict) -> list:
