@@ -352,8 +352,6 @@ class FusedPlan:
         return self._weighed(runs, scan)
 
     def _weighed(self, runs: int | None, scan: str) -> tuple["FusedPlan", tuple[bool, ...]]:
-        if self.empty:  # the zone maps rule out every frame: no row to read either way, no frame cut to weigh
-            return self, (False,) * len(self.tables)
         plan = self._choose_top(runs, scan)
         by_index = []
         for tp in plan.tables:
@@ -977,7 +975,7 @@ class _Shaped:
 # and estimates every frame as it did; so does one whose AND terms that differ each test every frame, now and before
 # (Q6 over a table clustered by l_shipdate, a new l_quantity bound: its frames ruled out by the dates as before).
 KEPT_SHARE = 1.25
-CHOICES_KEPT = 64  # kept choices a held table keeps (a shape, kernel and mode each)
+CHOICES_KEPT = 64  # kept choices a held table keeps (a shape, kernel and mode each; and by predicate, _keep_choice)
 
 
 @dataclass(frozen=True)
@@ -1004,6 +1002,11 @@ def _keep_choice(choices: dict, key: tuple, shaped: _Shaped, cls: int | None, ch
     choices[key] = _KeptChoice(chosen, sampled_fraction(shaped.lowered[0], shaped.tables[0]), cls, lowered)
     if cls is None:  # (a text of this very predicate finds it whatever a later plan of the kernel keeps)
         choices[(key, lowered)] = choices[key]
+
+
+def _common_ranges(e: Expr, tables: list) -> dict:
+    """Each column `e` reads: the values every frame of it holds in every one of `tables` (_common_range)."""
+    return {c: _common_range([t.columns[c] for t in tables]) for c in e.columns()}
 
 
 def _common_range(columns: list) -> tuple[int, int] | None:
@@ -1040,8 +1043,7 @@ def _kept_choice(kept: _KeptChoice, shaped: _Shaped, mode: str, sm_count: int, c
             return None  # (a NULL fails every test)
         # tested over the values every frame of every such table holds, tested over each frame's own; passing over
         # every value of every table, passing over each frame's
-        ranges = ({c: _common_range([t.columns[c] for t in ts]) for c in low.columns()} if kept.cls == CHECK
-                  else shaped.ranges)
+        ranges = _common_ranges(low, ts) if kept.cls == CHECK else shaped.ranges
         if not every_frame_classed(low, [ranges], kept.cls):
             return None
     share = kept.share if same else sampled_fraction(lowered[0], tables[0])
@@ -1094,9 +1096,7 @@ def _tested_alike(new: list, old: tuple, tables: list) -> bool:
         if len(terms_a) != len(terms_b):
             return False
         for x, y in zip(terms_a, terms_b):
-            if x != y and not all(every_frame_classed(
-                    term, [{c: _common_range([t.columns[c] for t in ts]) for c in term.columns()}], CHECK)
-                    for term in (x, y)):
+            if x != y and not all(every_frame_classed(term, [_common_ranges(term, ts)], CHECK) for term in (x, y)):
                 return False
     return True
 
