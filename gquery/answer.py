@@ -23,7 +23,7 @@ from gquery.gpu.fused import compile_plan, empty_run, loaded, possible_builds, r
 from gquery.gpu.fusedplan import plan_fused
 from gquery.host import host_threads
 from gquery.query import Query
-from gquery.result import ColumnarPartial, Partial, Result, finalize, python_values
+from gquery.result import ColumnarPartial, Partial, Result, aggregate_funcs, finalize, python_values
 from gquery.table import COMPILE_AHEAD, READ_AHEAD, PartedTable, Table
 
 GPU_BACKENDS = ("gpu", "auto")
@@ -242,7 +242,9 @@ def fused_partial(query: Query, run) -> Partial:
 
 def table_partial(query: Query, spec, t) -> ColumnarPartial:
     """One table's groups of a fused run, as columns: the group columns' keys and each aggregate's state."""
-    if spec.wide_keys:  # a wide key's three words: its NULL flags (bit j: column j), then each column's digit
+    if not query.group_by:  # the whole table's one group: no key
+        digits = []
+    elif spec.wide_keys:  # a wide key's three words: its NULL flags (bit j: column j), then each column's digit
         words = np.asarray(t.index, dtype=np.int64).reshape(-1, 3)
         digits = [(np.ascontiguousarray(words[:, 1 + j]).view(np.uint64), (words[:, 0] >> j & 1).astype(bool))
                   for j in range(len(spec.group_cards))]
@@ -288,7 +290,7 @@ def table_partial(query: Query, spec, t) -> ColumnarPartial:
                 found = t.plan.table.columns[a.arg.name].dictionary.decode([0 if v is None else v for v in codes])
                 values = [None if v is None else s for v, s in zip(codes, found)]
             states.append([values, taken])
-    return ColumnarPartial(tuple(a.func for a in query.aggregates), keys, states, len(counts), t.rows_selected)
+    return ColumnarPartial(aggregate_funcs(query), keys, states, len(counts), t.rows_selected)
 
 
 @dataclass

@@ -52,7 +52,7 @@ class Partial:
 
     @classmethod
     def empty(cls, query: Query) -> "Partial":
-        return cls(tuple(a.func for a in query.aggregates))
+        return cls(aggregate_funcs(query))
 
     def add(self, key: tuple, states: list[list]) -> None:
         """Fold one group's states into this partial."""
@@ -289,8 +289,8 @@ def finalize(query: Query, partial: Partial) -> Result:
     The groups are ordered by the engines' values of the ORDER BY columns alone and cut at the LIMIT
     before any row is built: the top 10 of 100,000 groups builds 10 rows."""
     aggregates = query.aggregates
-    if partial.funcs != tuple(a.func for a in aggregates):
-        raise ValueError(f"a partial of {partial.funcs} for a query of {tuple(a.func for a in aggregates)}")
+    if partial.funcs != aggregate_funcs(query):
+        raise ValueError(f"a partial of {partial.funcs} for a query of {aggregate_funcs(query)}")
     if isinstance(partial, ColumnarPartial) and partial.keys is not None and query.group_by:
         order = _columnar_order(query, partial)
         if order is not None:  # NumPy ordered the groups: rows are made of those LIMIT keeps only
@@ -321,6 +321,12 @@ def finalize(query: Query, partial: Partial) -> Result:
 def _group_order(key: tuple) -> tuple:
     """A group key's place among the groups: by its values, a NULL after every value (as DuckDB orders)."""
     return tuple((v is None, v) if v is not None else (True, 0) for v in key)
+
+
+@functools.lru_cache(maxsize=256)
+def aggregate_funcs(query: Query) -> tuple[str, ...]:
+    """Each aggregate's function, in order: what a partial of the query holds (found once a query)."""
+    return tuple(a.func for a in query.aggregates)
 
 
 @functools.lru_cache(maxsize=256)

@@ -564,37 +564,60 @@ def test_the_cold_lists_are_read_once_they_pay_for_themselves():
     assert opt_plan.choose(runs=10_000) is opt_plan.choose(runs=3) is opt_plan.choose()
 
 
-@pytest.mark.parametrize("few_words", [0, 1 << 40])
-def test_every_group_is_read_at_once_exactly_as_one_at_a_time(few_words, monkeypatch):
+@pytest.mark.parametrize("few_words,tiny_words", [(0, 0), (1 << 40, 0), (1 << 40, 1 << 40)])
+def test_every_group_is_read_at_once_exactly_as_one_at_a_time(few_words, tiny_words, monkeypatch):
     """codegen.read_groups (NumPy over the accumulator words) against read_group (one group's words into
     Python integers): counts, 128-bit sums that fit 64 bits and sums that do not, negative ones, the
     wide sums' two halves, min and max; groups that selected no row left out. A table of many groups
-    read a column at a time, of a few by one copy (codegen.FEW_WORDS), alike."""
+    read a column at a time, of a few by one copy (codegen.FEW_WORDS), alike; a tiny table's words read as
+    Python integers (codegen.TINY_WORDS) give what NumPy's read gives, the rows an accumulator over a column
+    with NULLs took too."""
     monkeypatch.setattr(codegen, "FEW_WORDS", few_words)
+    monkeypatch.setattr(codegen, "TINY_WORDS", tiny_words)
+    t = table(3000, p_hi=2**62)
+    nullable = Table.from_values({n: t.columns[n].values() for n in t.columns}, SCHEMA, {"s": ("A", "N", "R")},
+                                 valid={"p": np.arange(3000) % 7 != 0})
     spec = plan_fused(query(None, total(PRODUCT), total(Arith("*", col("p"), col("p"), decimal(30, 4)), decimal(38, 4)),
-                            Aggregate("min", col("t"), DATE), Aggregate("max", col("p"), D2), group_by=(col("k"),)),
-                      [table(3000, p_hi=2**62)], "pinned", 132).spec
-    assert [a.kind for a in spec.accumulators] == ["sum", "wide", "min", "max"]
+                            Aggregate("min", col("t"), DATE), Aggregate("max", col("p"), D2),
+                            Aggregate("count", col("p"), BIGINT), group_by=(col("k"),)),
+                      [nullable], "pinned", 132).spec
+    assert [(a.kind, bool(a.valid)) for a in spec.accumulators] == [("sum", True), ("wide", True), ("min", False),
+                                                                   ("max", True), ("count", True)]
     rng = np.random.default_rng(3)
     for fits, empty in ((True, 0.3), (False, 0.3), (True, 0.0), (False, 0.0), ("zero high", 0.3), ("small", 0.0)):
         words = rng.integers(0, 2**64, spec.groups * spec.words, dtype=np.uint64)
         table_words = words.reshape(spec.groups, spec.words)
         table_words[:, 0] >>= np.uint64(1)  # a count of rows is below 2^63 (rows are 64-bit indices)
+        lows, k = [], 1  # each 128-bit sum's low word (a wide sum's two)
+        for a in spec.accumulators:
+            lows += [k] if a.kind == "sum" else [k, k + 2] if a.kind == "wide" else []
+            if a.valid:  # the count of rows an accumulator took is below 2^63 too
+                table_words[:, k + a.value_words] >>= np.uint64(1)
+            k += a.words
         table_words[table_words[:, 0] == 0, 0] = 1
         table_words[rng.random(spec.groups) < empty, 0] = 0  # groups that selected no row
         if fits is True:  # every 128-bit sum's high word the sign of its low word
-            for k in (1, 3, 5):
+            for k in lows:
                 table_words[:, k + 1] = np.where(table_words[:, k].view(np.int64) < 0, np.uint64(2**64 - 1), np.uint64(0))
         elif fits:  # every high word 0: low words past 2^63 are sums past int64 ("zero high"), or none are ("small")
-            for k in (1, 3, 5):
+            for k in lows:
                 table_words[:, k + 1] = 0
                 if fits == "small":
                     table_words[:, k] >>= np.uint64(2)
-        index, counts, values, _ = codegen.read_groups(spec, words)
+        index, counts, values, counted = codegen.read_groups(spec, words)
         assert index.tolist() == codegen.selected_groups(spec, words).tolist()
         for i, g in enumerate(index.tolist()):
             rows, exact = codegen.read_group(spec, words, g)
             assert counts[i] == rows and [v[i] for v in values] == exact
+        if tiny_words:  # as NumPy reads the same words
+            monkeypatch.setattr(codegen, "TINY_WORDS", 0)
+            np_index, np_counts, np_values, np_counted = codegen.read_groups(spec, words)
+            monkeypatch.setattr(codegen, "TINY_WORDS", tiny_words)
+            assert index.dtype == counts.dtype == np.int64
+            assert index.tolist() == np_index.tolist() and counts.tolist() == np_counts.tolist()
+            assert [python_values(v) for v in values] == [python_values(v) for v in np_values]
+            assert [c is None or (c.dtype == np.int64, c.tolist()) for c in counted] == \
+                [c is None or (True, c.tolist()) for c in np_counted]
 
 
 @pytest.mark.parametrize("group_by", [("k",), ("s",), ("t",), ("s", "d"), ("k", "q"), ("d", "t")])

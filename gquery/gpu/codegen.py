@@ -43,6 +43,7 @@ HASH_ACC_BYTES = 16 << 30
 HASH_PROBES = 4096  # slots a key probes at most: past them its rows are counted, and the run refused
 IN_INLINE = 16  # an IN list this long or shorter is tested value by value; longer, searched in a sorted set
 FEW_WORDS = 1 << 14  # a table of groups' words this small is read back by one copy, its words views of it
+TINY_WORDS = 256  # and this small as Python integers: a NumPy call costs more than a few words (a total's three)
 
 
 class NotOnGpu(GqueryError):
@@ -876,8 +877,13 @@ def read_groups(spec: KernelSpec, words) -> tuple[np.ndarray, np.ndarray, list[n
     """Every group that selected a row at once: (their indices, their row counts, each accumulator's exact
     values), as read_group reads one, without a Python loop over the groups: each accumulator's values an
     int64 array where every one fits 64 bits (a 128-bit sum whose high word is the sign of its low one),
-    else a list of Python integers. 100,000 groups in milliseconds."""
+    else a list of Python integers. 100,000 groups in milliseconds; a table of TINY_WORDS, Python integers."""
     n = spec.groups * spec.words
+    if n <= TINY_WORDS:  # the whole table's few words as Python integers, its groups found among them
+        flat = words[:n].tolist()
+        index = [g for g in range(0, n, spec.words) if flat[g]]
+        return (np.array([g // spec.words for g in index], dtype=np.int64),
+                *_read_tiny(spec, [flat[g:g + spec.words] for g in index]))
     table = np.asarray(words[:n], dtype=np.uint64).reshape(spec.groups, spec.words)
     selected = table[:, 0] != 0
     index = np.flatnonzero(selected)
@@ -895,6 +901,8 @@ def _read_table(spec: KernelSpec, table: np.ndarray, selected: np.ndarray | None
     """(row counts, each accumulator's values, each accumulator's rows where it counts them: those whose argument
     was not NULL, else None) of a table of groups' words, of its `selected` rows (None: all). A 'count'
     accumulator's values are its rows."""
+    if table.size <= TINY_WORDS:
+        return _read_tiny(spec, (table if selected is None else table[selected]).tolist())
     few, fits = table.size <= FEW_WORDS, {}
     if few:  # a few groups' words copied at once, and every sum's test at once: a NumPy call a word costs more
         chosen = table.copy() if selected is None else table[selected]
@@ -948,21 +956,38 @@ def _python_128s(lo: np.ndarray, hi: np.ndarray) -> list[int]:
 
 def read_group(spec: KernelSpec, words, g: int) -> tuple[int, list]:
     """(rows, each accumulator's exact value) of group g from the accumulator words (uint64)."""
-    base = g * spec.words
-    rows = int(words[base])
-    out, k = [], base + 1
+    rows, values, _ = _group_values(spec, [int(w) for w in words[g * spec.words:(g + 1) * spec.words]])
+    return rows, values
+
+
+def _group_values(spec: KernelSpec, words: list[int]) -> tuple[int, list[int], list[int | None]]:
+    """(rows, each accumulator's exact value, each accumulator's rows taken where it counts them, else None) of
+    one group's words as Python integers."""
+    values, counted, k = [], [], 1
     for a in spec.accumulators:
+        counted.append(words[k + a.value_words] if a.valid else None)
         if a.kind == "sum":
-            out.append(_signed_128(words[k], words[k + 1]))
+            values.append(_signed_128(words[k], words[k + 1]))
         elif a.kind == "wide":
-            out.append(_signed_128(words[k], words[k + 1]) + (_signed_128(words[k + 2], words[k + 3]) << 64))
+            values.append(_signed_128(words[k], words[k + 1]) + (_signed_128(words[k + 2], words[k + 3]) << 64))
         elif a.kind == "count":
-            out.append(int(words[k]))
+            values.append(words[k])
         else:
-            v = int(words[k])
-            out.append(v - 2**64 if v >= 2**63 else v)
+            v = words[k]
+            values.append(v - 2**64 if v >= 2**63 else v)
         k += a.words
-    return rows, out
+    return words[0], values, counted
+
+
+def _read_tiny(spec: KernelSpec, groups: list[list[int]]) -> tuple[np.ndarray, list, list]:
+    """_read_table of a few groups' words given as Python integers, a group at a time (_group_values): each
+    accumulator's values Python integers, its rows and rows taken int64 arrays, as _read_table's."""
+    read = [_group_values(spec, words) for words in groups]
+    rows = np.array([r for r, _, _ in read], dtype=np.int64)
+    values = [[v[j] for _, v, _ in read] for j in range(len(spec.accumulators))]
+    counted = [np.array([c[j] for _, _, c in read], dtype=np.int64) if a.valid else None
+               for j, a in enumerate(spec.accumulators)]
+    return rows, [counted[j] if a.kind == "count" else values[j] for j, a in enumerate(spec.accumulators)], counted
 
 
 def _signed_128(lo, hi) -> int:

@@ -112,7 +112,7 @@ class TableRun:
     selected: int | None = None  # rows selected, where its groups are not all read back (a TopCut's run)
     counted: list | None = None  # per accumulator over a column with NULLs, per group the rows it took (else None)
 
-    @property
+    @functools.cached_property  # asked by the run's profile and by the answer's partial
     def rows_selected(self) -> int:
         return int(self.counts.sum()) if self.selected is None else self.selected
 
