@@ -24,9 +24,8 @@ from gquery.gpu.fusedplan import plan_fused
 from gquery.host import host_threads
 from gquery.query import Query
 from gquery.result import ColumnarPartial, Partial, Result, aggregate_funcs, finalize, python_values
-from gquery.table import COMPILE_AHEAD, READ_AHEAD, PartedTable, Table
+from gquery.table import COMPILE_AHEAD, READ_AHEAD, PartedTable, Table, exiting
 
-GPU_BACKENDS = ("gpu", "auto")
 PLANS_KEPT = 1024  # fused plans a table keeps (a plan holds its chunks): queries past it are planned each time
 HOST_PHASES = {  # Answer.host_ms: where the public call's wall clock goes, host clock each, in order
     "parse": "the text to a bound Query (a repeated text: looked up)",
@@ -406,11 +405,6 @@ def settle(timeout_s: float = AFTER_WAIT_S) -> bool:
         waited = True
         thread.join(max(0.0, deadline - time.monotonic()))
     return waited
-
-
-def exiting() -> bool:
-    """The main thread has finished: the process is exiting (threads read and compile no more)."""
-    return not threading.main_thread().is_alive()
 
 
 def gpu_runs(query: Query, data, engine, mode: str = "pinned", repeat: int = 1, warmup: bool = True,

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import threading
 import time
 
 from gquery.errors import GqueryError, UsageError, deep_expressions
 from gquery.gpu.device import GpuUnavailable, device_thread, parse_gpus, probe, warm_up
-from gquery.options import check_repeat
+from gquery.options import GPU_BACKENDS, check_repeat
 from gquery.plan import MODES
 from gquery.sources import LineitemSource
 from gquery.table import Table, read_ahead
@@ -156,8 +157,6 @@ class TableHandle:
         least `repeat` runs and 0.1 s of them, as a benchmark times (gquery.timing): by default a call is
         one run, what a user waits for. `gpus`: a number or "all": the frames divided among the GPUs, each
         its share's fused kernel."""
-        from gquery import answer, sql  # (sqlglot's import waits for a first query, beside the GPU's context)
-
         started = time.perf_counter()
         data = self._live()
         if backend not in BACKENDS:
@@ -169,6 +168,16 @@ class TableHandle:
                 raise UsageError(f"{name} must be True or False, got {flag!r}")
         check_repeat(repeat)
         parse_gpus(gpus)
+        ahead = ()  # a table's first query on a GPU: the columns its text names read from here on, while the
+        # engine's modules and sqlglot are imported, the text parsed, and the GPU's context made
+        if self.gpu and _engine is None and not self._parsed and backend in GPU_BACKENDS and isinstance(text, str) \
+                and (isinstance(data, Table) or data.tables is not None):
+            columns, where = (data if isinstance(data, Table) else data.tables[0]).columns, text.lower().find("where")
+            ahead = named_columns(text, columns)
+            read_ahead([data] if isinstance(data, Table) else list(data.tables), ahead,
+                       named_columns(text[where:], columns) if where >= 0 else ())
+        from gquery import answer, sql  # (sqlglot's import waits for a first query, beside the GPU's context)
+
         if backend == "duckdb":  # DuckDB alone, over the files the table was opened from, read in place
             if self.source is None or not self.source.files:
                 raise UsageError("backend duckdb reads the table's files: this table was opened from arrays, an "
@@ -187,9 +196,10 @@ class TableHandle:
             raise GqueryError(f"no usable GPU: {reason}")
         result = None
         if reason is None:
-            if _engine is None and (isinstance(data, Table) or data.tables is not None):
+            missed = [c for c in query.columns() if c not in ahead]
+            if _engine is None and missed and (isinstance(data, Table) or data.tables is not None):
                 # the process's first GPU query: its columns are read while GPU 0's context is made
-                read_ahead(answer.parts_of(data), query.columns())
+                read_ahead(answer.parts_of(data), missed)
             try:
                 if gpus != 1:  # each share on its own GPU's thread, handed out from here
                     result = answer.gpu_answer_multi(query, data, engines(gpus), mode, repeat, warmup)
@@ -289,6 +299,13 @@ class Prepared:
 
     def __repr__(self) -> str:
         return f"Prepared({self.text!r})"
+
+
+def named_columns(text: str, columns) -> list[str]:
+    """The columns whose names the text holds as words (any case): a superset of those its query reads, found
+    before it is parsed (a name in a string literal is read for nothing)."""
+    words = set(re.findall(r"[a-z_][a-z0-9_$]*", text.lower()))
+    return [name for name in columns if name.lower() in words]
 
 
 def _on_gpu(job, here_if_idle: bool = False):

@@ -7,6 +7,8 @@ from __future__ import annotations
 from gquery.errors import GqueryError, UsageError
 from gquery.gpu.device import parse_gpus, resolve_gpus  # noqa: F401 (parse_gpus: the CLI's word for --gpus)
 
+GPU_BACKENDS = ("auto", "gpu")  # the backends that answer on a GPU where one is usable
+
 
 def check_positive(**flags: int | None) -> None:
     """Each given count is at least 1; keyword names are the flags with '_' for '-'."""

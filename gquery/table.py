@@ -329,35 +329,52 @@ class Column:
 COLUMNS_AT_ONCE = 4  # columns read together; each reads its buffers in pieces on host threads of its own
 
 
-def read_all(columns: list[Column], encoding: str) -> None:
+def read_all(columns: list[Column], encoding: str, stop=lambda: False) -> None:
     """Each column's encoding at hand, those still on disk read together: a query's columns land at the
-    rate of the host's threads rather than one column after another."""
+    rate of the host's threads rather than one column after another (none begun once `stop()`)."""
     from gquery.host import parallel_map
 
     todo = [c for c in columns if encoding not in c.encodings]
     if len(todo) > 1:
-        parallel_map(lambda c: c.get(encoding), todo, COLUMNS_AT_ONCE)
+        parallel_map(lambda c: None if stop() else c.get(encoding), todo, COLUMNS_AT_ONCE)
+
+
+def exiting() -> bool:
+    """The main thread has finished: the process is exiting (threads read and compile no more)."""
+    return not threading.main_thread().is_alive()
 
 
 READ_AHEAD = "gquery-read-ahead"  # the name of a thread reading columns ahead of the calls that need them
 COMPILE_AHEAD = "gquery-compile-ahead"  # and of one compiling kernels ahead (answer._compile_in_background)
 
 
-def read_ahead(tables: list, names) -> threading.Thread:
+def read_ahead(tables: list, names, ordered=()) -> threading.Thread:
     """Read the named stored columns' zone maps, then their packed words, on a thread of its own while the
-    caller goes on (a process's first query reads them while the GPU's context is being made). A read
-    that fails is left for the query's own read of it to report."""
+    caller goes on (a process's first query reads them while the GPU's context is being made), and sort the
+    zone maps of those `ordered` (that WHERE tests) as the planner does (zone_order: NumPy's sorts let go of
+    the GIL) while the words are read. A read that fails is left for the query's own read of it to report;
+    none begins once the main thread is done."""
     columns = [t.columns[n] for t in tables for n in names if n in t.columns and "packed" in t.columns[n].stored]
 
-    def run() -> None:
+    def run(step) -> None:
         try:
-            for c in columns:
-                c.zone_buffers()
-            read_all(columns, "packed")
+            step()
         except Exception:  # noqa: BLE001 (the query reads the column again and raises its one-line error)
             pass
 
-    thread = threading.Thread(target=run, name=READ_AHEAD)  # not a daemon: answer._read_in_background says why
+    def zones() -> None:
+        for c in columns:
+            if exiting():
+                return
+            c.zone_buffers()
+        words = threading.Thread(target=run, args=(lambda: read_all(columns, "packed", exiting),), name=READ_AHEAD)
+        words.start()
+        for c in columns:
+            if c.name in ordered and not exiting():
+                c.zone_order()
+        words.join()
+
+    thread = threading.Thread(target=run, args=(zones,), name=READ_AHEAD)  # not a daemon: answer._read_in_background says why
     thread.start()
     return thread
 
