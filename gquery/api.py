@@ -168,14 +168,14 @@ class TableHandle:
                 raise UsageError(f"{name} must be True or False, got {flag!r}")
         check_repeat(repeat)
         parse_gpus(gpus)
+        held = [data] if isinstance(data, Table) else data.tables  # (None: a window's parts, opened as they are read)
         ahead = ()  # a table's first query on a GPU: the columns its text names read from here on, while the
         # engine's modules and sqlglot are imported, the text parsed, and the GPU's context made
         if self.gpu and _engine is None and not self._parsed and backend in GPU_BACKENDS and isinstance(text, str) \
-                and (isinstance(data, Table) or data.tables is not None):
-            columns, where = (data if isinstance(data, Table) else data.tables[0]).columns, text.lower().find("where")
+                and held is not None:
+            columns, where = held[0].columns, text.lower().find("where")
             ahead = named_columns(text, columns)
-            read_ahead([data] if isinstance(data, Table) else list(data.tables), ahead,
-                       named_columns(text[where:], columns) if where >= 0 else ())
+            read_ahead(list(held), ahead, named_columns(text[where:], columns) if where >= 0 else ())
         from gquery import answer, sql  # (sqlglot's import waits for a first query, beside the GPU's context)
 
         if backend == "duckdb":  # DuckDB alone, over the files the table was opened from, read in place
@@ -196,10 +196,11 @@ class TableHandle:
             raise GqueryError(f"no usable GPU: {reason}")
         result = None
         if reason is None:
-            missed = [c for c in query.columns() if c not in ahead]
-            if _engine is None and missed and (isinstance(data, Table) or data.tables is not None):
-                # the process's first GPU query: its columns are read while GPU 0's context is made
-                read_ahead(answer.parts_of(data), missed)
+            if _engine is None and held is not None:  # the process's first GPU query: its columns (those its text
+                # did not name as words) are read while GPU 0's context is made
+                missed = [c for c in query.columns() if c not in ahead]
+                if missed:
+                    read_ahead(list(held), missed)
             try:
                 if gpus != 1:  # each share on its own GPU's thread, handed out from here
                     result = answer.gpu_answer_multi(query, data, engines(gpus), mode, repeat, warmup)
