@@ -479,7 +479,7 @@ def compare_classes_together(e: Compare, orders: list, zones: list[Zones], rows:
         if k_low == n and k_high == 0:  # every frame tested (a key scattered through every frame)
             out[i] = every_frame(n, CHECK), TestedEstimate(e, order, z, r, c_)
         elif order.in_frame_order:  # frames [0, k_high) hold values below c_ alone, [k_low, n) none: those between tested
-            out[i] = _stretched_classes(e, z, r, k_high, k_low, below)
+            out[i] = _stretched_classes(e, z, r, k_high, k_low, below, classes)
         elif k_low * SPARSE_SHARE <= n:  # few frames hold values below c_: the others (low >= c_) none
             sparse.append((i, order.low_order[:k_low], NEVER if below else ALWAYS))
         elif (n - k_high) * SPARSE_SHARE <= n:  # few frames hold values at or above c_: the others (high < c_) none
@@ -514,17 +514,18 @@ def compare_classes_together(e: Compare, orders: list, zones: list[Zones], rows:
     return out
 
 
-def _stretched_classes(e: Compare, zones: Zones, rows: int, first: int, end: int, below: bool) -> tuple[np.ndarray, "Estimate"]:
+def _stretched_classes(e: Compare, zones: Zones, rows: int, first: int, end: int, below: bool,
+                       classes: bool = True) -> tuple[np.ndarray | None, "Estimate"]:
     """compare_classes' where the frames ascend in the column (a store clustered by it): the frames before `first`
     one class (every row below the constant), those from `end` the other, and those between compared one by one,
-    as classify compares every frame (a clustered SF 10's 58,581 frames classed by blocks took 0.4 ms a constant)."""
+    as classify compares every frame (a clustered SF 10's 58,581 frames classed by blocks took 0.4 ms a constant).
+    Without `classes`, None for them: the StretchEstimate's three stretches give them."""
     name, n = e.left.name, len(zones.rows)
-    classes, fractions = _compare(e.op, zones.low[name][first:end], zones.high[name][first:end], int(e.right.value),
-                                  tuple(x[first:end] for x in zones.spans_of(name)))
-    cls = np.empty(n, np.int8)
-    cls[:first], cls[first:end], cls[end:] = (ALWAYS, classes, NEVER) if below else (NEVER, classes, ALWAYS)
-    fractions = np.where(classes == CHECK, fractions, classes == ALWAYS)  # (as _finished makes them)
-    return cls, StretchEstimate(n, rows, (0, first) if below else (end, n), first, fractions)
+    middle, fractions = _compare(e.op, zones.low[name][first:end], zones.high[name][first:end], int(e.right.value),
+                                 tuple(x[first:end] for x in zones.spans_of(name)))
+    fractions = np.where(middle == CHECK, fractions, middle == ALWAYS)  # (as _finished makes them)
+    estimate = StretchEstimate(n, rows, first, end, middle.astype(np.int8, copy=False), below, fractions)
+    return (estimate.classes() if classes else None), estimate
 
 
 def _mostly_tested(e: Compare, order, zones: Zones, rows: int, c_: int, k_low: int, k_high: int,
@@ -541,17 +542,60 @@ def _mostly_tested(e: Compare, order, zones: Zones, rows: int, c_: int, k_low: i
     return classes, MostlyTestedEstimate(e, order, zones, rows, c_, few, classes[few] == ALWAYS)
 
 
-class StretchEstimate(Estimate):
-    """The estimate of frames in three stretches: every row of `passing` (first, end), each frame's fraction of
-    those from `first` (`fractions`, a frame each), none of the others: no array a frame (a clustered table's
-    new constant)."""
+class ClassesGiven(Estimate):
+    """An Estimate that gives its frames' classes too, from a few arrays of its own (write_classes): no array a frame
+    unless one is asked for (classes, made once)."""
 
-    def __init__(self, n: int, rows: int, passing: tuple[int, int], first: int, fractions: np.ndarray):
-        self.n, self.rows, self.passing, self.first, self._fractions = n, rows, passing, first, fractions
+    n: int
+    _classes: np.ndarray | None = None
+
+    @abc.abstractmethod
+    def write_classes(self, out: np.ndarray) -> None:
+        """Each frame's class, written into `out` (int8, a frame each)."""
+
+    def classes(self) -> np.ndarray:
+        """Each frame's class (int8), made once, read only."""
+        if self._classes is None:
+            out = np.empty(self.n, np.int8)
+            self.write_classes(out)
+            out.setflags(write=False)
+            self._classes = out
+        return self._classes
+
+
+class StretchEstimate(ClassesGiven):
+    """The classes and estimate of frames in three stretches: [0, first) and [end, n) one class each (`outer`: every
+    row of the first where `below`, none of the second, else the reverse), those between classed one by one
+    (`middle`) with each one's fraction (`fractions`): no array a frame (a clustered table's new constant). Its
+    stretches of a class, its classes (written where wanted, or made once) come from those three."""
+
+    def __init__(self, n: int, rows: int, first: int, end: int, middle: np.ndarray, below: bool, fractions: np.ndarray):
+        self.n, self.rows, self.first, self.end, self._fractions = n, rows, first, end, fractions
+        self.middle, self.outer = middle, (ALWAYS, NEVER) if below else (NEVER, ALWAYS)
+        middle.setflags(write=False)  # (a kept cut keeps the estimate to compare a later plan's with: fusedplan)
+        self.passing = (0, first) if below else (end, n)
         selected = fractions * FRAME_ROWS
         if len(fractions) and first + len(fractions) == n:  # the last frame holds fewer rows
             selected[-1] = fractions[-1] * (rows - FRAME_ROWS * (n - 1))
         self._selected_before = np.concatenate([[0.0], np.cumsum(selected)])
+
+    def write_classes(self, out: np.ndarray) -> None:
+        """Each frame's class, written into `out` (int8, a frame each)."""
+        out[:self.first], out[self.first:self.end], out[self.end:] = self.outer[0], self.middle, self.outer[1]
+
+    def stretches(self, holds) -> tuple[np.ndarray, np.ndarray]:
+        """(first, end) of each stretch of the frames whose class `holds` (a test of a class, or of an int8 array of
+        them): found over the middle frames with each outer stretch one place beside them, not over every frame."""
+        low, high = self.first > 0 and bool(holds(self.outer[0])), self.end < self.n and bool(holds(self.outer[1]))
+        mask = np.concatenate([[False, low], holds(self.middle), [high, False]])
+        at = np.concatenate([[0, 0], np.arange(self.first, self.end), [self.end, self.n]])  # each place's first frame
+        edges = np.flatnonzero(mask[1:] != mask[:-1]) + 1  # each stretch's first place, then its end place
+        return at[edges[0::2]], at[edges[1::2]]
+
+    def same(self, other: "StretchEstimate") -> bool:
+        """Whether another's frames are classed as these are."""
+        return (self.n, self.first, self.end, self.outer) == (other.n, other.first, other.end, other.outer) and \
+            np.array_equal(self.middle, other.middle)
 
     def per_piece(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         a, b = self.passing
@@ -650,7 +694,7 @@ class MostlyTestedEstimate(TestedEstimate):
         return c[np.searchsorted(self._few, ends)] - c[np.searchsorted(self._few, firsts)]
 
 
-class SparseEstimate(Estimate):
+class SparseEstimate(ClassesGiven):
     """An estimate kept as sorted frame lists: every row of the frames that pass whole (`passing`, or every frame
     but those where `complement`), and each tested frame's fraction of its rows (`tested`, `fractions`). The lists
     give the frames' classes too (every frame but those listed ruled out, or passing whole where `complement`):
@@ -659,7 +703,7 @@ class SparseEstimate(Estimate):
     def __init__(self, n: int, rows: int, passing: np.ndarray, complement: bool, tested: np.ndarray,
                  fractions: np.ndarray):
         self.n, self.rows, self.passing, self.complement, self.tested = n, rows, passing, complement, tested
-        self._fractions, self._classes = fractions, None
+        self._fractions = fractions
         passing.setflags(write=False)  # (a kept cut keeps the lists to compare a later plan's with: fusedplan)
         tested.setflags(write=False)
         selected = fractions * FRAME_ROWS
@@ -672,15 +716,6 @@ class SparseEstimate(Estimate):
         out[:] = ALWAYS if self.complement else NEVER
         out[self.passing] = NEVER if self.complement else ALWAYS  # (where `complement`: the tested among them too)
         out[self.tested] = CHECK
-
-    def classes(self) -> np.ndarray:
-        """Each frame's class (int8), made once, read only."""
-        if self._classes is None:
-            out = np.empty(self.n, np.int8)
-            self.write_classes(out)
-            out.setflags(write=False)
-            self._classes = out
-        return self._classes
 
     def _passing_in(self, firsts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """Each piece's frames that pass whole."""

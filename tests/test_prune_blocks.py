@@ -397,6 +397,49 @@ def test_a_clustered_columns_frames_are_classed_in_three_stretches():
 
 
 @pytest.mark.parametrize("seed", range(4))
+def test_frames_classed_in_three_stretches_give_what_their_classes_give(seed):
+    """A clustered column's frames as a plan finds them from their StretchEstimate alone (compare_classes_together
+    without classes: no array a frame) give the stretches, tested frames, pieces and written classes that the same
+    classes give frame by frame (fusedplan._Frames); two constants classed alike are alike to a kept cut, and two
+    classed apart are not."""
+    from gquery.gpu.fusedplan import _classed_alike, _Frames, _kept_classes, _pieces
+    from gquery.table import zone_order
+
+    rng = random.Random(310 + seed)
+    frames = rng.choice([BLOCK_FRAMES + 3, 5 * BLOCK_FRAMES + 17])
+    edges = np.sort(np.array([rng.randint(-10**4, 10**4) for _ in range(frames + 3)], np.int64))
+    low, high = edges[:-3], edges[3:]  # (each frame's range over three others': a constant's middle several frames)
+    z = prune.Zones(np.r_[np.full(frames - 1, 1024), 300].astype(np.int64), {"a": low}, {"a": high},
+                    {"a": zone_spans(low, high)})
+    rows = int(z.rows.sum())
+    order = zone_order(low, high, z.spans["a"])
+    kept = []
+    for _ in range(30):
+        c = rng.choice([int(low[0]) - 1, int(high[-1]) + 1, rng.randint(-10**4, 10**4), int(low[rng.randrange(frames)])])
+        e = Compare(rng.choice(["<", "<=", ">", ">="]), Column("a", BIGINT), Literal(c, BIGINT))
+        [(none, estimate)] = prune.compare_classes_together(e, [order], [z], [rows], classes=False)
+        classes = prune.compare_classes(e, order, z, rows)[0]
+        assert none is None and isinstance(estimate, prune.StretchEstimate) and (estimate.classes() == classes).all()
+        counts = tuple(int((classes == k).sum()) for k in (prune.NEVER, prune.CHECK, prune.ALWAYS))
+        stretched, whole = _Frames(lambda: (None, estimate), counts), _Frames(classes)
+        for name in ("touched", "passing"):
+            for got, want in zip(getattr(stretched, name), getattr(whole, name)):
+                assert got.tolist() == want.tolist(), (e, name)
+        assert stretched.tested_frames.tolist() == whole.tested_frames.tolist(), e
+        gap, split, target = rng.choice([0, 1, 3, frames]), rng.choice([1, 4, 64]), rng.choice([1, 5, 1024])
+        offsets = np.array([0, frames])
+        for got, want in zip(_pieces([stretched], np.array([gap]), np.array([split]), target, offsets),
+                             _pieces([whole], np.array([gap]), np.array([split]), target, offsets)):
+            assert got.tolist() == want.tolist(), e
+        written = np.full(frames, 9, np.int8)
+        stretched.write_classes(written)
+        assert written.tolist() == classes.tolist() and "classes" not in stretched.__dict__, e
+        for other_classes, other in kept:  # a kept cut's classes: alike exactly where the classes are equal
+            assert _classed_alike(other, stretched) == (other_classes == classes).all(), e
+        kept.append((classes, _kept_classes(stretched)))
+
+
+@pytest.mark.parametrize("seed", range(4))
 def test_a_predicates_conjuncts_narrow_each_columns_range_to_the_values_it_can_select(seed):
     """narrowed: each column's range bounds every value of its range that the top-level comparisons and IN lists
     select (its low at least the range's), and where it is compared by < <= > >= = alone, is exactly their range."""

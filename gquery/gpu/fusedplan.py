@@ -42,10 +42,10 @@ from gquery.errors import UsageError
 from gquery.gpu.codegen import (GLOBAL_ACC_BYTES, HASH_KEY_LIMIT, KernelSpec, NotOnGpu, SlicedKernel, TopCut, hash_slots,
                                 kernel_spec, top_cut)
 from gquery.plan import MAPPED_MODES, MODES, ZERO_COPY_READ_BYTES
-from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, Estimate, EveryRow, SparseEstimate, SummaryEstimate, every_frame,
-                          classify_counted, compare_classes_together, compare_summary, decided_buckets, every_frame_classed,
-                          frame_zones, joined_once, kept, last_fractions, lower, narrowed, per_piece_together,
-                          sampled_fraction, string_sides, summarized)
+from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, ClassesGiven, Estimate, EveryRow, SparseEstimate,
+                          StretchEstimate, SummaryEstimate, classify_counted, compare_classes_together, compare_summary,
+                          decided_buckets, every_frame, every_frame_classed, frame_zones, joined_once, kept,
+                          last_fractions, lower, narrowed, per_piece_together, sampled_fraction, string_sides, summarized)
 from gquery.query import And, Expr, Query
 
 # Two touched runs become one chunk when the ruled-out frames between them cost the link less than a
@@ -631,11 +631,11 @@ class _Frames:
         """Each frame's class written into `out` (a run's classes in mapped memory): a fill where every frame holds one
         class (from the counts), from a comparison's lists where its frames were few (no array of the table's own),
         else the classes."""
-        one, sparse = self.one_class, self._sparse
+        one, listed = self.one_class, self._sparse or self._stretched
         if one is not None:
             out[:] = one
-        elif sparse is not None and "classes" not in self.__dict__:
-            sparse.write_classes(out)
+        elif listed is not None and "classes" not in self.__dict__:
+            listed.write_classes(out)
         else:
             out[:] = self.classes
 
@@ -648,6 +648,15 @@ class _Frames:
             return None
         found = self._classing()[1]
         return found if isinstance(found, SparseEstimate) else None
+
+    @functools.cached_property
+    def _stretched(self) -> StretchEstimate | None:
+        """The Estimate of a comparison over frames that ascend in its column (a store clustered by it): its three
+        stretches give the frames' stretches and classes, not an array a frame (prune.compare_classes)."""
+        if "_classing" not in self.__dict__:
+            return None
+        found = self._classing()[1]
+        return found if isinstance(found, StretchEstimate) else None
 
     @functools.cached_property
     def check(self) -> np.ndarray:
@@ -677,7 +686,8 @@ class _Frames:
             return _stretches_of(np.sort(np.concatenate(listed)))
         sparse = self._sparse
         if sparse is None:
-            return _stretches(self.classes != NEVER)
+            stretched = self._stretched
+            return _stretches(self.classes != NEVER) if stretched is None else stretched.stretches(lambda c: c != NEVER)
         # every frame passes whole but those listed, tested or ruled out
         return _stretches_between(np.setdiff1d(sparse.passing, sparse.tested, assume_unique=True), self.n)
 
@@ -692,7 +702,8 @@ class _Frames:
             return _stretches_of(listed[0])
         sparse = self._sparse
         if sparse is None:
-            return _stretches(self.classes == ALWAYS)
+            stretched = self._stretched
+            return _stretches(self.classes == ALWAYS) if stretched is None else stretched.stretches(lambda c: c == ALWAYS)
         return _stretches_between(sparse.passing, self.n)
 
     def listed(self, name: str) -> tuple[np.ndarray, ...] | None:
@@ -707,8 +718,12 @@ class _Frames:
     def tested_frames(self) -> np.ndarray:
         """The tested frames, in order: a piece's are found in two binary searches (a sum over its span took
         milliseconds where a few frames lie scattered over a part's 58,000)."""
-        sparse = self._sparse
-        return np.flatnonzero(self.check) if sparse is None else sparse.tested
+        sparse, stretched = self._sparse, self._stretched
+        if sparse is not None:
+            return sparse.tested
+        if stretched is not None and "classes" not in self.__dict__:
+            return stretched.first + np.flatnonzero(stretched.middle == CHECK)
+        return np.flatnonzero(self.check)
 
 
 def _joined_stretches(frames: list, name: str, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1473,14 +1488,14 @@ def _kept_cut(parts: list, spec: KernelSpec, mode: str, target: int) -> _Cut:
 def _kept_classes(frames: _Frames) -> tuple:
     """What a kept cut keeps of a table's classes: (frames, the one class every frame holds), found from the counts
     (a comparison that tests every frame: no copy of ten parts' classes, no frame-by-frame comparison on every new
-    constant), (frames, a comparison's SparseEstimate) where its few frames' lists give them, or (frames, its classes
-    where they cannot change, else a copy)."""
+    constant), (frames, a comparison's SparseEstimate or StretchEstimate) where its few frames' lists or its three
+    stretches give them, or (frames, its classes where they cannot change, else a copy)."""
     one = frames.one_class
     if one is not None:
         return frames.n, one
-    sparse = frames._sparse
-    if sparse is not None and "classes" not in frames.__dict__:
-        return frames.n, sparse  # (its lists read only: compare_classes_together's)
+    listed = frames._sparse or frames._stretched
+    if listed is not None and "classes" not in frames.__dict__:
+        return frames.n, listed  # (its lists or middle read only: compare_classes_together's)
     classes = frames.classes  # (read only and its own memory: a comparison's kept classes, kept as they are)
     return frames.n, classes if classes.base is None and not classes.flags.writeable else classes.copy()
 
@@ -1497,7 +1512,10 @@ def _classed_alike(kept: tuple, frames: _Frames) -> bool:
         # classes, or lists of the other side of the constant: cut again, as classes that differ are)
         return classes is sparse or (classes.complement == sparse.complement and np.array_equal(classes.passing, sparse.passing)
                                      and np.array_equal(classes.tested, sparse.tested))
-    if isinstance(classes, SparseEstimate):
+    stretched = frames._stretched
+    if isinstance(classes, StretchEstimate) and stretched is not None:  # their three stretches alike
+        return classes is stretched or classes.same(stretched)
+    if isinstance(classes, ClassesGiven):
         classes = classes.classes()
     return classes is frames.classes or np.array_equal(classes, frames.classes)
 
