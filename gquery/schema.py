@@ -232,6 +232,8 @@ def engine_values(column: pa.ChunkedArray | pa.Array, t: SqlType) -> tuple[np.nd
         column = pa.chunked_array([column], type=column.type)
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
+    if _string(column.type):  # one string type from here on (Arrow finds no smallest value of a string_view)
+        column = column.cast(pa.large_string())
     if not column.null_count:
         return (*_values(column, t), None)
     valid = np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), dtype=bool)
