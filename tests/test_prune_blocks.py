@@ -293,13 +293,30 @@ def test_several_tables_classed_together_are_each_classed_alone(seed, monkeypatc
             assert estimate.total() == by_itself.total(), e
 
 
+def _assert_cut_alike(found, whole, rng: random.Random, e) -> None:
+    """Frames found without their classes give the stretches, tested frames and pieces (at a random gap, split and
+    target) that the same frames classed frame by frame (`whole`) give."""
+    from gquery.gpu.fusedplan import _pieces
+
+    for name in ("touched", "passing"):
+        for got, want in zip(getattr(found, name), getattr(whole, name)):
+            assert got.tolist() == want.tolist(), (e, name)
+    assert found.tested_frames.tolist() == whole.tested_frames.tolist(), e
+    frames = whole.n
+    gap, split, target = rng.choice([0, 1, 3, frames]), rng.choice([1, 4, 64]), rng.choice([1, 5, 1024])
+    offsets = np.array([0, frames])
+    for got, want in zip(_pieces([found], np.array([gap]), np.array([split]), target, offsets),
+                         _pieces([whole], np.array([gap]), np.array([split]), target, offsets)):
+        assert got.tolist() == want.tolist(), e
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_frames_of_a_few_frames_across_a_constant_stretch_as_their_classes_do(seed, monkeypatch):
     """A table's frames classed from compare_classes' sorted lists (its SparseEstimate: few frames across the
     constant, every other ruled out or passing whole) give the stretches, pieces and tested frames that its classes
     give frame by frame (fusedplan._Frames, which the chunks are cut from); and so do the counts alone where a
     class is held by no frame or by every one."""
-    from gquery.gpu.fusedplan import _Frames, _pieces, _stretches
+    from gquery.gpu.fusedplan import _Frames, _stretches
     from gquery.table import zone_order
 
     monkeypatch.setattr(prune, "SPARSE_SHARE", 0)  # (every comparison's frames classed from the lists)
@@ -316,15 +333,7 @@ def test_frames_of_a_few_frames_across_a_constant_stretch_as_their_classes_do(se
         counts = tuple(int((classes == k).sum()) for k in (prune.NEVER, prune.CHECK, prune.ALWAYS))
         listed, whole = _Frames(lambda: (classes, estimate), counts), _Frames(classes)
         sparse += listed._sparse is not None
-        for name in ("touched", "passing"):
-            for got, want in zip(getattr(listed, name), getattr(whole, name)):
-                assert got.tolist() == want.tolist(), (e, name)
-        assert listed.tested_frames.tolist() == whole.tested_frames.tolist(), e
-        gap, split, target = rng.choice([0, 1, 3, frames]), rng.choice([1, 4, 64]), rng.choice([1, 5, 1024])
-        offsets = np.array([0, frames])
-        for got, want in zip(_pieces([listed], np.array([gap]), np.array([split]), target, offsets),
-                             _pieces([whole], np.array([gap]), np.array([split]), target, offsets)):
-            assert got.tolist() == want.tolist(), e
+        _assert_cut_alike(listed, whole, rng, e)
     assert sparse  # (some comparisons classed from the lists)
     for classes in [np.full(frames, k, np.int8) for k in (prune.NEVER, prune.CHECK, prune.ALWAYS)] + [
             np.array([rng.choice([prune.NEVER, prune.CHECK, prune.ALWAYS]) for _ in range(frames)], np.int8)]:
@@ -402,7 +411,7 @@ def test_frames_classed_in_three_stretches_give_what_their_classes_give(seed):
     without classes: no array a frame) give the stretches, tested frames, pieces and written classes that the same
     classes give frame by frame (fusedplan._Frames); two constants classed alike are alike to a kept cut, and two
     classed apart are not."""
-    from gquery.gpu.fusedplan import _classed_alike, _Frames, _kept_classes, _pieces
+    from gquery.gpu.fusedplan import _classed_alike, _Frames, _kept_classes
     from gquery.table import zone_order
 
     rng = random.Random(310 + seed)
@@ -422,15 +431,7 @@ def test_frames_classed_in_three_stretches_give_what_their_classes_give(seed):
         assert none is None and isinstance(estimate, prune.StretchEstimate) and (estimate.classes() == classes).all()
         counts = tuple(int((classes == k).sum()) for k in (prune.NEVER, prune.CHECK, prune.ALWAYS))
         stretched, whole = _Frames(lambda: (None, estimate), counts), _Frames(classes)
-        for name in ("touched", "passing"):
-            for got, want in zip(getattr(stretched, name), getattr(whole, name)):
-                assert got.tolist() == want.tolist(), (e, name)
-        assert stretched.tested_frames.tolist() == whole.tested_frames.tolist(), e
-        gap, split, target = rng.choice([0, 1, 3, frames]), rng.choice([1, 4, 64]), rng.choice([1, 5, 1024])
-        offsets = np.array([0, frames])
-        for got, want in zip(_pieces([stretched], np.array([gap]), np.array([split]), target, offsets),
-                             _pieces([whole], np.array([gap]), np.array([split]), target, offsets)):
-            assert got.tolist() == want.tolist(), e
+        _assert_cut_alike(stretched, whole, rng, e)
         written = np.full(frames, 9, np.int8)
         stretched.write_classes(written)
         assert written.tolist() == classes.tolist() and "classes" not in stretched.__dict__, e

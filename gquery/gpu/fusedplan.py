@@ -631,7 +631,7 @@ class _Frames:
         """Each frame's class written into `out` (a run's classes in mapped memory): a fill where every frame holds one
         class (from the counts), from a comparison's lists where its frames were few (no array of the table's own),
         else the classes."""
-        one, listed = self.one_class, self._sparse or self._stretched
+        one, listed = self.one_class, self._given
         if one is not None:
             out[:] = one
         elif listed is not None and "classes" not in self.__dict__:
@@ -640,23 +640,25 @@ class _Frames:
             out[:] = self.classes
 
     @functools.cached_property
-    def _sparse(self) -> SparseEstimate | None:
-        """The Estimate of a comparison whose frames on one side of its constant were few (prune.compare_classes):
-        its sorted lists of frames give the stretches, not the classes (SF 100's l_suppkey < 2 touches a few dozen
-        frames of a part's 58,581)."""
+    def _given(self) -> ClassesGiven | None:
+        """The Estimate of a comparison that gives the frames' classes from a few arrays of its own (prune.compare_classes):
+        a SparseEstimate's sorted lists where its frames on one side of the constant were few (SF 100's l_suppkey < 2
+        touches a few dozen frames of a part's 58,581), a StretchEstimate's three stretches where the frames ascend in
+        its column (a store clustered by it); they give the stretches, not an array a frame."""
         if "_classing" not in self.__dict__:
             return None
         found = self._classing()[1]
-        return found if isinstance(found, SparseEstimate) else None
+        return found if isinstance(found, ClassesGiven) else None
 
-    @functools.cached_property
+    @property
+    def _sparse(self) -> SparseEstimate | None:
+        given = self._given
+        return given if isinstance(given, SparseEstimate) else None
+
+    @property
     def _stretched(self) -> StretchEstimate | None:
-        """The Estimate of a comparison over frames that ascend in its column (a store clustered by it): its three
-        stretches give the frames' stretches and classes, not an array a frame (prune.compare_classes)."""
-        if "_classing" not in self.__dict__:
-            return None
-        found = self._classing()[1]
-        return found if isinstance(found, StretchEstimate) else None
+        given = self._given
+        return given if isinstance(given, StretchEstimate) else None
 
     @functools.cached_property
     def check(self) -> np.ndarray:
@@ -1493,7 +1495,7 @@ def _kept_classes(frames: _Frames) -> tuple:
     one = frames.one_class
     if one is not None:
         return frames.n, one
-    listed = frames._sparse or frames._stretched
+    listed = frames._given
     if listed is not None and "classes" not in frames.__dict__:
         return frames.n, listed  # (its lists or middle read only: compare_classes_together's)
     classes = frames.classes  # (read only and its own memory: a comparison's kept classes, kept as they are)
