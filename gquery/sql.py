@@ -25,6 +25,7 @@ import sqlglot
 from sqlglot import exp
 
 from gquery.errors import GqueryError
+from gquery.keywords import KEYWORDS
 from gquery.query import (BOOLEAN, DATE, DAY_MICROS, EPOCH, FLIPPED, INTEGER_TYPES, MAX_DECIMAL_WIDTH,
                           TIMESTAMP, VARCHAR, Aggregate, And, Arith, Cast, Column, Compare, Expr, InList, IsNull, Literal,
                           Negate, Not, Or, Output, Query, SqlType, aggregate_type, arithmetic_type, decimal,
@@ -1272,7 +1273,7 @@ class _Binder:
         """DuckDB's default name of a select item: its expression printed as DuckDB prints it."""
         node = _unparenthesized(node)
         if isinstance(node, exp.Column):
-            return ".".join(part.name for part in node.parts)
+            return ".".join(_printed_identifier(part.name) for part in node.parts)
         if isinstance(node, exp.Literal):
             return "'" + node.this.replace("'", "''") + "'" if node.is_string else self._number_text(node)
         if isinstance(node, exp.Neg):
@@ -1294,6 +1295,17 @@ class _Binder:
                 return "count_star()"
             return f"{func}({self._name(node.this)})"
         return node.sql("duckdb")
+
+
+_PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _printed_identifier(name: str) -> str:
+    """A name as DuckDB prints it inside an expression's name: as it is, but quoted where it is a keyword (of any
+    case) or holds another character than a letter, digit or underscore, or starts with a digit."""
+    if _PLAIN_IDENTIFIER.fullmatch(name) and name.lower() not in KEYWORDS:
+        return name
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _type_name(to: exp.DataType) -> str:

@@ -212,6 +212,30 @@ def test_names_and_types_are_duckdbs(schema, duck, sql):
     assert [str(o.expr.type) for o in q.outputs] == [str(d[1]) for d in description]
 
 
+def test_a_name_duckdb_quotes_is_quoted_in_an_expressions_name(tmp_path):
+    """DuckDB prints a column inside an expression's name quoted where it is a keyword of any case or not a plain
+    identifier (max("day"), max("a b")); a select item that is the column alone keeps its name as it is."""
+    import pyarrow as pa
+
+    names = ["day", "YEAR", "Select", "a b", "1x", "é", 'x"y', "_x", "x1", "Foo", "count", "sum", "date", "interval",
+             "left", "at", "order", "value"]
+    path = tmp_path / "names.parquet"
+    pq.write_table(pa.table({n: pa.array([], pa.int32()) for n in names}), path)
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW lineitem AS SELECT * FROM read_parquet('{path}')")
+    columns = ['"' + n.replace('"', '""') + '"' for n in names]
+    text = (f"SELECT {columns[0]}, {', '.join(f'max({c} + 1)' for c in columns)}, count(lineitem.{columns[2]}) "
+            f"FROM lineitem GROUP BY {columns[0]}")
+    q = parse(text, read_schema(pq.read_schema(path)))
+    assert [o.name for o in q.outputs] == [d[0] for d in con.execute(text).description]
+
+
+def test_the_keywords_are_the_installed_duckdbs():
+    from gquery.keywords import KEYWORDS
+
+    assert KEYWORDS == {w for (w,) in duckdb.sql("SELECT keyword_name FROM duckdb_keywords()").fetchall()}
+
+
 # --- refusals: one line, naming the construct ------------------------------------------------------------
 REFUSALS = [
     ("SELECT count(*) FROM lineitem l JOIN orders o ON l.l_orderkey = o.o_orderkey", "a join"),
