@@ -48,8 +48,11 @@ def hash_once(cls):
 
 
 # --- types ----------------------------------------------------------------------------------------
-INTEGER_TYPES = {"TINYINT": 8, "SMALLINT": 16, "INTEGER": 32, "BIGINT": 64, "HUGEINT": 128}
-INTEGER_DECIMAL_WIDTH = {"TINYINT": 3, "SMALLINT": 5, "INTEGER": 10, "BIGINT": 19, "HUGEINT": 38}
+INTEGER_TYPES = {"TINYINT": 8, "SMALLINT": 16, "INTEGER": 32, "BIGINT": 64, "HUGEINT": 128,
+                 "UTINYINT": 8, "USMALLINT": 16, "UINTEGER": 32}  # bits
+UNSIGNED_TYPES = frozenset({"UTINYINT", "USMALLINT", "UINTEGER"})  # Arrow's uint8 .. uint32, as DuckDB types them
+INTEGER_DECIMAL_WIDTH = {"TINYINT": 3, "SMALLINT": 5, "INTEGER": 10, "BIGINT": 19, "HUGEINT": 38,
+                         "UTINYINT": 3, "USMALLINT": 5, "UINTEGER": 10}
 
 
 @hash_once
@@ -80,6 +83,16 @@ class SqlType:
     @property
     def is_numeric(self) -> bool:
         return self.is_integer or self.is_decimal
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self.name in UNSIGNED_TYPES
+
+    @property
+    def integer_range(self) -> tuple[int, int]:
+        """The least and greatest value of an integer type."""
+        bits = INTEGER_TYPES[self.name]
+        return (0, 2**bits - 1) if self.is_unsigned else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
 
     @property
     def is_temporal(self) -> bool:
@@ -132,7 +145,7 @@ def arithmetic_type(op: str, left: SqlType, right: SqlType) -> SqlType:
     if not (left.is_numeric and right.is_numeric):
         raise TypeError(f"{left} {op} {right} is not arithmetic on numbers")
     if left.is_integer and right.is_integer:
-        return left if INTEGER_TYPES[left.name] >= INTEGER_TYPES[right.name] else right
+        return common_integer_type(left, right)
     a, b = left.as_decimal(), right.as_decimal()
     if op in ("+", "-"):
         scale = max(a.scale, b.scale)
@@ -145,6 +158,18 @@ def arithmetic_type(op: str, left: SqlType, right: SqlType) -> SqlType:
     if width > INT64_DECIMAL_WIDTH and max(a.width, b.width) <= INT64_DECIMAL_WIDTH and scale < INT64_DECIMAL_WIDTH:
         width = INT64_DECIMAL_WIDTH
     return decimal(width, scale)
+
+
+def common_integer_type(left: SqlType, right: SqlType) -> SqlType:
+    """The integer type DuckDB computes `left op right` in: the wider of two alike in sign (the left on a tie); a
+    signed type wider than the unsigned one beside it, else BIGINT (an unsigned type of up to 32 bits; DuckDB 2.0
+    takes BIGINT even for TINYINT and UTINYINT) or HUGEINT."""
+    if left.is_unsigned == right.is_unsigned:
+        return left if INTEGER_TYPES[left.name] >= INTEGER_TYPES[right.name] else right
+    signed, unsigned = (right, left) if left.is_unsigned else (left, right)
+    if INTEGER_TYPES[signed.name] > INTEGER_TYPES[unsigned.name]:
+        return signed
+    return BIGINT if INTEGER_TYPES[unsigned.name] <= 32 else HUGEINT
 
 
 def aggregate_type(func: str, arg: SqlType | None) -> SqlType:

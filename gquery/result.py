@@ -227,8 +227,9 @@ class Result:
         import pyarrow as pa
 
         arrays = []
-        for i, (_, t) in enumerate(self.columns):
+        for i, (name, t) in enumerate(self.columns):
             raw = self._raw_column(i)
+            _check_held(name, raw if raw is not None else self._column(i), t)
             made = None
             if raw is not None and (t.is_decimal or t.name == "HUGEINT"):
                 made = _decimal_array(raw, arrow_type(t))
@@ -255,6 +256,30 @@ class Result:
         return "\n".join(lines)
 
 
+def _check_held(name: str, values, t: SqlType) -> None:
+    """A GqueryError where a column holds a value its type does not (a MAX of a TINYINT sum past 127): DuckDB
+    raises an out-of-range error for such a query; the engines' answer is exact, in its rows, but no Arrow array
+    of the type DuckDB gives the column holds it."""
+    if t.is_decimal:
+        lo, hi = -(10**t.width - 1), 10**t.width - 1
+    elif t.is_integer:
+        lo, hi = t.integer_range
+    else:
+        return
+    if isinstance(values, np.ndarray) and values.dtype == np.int64:
+        if not len(values) or (lo <= int(values.min()) and int(values.max()) <= hi):
+            return
+        values = values.tolist()
+    past = next((v for v in values if v is not None and not lo <= int(v) <= hi), None)
+    if past is not None:
+        from gquery.errors import GqueryError
+        from gquery.query import to_python
+
+        shown = to_python(past, t) if t.is_decimal else past
+        raise GqueryError(f"column {name}: {shown} is past {t}, the type DuckDB gives it (DuckDB raises an out-of-range "
+                          "error for this query); the answer's rows hold the exact values")
+
+
 def _decimal_array(values: list, arrow):
     """A decimal128 array of unscaled integers that all fit int64: each one's low word, its sign the high
     word. None where one is NULL or past 64 bits (Python's Decimals make those)."""
@@ -278,6 +303,7 @@ def arrow_type(t: SqlType):
     if t.name == "HUGEINT":
         return pa.decimal128(38, 0)
     return {"TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INTEGER": pa.int32(), "BIGINT": pa.int64(),
+            "UTINYINT": pa.uint8(), "USMALLINT": pa.uint16(), "UINTEGER": pa.uint32(),
             "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us"), "DOUBLE": pa.float64(), "VARCHAR": pa.string(),
             "BOOLEAN": pa.bool_()}[t.name]
 

@@ -1,7 +1,8 @@
 """The schema, read from the data: each column's SQL type (as DuckDB reads the same parquet), and
 its values as the engines hold them.
 
-    integers        TINYINT .. BIGINT (Arrow int8 .. int64, uint8 .. uint32)   int64 values
+    integers        TINYINT .. BIGINT, UTINYINT .. UINTEGER                     int64 values
+                    (Arrow int8 .. int64, uint8 .. uint32)
     decimal(p, s)   DECIMAL(p, s), p <= 38, every unscaled value within int64   int64 unscaled values
     date32          DATE                                                        int64 days since 1970-01-01
     strings         VARCHAR with at most MAX_DICTIONARY distinct values         int64 codes into the sorted
@@ -150,7 +151,7 @@ def _arrow_integers() -> dict:
     import pyarrow as pa
 
     return {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
-            pa.uint8(): "SMALLINT", pa.uint16(): "INTEGER", pa.uint32(): "BIGINT"}
+            pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT", pa.uint32(): "UINTEGER"}
 
 
 @dataclass(frozen=True)

@@ -564,6 +564,8 @@ UNITS = {"DAY": (0, 1, 0), "WEEK": (0, 7, 0), "MONTH": (1, 0, 0), "QUARTER": (3,
          "HOUR": (0, 0, 3_600_000_000), "MINUTE": (0, 0, 60_000_000), "SECOND": (0, 0, 1_000_000)}
 CAST_TYPES = {exp.DataType.Type.TINYINT: "TINYINT", exp.DataType.Type.SMALLINT: "SMALLINT",
               exp.DataType.Type.INT: "INTEGER", exp.DataType.Type.BIGINT: "BIGINT", exp.DataType.Type.INT128: "HUGEINT",
+              exp.DataType.Type.UTINYINT: "UTINYINT", exp.DataType.Type.USMALLINT: "USMALLINT",
+              exp.DataType.Type.UINT: "UINTEGER",
               exp.DataType.Type.DATE: "DATE", exp.DataType.Type.TIMESTAMP: "TIMESTAMP",
               exp.DataType.Type.TIMESTAMPNTZ: "TIMESTAMP"}
 AGGREGATE_NODES = {exp.Sum: "sum", exp.Count: "count", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
@@ -608,8 +610,8 @@ def _unparenthesized(node: exp.Expression) -> exp.Expression:
 def fits(value: int, t: SqlType) -> bool:
     """Whether a folded constant is a value of its type (DuckDB raises where it is not)."""
     if t.is_integer:
-        bits = INTEGER_TYPES[t.name]
-        return -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
+        lo, hi = t.integer_range
+        return lo <= value <= hi
     if t.is_decimal:
         return abs(value) < 10 ** t.width
     return True
@@ -1014,12 +1016,13 @@ class _Binder:
         if interval is not None:
             raise refuse(f"INTERVAL arithmetic other than a date plus or minus an interval ({_short(node)})")
         left, right = self._value(node.this), self._value(node.expression)
+        left, right = _narrowed(left, node.this, right), _narrowed(right, node.expression, left)
         for side in (left, right):
             if side.type.name in ("VARCHAR", "BOOLEAN", "TIMESTAMP"):
                 raise refuse(f"arithmetic on a {side.type} ({_short(node)})")
         date_side = next((s for s in (left, right) if s.type.name == "DATE"), None)
         other = right if date_side is left else left
-        if date_side is not None and other.type.is_integer and INTEGER_TYPES[other.type.name] > 32:
+        if date_side is not None and other.type.is_integer and INTEGER_TYPES[other.type.name] + other.type.is_unsigned > 32:
             raise refuse(f"a date plus a {other.type} (DuckDB adds INTEGER days only) ({_short(node)})")
         try:
             t = arithmetic_type(op, left.type, right.type)
@@ -1330,6 +1333,21 @@ def _position(node: exp.Literal, items: list[exp.Expression], clause: str) -> in
     if not text.isdigit() or not 1 <= int(text) <= len(items):
         raise OutOfClass(f"{clause} position {node.this} is not in the select list (1 to {len(items)})")
     return int(text) - 1
+
+
+def _narrowed(side: Expr, written: exp.Expression, other: Expr) -> Expr:
+    """An integer literal as written (signs and parentheses about it) beside an integer typed otherwise, in that
+    type where its value fits it: DuckDB's parser types such a literal INTEGER_LITERAL, which its binder casts to
+    the other side's type (TINYINT + 1 is a TINYINT; + 128, whose value does not fit, an INTEGER; 1 + 1 + TINYINT,
+    whose left side is a sum, an INTEGER)."""
+    if not (isinstance(side, Literal) and side.type.is_integer and other.type.is_integer and side.type != other.type):
+        return side
+    written = _unparenthesized(written)
+    while isinstance(written, exp.Neg):
+        written = _unparenthesized(written.this)
+    if isinstance(written, exp.Literal) and not written.is_string and fits(side.value, other.type):
+        return Literal(side.value, other.type)
+    return side
 
 
 def _fold(op: str, left: Literal, right: Literal, t: SqlType) -> int:

@@ -58,7 +58,8 @@ FORMAT, VERSION = "gquery-store", 5  # 5: dictionaries in buffers; 4: every colu
 READ_VERSIONS = (4, VERSION)  # a version-4 store (its dictionaries in its manifest) is still read: not rebuilt
 PIECE_BYTES = 16 << 20  # a buffer is read and checked in pieces of this size, on every host thread
 KEY_BUFFERS = {"sliced": ("top", "low"), "indexed": ("ids", "ids_low")}
-TYPE_CODES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "DECIMAL", "DATE", "TIMESTAMP", "VARCHAR")
+TYPE_CODES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "DECIMAL", "DATE", "TIMESTAMP", "VARCHAR",
+              "UTINYINT", "USMALLINT", "UINTEGER")  # (appended: a store's codes stay what they were)
 TRAILER_ROWS = 3  # after a column's frame metadata: what its values mean, written with them (see _trailer)
 
 

@@ -41,7 +41,8 @@ assert set(ENCODING_SETS) == set(ENCODINGS)
 
 
 MISSION_TYPES = {KEY: BIGINT, QUANTITY: decimal(15, 2), PRICE: decimal(15, 2)}  # TPC-H's own, as DuckDB reads them
-INTEGER_BYTES = {"TINYINT": 1, "SMALLINT": 2, "INTEGER": 4, "BIGINT": 8, "HUGEINT": 16, "DATE": 4, "VARCHAR": 4}
+INTEGER_BYTES = {"TINYINT": 1, "SMALLINT": 2, "INTEGER": 4, "BIGINT": 8, "HUGEINT": 16, "DATE": 4, "VARCHAR": 4,
+                 "UTINYINT": 1, "USMALLINT": 2, "UINTEGER": 4}
 
 
 

@@ -1,0 +1,132 @@
+"""Integer arithmetic typed as DuckDB types it: every signed and unsigned width beside another, beside an integer
+literal (which takes the other side's type where its value fits that type) and beside a DECIMAL; and a value past
+its type, which DuckDB raises for, exact in the answer's rows and one line from its Arrow table."""
+
+import datetime
+import itertools
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import gquery
+from gquery.errors import GqueryError
+from gquery.schema import read_schema
+from gquery.sql import OutOfClass, parse
+
+WIDTHS = {"i8": pa.int8(), "i16": pa.int16(), "i32": pa.int32(), "i64": pa.int64(),
+          "u8": pa.uint8(), "u16": pa.uint16(), "u32": pa.uint32()}
+LITERALS = ["1", "-1", "(2)", "-(-3)", "127", "128", "-128", "-129", "255", "256", "32767", "32768", "65535", "65536",
+            "2147483647", "2147483648", "-2147483648", "4294967295", "4294967296", "9223372036854775808"]
+
+
+def items() -> list[str]:
+    pairs = [f"max({a} {op} {b})" for a, b in itertools.product(WIDTHS, repeat=2) for op in "+-*"]
+    literals = [f"max({c} + {k})" for c in WIDTHS for k in LITERALS] + [f"min({k} * {c})" for c in WIDTHS for k in LITERALS]
+    others = ["max(1 + 1 + i8)", "max(i8 + 1 * 1)", "max(CAST(1 AS TINYINT) + 1)", "max(u8 + i8 * 1)", "max((i8 + 1) * 2)",
+              "max(-u8)", "max(-(i16 + 1))", "sum(u8)", "sum(u32 * u32)", "avg(u16)", "min(u32)", "count(u8)",
+              "max(u16 * CAST(i8 AS DECIMAL(18,4)))", "max(u32 * CAST(i8 AS DECIMAL(18,4)))", "max(u8 + 1.5)",
+              "max(d + u32)", "max(d * u8)", "max(d + 1)", "max(d + i8)", "max(day + u8)", "max(day - u16)",
+              "max(i8 + (u8 + 1))", "sum(u16 * 3 - i8)", "max(CAST(u8 AS UINTEGER) + 1)", "max(CAST(i8 AS UTINYINT))",
+              "max(u16::USMALLINT * 2)", "max(CAST(i16 AS UINTEGER) - u8)", "sum(CAST(u32 AS DECIMAL(12,2)) * u8)"]
+    return pairs + literals + others
+
+
+def chunks(xs: list[str], n: int = 25):
+    return [xs[k:k + n] for k in range(0, len(xs), n)]
+
+
+def table(rows: dict) -> pa.Table:
+    columns = {n: pa.array(rows[n], t) for n, t in WIDTHS.items()}
+    columns["d"] = pa.array(rows["d"], pa.decimal128(15, 2))
+    columns["day"] = pa.array(rows["day"], pa.date32())
+    return pa.table(columns)
+
+
+@pytest.fixture(scope="module")
+def empty(tmp_path_factory):
+    """A file of every width and no rows: DuckDB types each text without computing a value that could overflow."""
+    path = tmp_path_factory.mktemp("ints") / "lineitem.parquet"
+    pq.write_table(table({n: [] for n in [*WIDTHS, "d", "day"]}), path)
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW lineitem AS SELECT * FROM read_parquet('{path}')")
+    yield read_schema(pq.read_schema(path)), con
+    con.close()
+
+
+@pytest.mark.parametrize("select", chunks(items()), ids=lambda c: c[0])
+def test_integer_arithmetic_is_typed_as_duckdb_types_it(empty, select):
+    schema, con = empty
+    text = f"SELECT {', '.join(select)} FROM lineitem"
+    q = parse(text, schema)
+    description = con.execute(text).description
+    assert [(o.name, str(o.expr.type)) for o in q.outputs] == [(d[0], str(d[1])) for d in description]
+
+
+@pytest.mark.parametrize("text", ["SELECT max(day + u32) FROM lineitem", "SELECT max(day + i64) FROM lineitem"])
+def test_a_date_plus_an_integer_past_integer_is_refused_as_duckdb_refuses_it(empty, text):
+    schema, con = empty
+    with pytest.raises(duckdb.BinderException):
+        con.execute(text)
+    with pytest.raises(OutOfClass, match="DuckDB adds INTEGER days only"):
+        parse(text, schema)
+
+
+@pytest.fixture(scope="module")
+def edges(tmp_path_factory):
+    """Each width at its limits (and 0), NULL among them."""
+    rows = {"i8": [-128, 127, 0, None], "i16": [-2**15, 2**15 - 1, 0, 1], "i32": [-2**31, 2**31 - 1, 0, 1],
+            "i64": [-2**63, 2**63 - 1, 0, 1], "u8": [0, 255, 7, None], "u16": [0, 2**16 - 1, 7, 1],
+            "u32": [0, 2**32 - 1, 7, 1], "d": [-1, 1, 0, None], "day": [0, 1, 2, 3]}
+    folder = tmp_path_factory.mktemp("edges")
+    pq.write_table(table(rows), folder / "edges.parquet")
+    return folder / "edges.parquet"
+
+
+def duck_arrow(path, text: str) -> pa.Table:
+    con = duckdb.connect()
+    try:
+        out = con.sql(text.replace("FROM edges", f"FROM read_parquet('{path}')")).arrow()
+        return out.read_all() if hasattr(out, "read_all") else out  # a reader in DuckDB 2.0, a table before
+    finally:
+        con.close()
+
+
+ANSWERED = ["SELECT max(u8), min(u16), max(u32), sum(u32), count(u8) FROM edges",
+            "SELECT u8, count(*), max(u32 + 1), min(i8 + 0) FROM edges WHERE u16 < 60000 GROUP BY u8 ORDER BY u8",
+            "SELECT max(u8 - 7), min(i16 - (-1)), max(i32 * 1) FROM edges WHERE u8 >= 7 AND u8 < 255",
+            "SELECT max(u16 * CAST(i8 AS DECIMAL(18,4))), max(i8 + u8), min(u32 - i8) FROM edges WHERE i8 = 0"]
+
+
+@pytest.mark.parametrize("text", ANSWERED)
+def test_integer_answers_are_duckdbs_arrow_tables(edges, text):
+    """The CPU reference's answer over the file: DuckDB's Arrow table, its types by width and sign."""
+    got = gquery.open(edges).sql(text, backend="cpu", check=False).arrow()
+    want = duck_arrow(edges, text)
+    assert got.schema.types == want.schema.types and got.to_pylist() == want.to_pylist()
+
+
+@pytest.mark.parametrize("text,column,past", [
+    ("SELECT max(i8 + 1) FROM edges", "max((i8 + 1))", "128 is past TINYINT"),
+    ("SELECT min(u8 - 1) FROM edges", "min((u8 - 1))", "-1 is past UTINYINT"),
+    ("SELECT max(u32 * 2) FROM edges", "max((u32 * 2))", "8589934590 is past UINTEGER"),
+    ("SELECT max(i64 + 1) FROM edges", "max((i64 + 1))", "9223372036854775808 is past BIGINT"),
+    ("SELECT max(d * i32 * i32) FROM edges", "max(((d * i32) * i32))", "4611686014132420609.00 is past DECIMAL(18,2)")])
+def test_a_value_past_its_type_is_exact_in_rows_and_one_line_from_arrow(edges, text, column, past):
+    """DuckDB raises an out-of-range error for these; the engines' answer is exact (beyond DuckDB's range, as
+    README says), and its Arrow table, which cannot hold the value in DuckDB's type, says so in one line."""
+    with pytest.raises(duckdb.OutOfRangeException):
+        duck_arrow(edges, text)
+    a = gquery.open(edges).sql(text, backend="cpu", check=False)
+    assert a.rows[0][0] == int(past.split()[0]) if "DECIMAL" not in past else str(a.rows[0][0]) == past.split()[0]
+    with pytest.raises(GqueryError) as e:
+        a.arrow()
+    assert str(e.value).startswith(f"column {column}: {past}, the type DuckDB gives it") and "\n" not in str(e.value)
+
+
+def test_a_date_plus_an_unsigned_integer_is_a_date(edges):
+    text = "SELECT max(day + u8), min(day - u16) FROM edges WHERE u8 < 255"
+    got = gquery.open(edges).sql(text, backend="cpu", check=False).arrow()
+    assert got == duck_arrow(edges, text)
+    assert got.to_pylist() == [{'max(("day" + u8))': datetime.date(1970, 1, 10), 'min(("day" - u16))': datetime.date(1969, 12, 27)}]
