@@ -112,6 +112,7 @@ def test_integer_answers_are_duckdbs_arrow_tables(edges, text):
     ("SELECT min(u8 - 1) FROM edges", "min((u8 - 1))", "-1 is past UTINYINT"),
     ("SELECT max(u32 * 2) FROM edges", "max((u32 * 2))", "8589934590 is past UINTEGER"),
     ("SELECT max(i64 + 1) FROM edges", "max((i64 + 1))", "9223372036854775808 is past BIGINT"),
+    ("SELECT sum(i64 * i64) FROM edges", "sum((i64 * i64))", "170141183460469231713240559642174554114 is past HUGEINT"),
     ("SELECT max(d * i32 * i32) FROM edges", "max(((d * i32) * i32))", "4611686014132420609.00 is past DECIMAL(18,2)")])
 def test_a_value_past_its_type_is_exact_in_rows_and_one_line_from_arrow(edges, text, column, past):
     """DuckDB raises an out-of-range error for these; the engines' answer is exact (beyond DuckDB's range, as
