@@ -24,6 +24,8 @@ the same table) and says why in the answer; backend="gpu" raises GqueryError say
 from __future__ import annotations
 
 import atexit
+import functools
+import inspect
 import os
 import re
 import threading
@@ -157,6 +159,11 @@ class TableHandle:
         least `repeat` runs and 0.1 s of them, as a benchmark times (gquery.timing): by default a call is
         one run, what a user waits for. `gpus`: a number or "all": the frames divided among the GPUs, each
         its share's fused kernel."""
+        return self._answer(text, None, backend, mode, repeat, check, warmup, gpus)
+
+    def _answer(self, text: str, query, backend: str, mode: str, repeat: int, check: bool, warmup: bool, gpus):
+        """sql()'s answer; `query`: the text's Query where its caller parsed it otherwise (Prepared.run's, its
+        parameters typed as DuckDB types parameters), else None."""
         started = time.perf_counter()
         data = self._live()
         if backend not in BACKENDS:
@@ -185,7 +192,8 @@ class TableHandle:
             if not isinstance(text, str):
                 raise GqueryError(f"SQL must be text, not {type(text).__name__}")
             return answer.duckdb_answer(text, self.source, self.name, repeat)
-        query = self._parsed.get(text) if isinstance(text, str) else None
+        if query is None and isinstance(text, str):
+            query = self._parsed.get(text)
         if query is None:
             query = sql.parse_shaped(text, answer.schema_of(data), self.name, self._shapes)
             if len(self._parsed) < PARSED_KEPT:
@@ -278,13 +286,16 @@ class TableHandle:
 class Prepared:
     """table.prepare's statement: run(*parameters, **options) → the Answer of the text with them bound.
     The text is parsed once: a run binds each parameter's literal into the parsed tree (sql.parse_template),
-    the same Query as parsing the bound text, without parsing it again."""
+    the Query of the bound text with each integer parameter typed by its value, as DuckDB types a parameter (the
+    bound text's own literal beside a TINYINT would be a TINYINT), without parsing it again. Kept by the
+    parameters' text, for a repeated run."""
 
     def __init__(self, table: "TableHandle", text: str, options: dict):
         from gquery import sql
 
         self.table, self.text, self.options = table, text, options
         self._template = sql.template(text)
+        self._parsed: dict[str, object] = {}  # bound text → its Query
 
     @deep_expressions
     def run(self, *parameters, **options):
@@ -293,10 +304,24 @@ class Prepared:
 
         bound, spans = bound_spans(self.text, parameters)
         table = self.table
-        if self._template is not None and bound not in table._parsed and len(table._parsed) < PARSED_KEPT:
-            table._parsed[bound] = sql.parse_template(self._template, bound, spans, answer.schema_of(table._live()),
-                                                      table.name)
-        return table.sql(bound, **{**self.options, **options})
+        query = self._parsed.get(bound)
+        if query is None and self._template is not None:
+            query = sql.parse_template(self._template, bound, spans, answer.schema_of(table._live()), table.name)
+            if len(self._parsed) < PARSED_KEPT:
+                self._parsed[bound] = query
+        defaults = _sql_options()
+        chosen = {**defaults, **self.options, **options}
+        unknown = set(chosen) - set(defaults)
+        if unknown:
+            raise UsageError(f"unknown option(s) {', '.join(sorted(unknown))}: sql() takes {', '.join(defaults)}")
+        return table._answer(bound, query, **chosen)
+
+
+@functools.cache
+def _sql_options() -> dict:
+    """TableHandle.sql's options and their defaults, from its signature (what a prepared statement's run passes on)."""
+    return {name: p.default for name, p in inspect.signature(TableHandle.sql).parameters.items()
+            if p.default is not inspect.Parameter.empty}
 
     def __repr__(self) -> str:
         return f"Prepared({self.text!r})"

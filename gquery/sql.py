@@ -33,6 +33,7 @@ from gquery.query import (BOOLEAN, DATE, DAY_MICROS, EPOCH, FLIPPED, INTEGER_TYP
 from gquery.schema import Schema
 
 TABLE = "lineitem"
+PARAMETER = "gquery_parameter"  # a placed literal's meta key: a prepared statement's parameter, not a literal written
 MAX_GROUP_COLUMNS = 2
 CLASS = "is outside the selection+aggregate class"
 
@@ -146,7 +147,10 @@ def parse_template(t: Template, text: str, spans: list[tuple[int, int]], schema:
     parse, placed where it lies in `text` (the binder reads a number as written there: DuckDB types 1.50 by
     its digits), and every other node's place moved there too, but where `every_literal` of the text is a
     placeholder (a shape's template: shape_of), when no other node's place is read. parse(text)'s Query,
-    without parsing the whole text again."""
+    without parsing the whole text again; but where the placeholders are a prepared statement's (not
+    `every_literal`), an integer among them is typed as DuckDB types an integer parameter, by its value alone (a
+    TINYINT plus the parameter 1 is an INTEGER, as DuckDB's con.execute(text, [1]) types it; the literal 1 there
+    would be a TINYINT: _narrowed)."""
     literals = [text[start:start + length] for start, length in spans]
     bound = t.tree.copy()
     holes = list(bound.find_all(exp.Placeholder))
@@ -158,14 +162,18 @@ def parse_template(t: Template, text: str, spans: list[tuple[int, int]], schema:
 
         for node in bound.walk():
             _moved_meta(node, moved)
-    _fill(holes, literals, spans)
+    _fill(holes, literals, spans, parameters=not every_literal)
     return _Binder(text, schema, table).query(bound)
 
 
-def _fill(holes: list, literals: list[str], spans) -> None:
-    """Each placeholder $k of a tree replaced by the k-th literal's own parse, placed where it lies in the text."""
+def _fill(holes: list, literals: list[str], spans, parameters: bool = False) -> None:
+    """Each placeholder $k of a tree replaced by the k-th literal's own parse, placed where it lies in the text;
+    marked a parameter's (`parameters`: a prepared statement's, which _narrowed leaves as it is typed)."""
     for hole in holes:
-        hole.replace(_placed_literal(literals, spans, int(hole.this) - 1))
+        node = _placed_literal(literals, spans, int(hole.this) - 1)
+        if parameters:
+            node.meta[PARAMETER] = int(hole.this)  # (its number: DuckDB names it $k in a column's name)
+        hole.replace(node)
 
 
 def _placed_literal(literals: list[str], spans, k: int) -> exp.Expression:
@@ -1273,12 +1281,18 @@ class _Binder:
 
     # -- names --
     def _name(self, node: exp.Expression) -> str:
-        """DuckDB's default name of a select item: its expression printed as DuckDB prints it."""
+        """DuckDB's default name of a select item: its expression printed as DuckDB prints it (a prepared statement's
+        parameter as $k)."""
+        parameter = _parameter_number(node)
+        if parameter is not None:
+            return f"${parameter}"
         node = _unparenthesized(node)
         if isinstance(node, exp.Column):
             return ".".join(_printed_identifier(part.name) for part in node.parts)
         if isinstance(node, exp.Literal):
             return "'" + node.this.replace("'", "''") + "'" if node.is_string else self._number_text(node)
+        if isinstance(node, exp.Neg) and _signs_a_parameter(node):  # DuckDB's negation of $k: (-($k))
+            return f"(-({self._name(node.this)}))"
         if isinstance(node, exp.Neg):
             sign, inner = "-", _unparenthesized(node.this)
             while isinstance(inner, exp.Neg):
@@ -1298,6 +1312,24 @@ class _Binder:
                 return "count_star()"
             return f"{func}({self._name(node.this)})"
         return node.sql("duckdb")
+
+
+def _parameter_number(node: exp.Expression) -> int | None:
+    """The number of the prepared statement's parameter a node is (parentheses about it), or None."""
+    while True:
+        number = node.meta.get(PARAMETER)
+        if number is not None or not isinstance(node, exp.Paren):
+            return number
+        node = node.this
+
+
+def _signs_a_parameter(node: exp.Expression) -> bool:
+    """Whether signs and parentheses about a prepared statement's parameter are all the node is."""
+    while isinstance(node, (exp.Neg, exp.Paren)):
+        if node.meta.get(PARAMETER) is not None:
+            return True
+        node = node.this
+    return node.meta.get(PARAMETER) is not None
 
 
 _PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -1339,13 +1371,14 @@ def _narrowed(side: Expr, written: exp.Expression, other: Expr) -> Expr:
     """An integer literal as written (signs and parentheses about it) beside an integer typed otherwise, in that
     type where its value fits it: DuckDB's parser types such a literal INTEGER_LITERAL, which its binder casts to
     the other side's type (TINYINT + 1 is a TINYINT; + 128, whose value does not fit, an INTEGER; 1 + 1 + TINYINT,
-    whose left side is a sum, an INTEGER)."""
+    whose left side is a sum, an INTEGER). A prepared statement's parameter is not one: DuckDB types it by its
+    value alone."""
     if not (isinstance(side, Literal) and side.type.is_integer and other.type.is_integer and side.type != other.type):
         return side
-    written = _unparenthesized(written)
-    while isinstance(written, exp.Neg):
-        written = _unparenthesized(written.this)
-    if isinstance(written, exp.Literal) and not written.is_string and fits(side.value, other.type):
+    while isinstance(written, (exp.Paren, exp.Neg)) and written.meta.get(PARAMETER) is None:
+        written = written.this
+    if isinstance(written, exp.Literal) and not written.is_string and written.meta.get(PARAMETER) is None \
+            and fits(side.value, other.type):
         return Literal(side.value, other.type)
     return side
 

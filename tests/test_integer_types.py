@@ -4,6 +4,7 @@ its type, which DuckDB raises for, exact in the answer's rows and one line from 
 
 import datetime
 import itertools
+from decimal import Decimal
 
 import duckdb
 import pyarrow as pa
@@ -131,3 +132,29 @@ def test_a_date_plus_an_unsigned_integer_is_a_date(edges):
     got = gquery.open(edges).sql(text, backend="cpu", check=False).arrow()
     assert got == duck_arrow(edges, text)
     assert got.to_pylist() == [{'max(("day" + u8))': datetime.date(1970, 1, 10), 'min(("day" - u16))': datetime.date(1969, 12, 27)}]
+
+
+PREPARED = [("SELECT max(i8 + ?), max(i8 + 1), sum(? * i16), min(? + u8) FROM edges WHERE u8 < ?", [1, -5, 7, 255]),
+            ("SELECT max(i8 * ?), count(*), sum(i16 - (?)) FROM edges WHERE i8 > ?", [Decimal("1.50"), 3, -100]),
+            ("SELECT u8, max(u16 + ?) FROM edges WHERE u8 IN (?, ?) GROUP BY u8 ORDER BY u8", [1, 7, 255])]
+
+
+@pytest.mark.parametrize("text,parameters", PREPARED)
+def test_a_prepared_statements_parameters_are_typed_and_named_as_duckdb_types_them(edges, text, parameters):
+    """DuckDB types an integer parameter by its value alone (a TINYINT plus the parameter 1 is an INTEGER, where the
+    literal 1 makes a TINYINT) and names it $k in a column's name: a prepared statement's run, and the DB-API's
+    execute with parameters, answer as con.execute(text, parameters) does."""
+    con = duckdb.connect()
+    try:
+        theirs = con.sql(text.replace("FROM edges", f"FROM read_parquet('{edges}')"), params=parameters)
+        names, want = theirs.columns, theirs.to_arrow_table()
+    finally:
+        con.close()
+    t = gquery.open(edges)
+    got = t.prepare(text).run(*parameters, backend="cpu", check=False)
+    assert got.columns == names and got.arrow() == want
+    cursor = gquery.connect(edges, backend="cpu", check=False).cursor()
+    cursor.execute(text, parameters)
+    assert [d[0] for d in cursor.description] == names
+    assert [str(d[1]) for d in cursor.description] == [str(t) for _, t in got.result.columns]
+    assert cursor.fetchall() == [tuple(row.values()) for row in want.to_pylist()]
