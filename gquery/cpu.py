@@ -158,6 +158,13 @@ def _fits(lo: int, hi: int) -> bool:
     return INT64_MIN <= lo and hi <= INT64_MAX
 
 
+def _scaled_fits(bounds: tuple[int, int], k: int) -> bool:
+    """Whether values within `bounds` times k fit int64, k with them (NumPy cannot multiply by a k past int64, even
+    a column of zeros: a DECIMAL(38,20) cast)."""
+    lo, hi = bounds
+    return k <= INT64_MAX and _fits(lo * k, hi * k)
+
+
 def _exact(x: Values) -> Values:
     """The same values as Python integers, on which no arithmetic overflows."""
     return x.astype(object) if isinstance(x, np.ndarray) and x.dtype != object else x
@@ -219,8 +226,7 @@ class _Rows:
         scaled operand's range fit int64, else on Python integers."""
         args, exact64 = [], _fits(*bounds(e, self.ranges))
         for arg, k in operands:
-            lo, hi = bounds(arg, self.ranges)
-            exact64 = exact64 and _fits(lo * k, hi * k)
+            exact64 = exact64 and _scaled_fits(bounds(arg, self.ranges), k)
             args.append((self.value(arg), k))
         if exact64:
             return op(*(_int64(v) * k if k != 1 else _int64(v) for v, k in args))
@@ -232,8 +238,7 @@ class _Rows:
         values = self.value(e)
         if k == 1:
             return values
-        lo, hi = bounds(e, self.ranges)
-        return _int64(values) * k if _fits(lo * k, hi * k) else _exact(values) * k
+        return _int64(values) * k if _scaled_fits(bounds(e, self.ranges), k) else _exact(values) * k
 
     # -- predicates --
     def truth(self, e: Expr, value: bool) -> np.ndarray:

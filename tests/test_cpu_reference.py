@@ -269,6 +269,9 @@ EDGE_QUERIES = [
     "SELECT g, sum(k), sum(a), sum(b), count(*) FROM t GROUP BY g",
     "SELECT n, sum(a * 10000000000), avg(a), avg(k) FROM t WHERE a * c <= -1 OR c * 2 > 9223372036854775807 GROUP BY n",
     "SELECT sum(a::DECIMAL(38,5) * b), max(k::HUGEINT * 3) FROM t WHERE a IN (92233720368547758.07, 0, -0.01)",
+    # scaled by 10^19 and past (no int64 holds the power), zeros among them: computed on Python integers
+    "SELECT sum((k * 0)::DECIMAL(38,20)), sum(n * 0 + 0.0000000000000000001), max(n::DECIMAL(38,30)), count(*) FROM t "
+    "WHERE k * 0 = 0.0000000000000000001 OR n >= -5",
 ]
 
 

@@ -68,6 +68,9 @@ QUERIES = [
     "OR l_returnflag IN ('é', '🙂', '') OR l_suppkey > 2147483646",
     "SELECT l_shipdate, COUNT(*), MAX(l_quantity) FROM lineitem WHERE l_discount <= 0.05 GROUP BY l_shipdate ORDER BY 1 LIMIT 7",
     "SELECT SUM(l_quantity * l_extendedprice * l_discount) FROM lineitem WHERE NOT l_quantity > 0",
+    # scales past 10^18 (no long long holds the power), over values and over zeros
+    "SELECT SUM(CAST(l_suppkey AS DECIMAL(38,20))), SUM(l_discount * 0 + 0.0000000000000000001), COUNT(*) FROM lineitem "
+    "WHERE l_quantity * 0 = 0.0000000000000000001 OR l_suppkey >= 0",
 ]
 
 

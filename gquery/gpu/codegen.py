@@ -193,8 +193,7 @@ class _Emitter:
             return f"(-({ctype}){code})", ctype
         if isinstance(e, Cast):
             code, _ = self.number(e.arg)
-            k = scale_of(e.type) - scale_of(e.arg.type)
-            return (f"(({ctype}){code} * {10**k}LL)" if k else f"(({ctype}){code})"), ctype
+            return _scaled(code, scale_of(e.type) - scale_of(e.arg.type), ctype), ctype
         if isinstance(e, Arith):
             left, _ = self.number(e.left)
             right, _ = self.number(e.right)
@@ -237,7 +236,14 @@ class _Emitter:
 
 
 def _scaled(code: str, k: int, ctype: str) -> str:
-    return f"(({ctype}){code} * {10**k}LL)" if k else f"(({ctype}){code})"
+    """code times 10^k in ctype. 10^19 and past are no long long: multiplied in 128 bits, as a product of long long
+    powers, then held in ctype (the node's range says the product fits it: a column of zeros cast to DECIMAL(38,20))."""
+    if not k:
+        return f"(({ctype}){code})"
+    if 10**k < I64_LIMIT:
+        return f"(({ctype}){code} * {10**k}LL)"
+    powers = " * ".join(f"(i128){10**p}LL" for p in [18] * (k // 18) + [k % 18] * (k % 18 > 0))
+    return f"(({ctype})((i128){code} * {powers}))"
 
 
 def kernel_spec(query: Query, lowered: Expr | None, ranges: dict[str, tuple[int, int]], rows: int,
