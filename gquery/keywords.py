@@ -1,6 +1,7 @@
 """DuckDB's keywords (its duckdb_keywords(), every category, as DuckDB 2.0.1 lists them): a column named by
-one is written quoted where DuckDB prints an expression as a column's name (max("day")). tests/test_sql.py checks the
-list against the DuckDB installed."""
+one is written quoted where DuckDB prints an expression as a column's name (max("day")); and those its parser refuses
+as an alias, where sqlglot's takes them (gquery.sql refuses such a text as DuckDB does). tests/test_sql.py checks each
+set against the DuckDB installed."""
 
 KEYWORDS = frozenset("""
     abort absolute access action add admin after aggregate all also alter always analyse analyze and anti any approx
@@ -39,4 +40,28 @@ KEYWORDS = frozenset("""
     volatile week weeks when where whitespace window with within without work wrapper write xml xmlattributes
     xmlconcat xmlelement xmlexists xmlforest xmlnamespaces xmlparse xmlpi xmlroot xmlserialize xmltable year years
     yes zone
+""".split())
+
+# keywords DuckDB's parser refuses as a select item's name written without AS (SUM(x) day: AS day is fine)
+BARE_LABEL_REFUSED = frozenset("""
+    all analyse analyze and anti any array as asc asof asymmetric at authorization binary both by case cast
+    centuries century check collate collation column concurrently constraint create cross day days decade decades
+    default deferrable desc describe distinct do else end escape exclude false fetch filter for foreign freeze from
+    full glob group having hour hours ignore ilike in initially inner into is join lambda lateral leading left like
+    limit microsecond microseconds millennia millennium millisecond milliseconds minute minutes month months natural
+    not null offset on only or order outer over overlaps pivot pivot_longer pivot_wider placing positional precision
+    primary qualify quarter quarters references rename replace respect returning right second seconds select semi
+    show similar some summarize symmetric table tablesample then to trailing true unique unpack unpivot using
+    variadic varying verbose week weeks when where window with within without year years
+""".split())
+
+# keywords DuckDB's parser refuses as a table's alias, with AS or without (FROM t all)
+TABLE_ALIAS_REFUSED = frozenset("""
+    all analyse analyze and anti any array as asc asof asymmetric at authorization binary both by case cast check
+    collate collation column concurrently constraint create cross default deferrable desc describe distinct do else
+    end except false fetch for foreign freeze from full glob group having ilike in initially inner intersect into is
+    isnull join lambda lateral leading left like limit natural not notnull null offset on only or order outer
+    overlaps pivot pivot_longer pivot_wider placing positional primary qualify references returning right select
+    semi show similar some summarize symmetric table tablesample then to trailing true union unique unpack unpivot
+    using variadic verbose when where window with
 """.split())

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field, replace
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.tokens import TokenType
 
 from gquery.errors import GqueryError
-from gquery.keywords import KEYWORDS
+from gquery.keywords import BARE_LABEL_REFUSED, KEYWORDS, TABLE_ALIAS_REFUSED
 from gquery.query import (BOOLEAN, DATE, DAY_MICROS, EPOCH, FLIPPED, INTEGER_TYPES, MAX_DECIMAL_WIDTH,
                           TIMESTAMP, VARCHAR, Aggregate, And, Arith, Cast, Column, Compare, Expr, InList, IsNull, Literal,
                           Negate, Not, Or, Output, Query, SqlType, aggregate_type, arithmetic_type, decimal,
@@ -527,10 +528,15 @@ def check_syntax(text: str) -> None:
 
 
 def _one_statement(text: str) -> exp.Expression:
+    dialect = sqlglot.Dialect.get_or_raise("duckdb")
     try:
-        statements = [s for s in sqlglot.parse(text, read="duckdb") if s is not None]
+        tokens = dialect.tokenize(text)
+        statements = [s for s in dialect.parser().parse(tokens, text) if s is not None]
     except sqlglot.errors.SqlglotError as e:
         raise SqlSyntaxError(f"syntax error: {_first_line(e)}") from None
+    _check_tokens(tokens)
+    for statement in statements:
+        _check_aliases(statement, tokens)
     if not statements:
         raise SqlSyntaxError("no SQL statement")
     if len(statements) > 1:
@@ -541,6 +547,74 @@ def _one_statement(text: str) -> exp.Expression:
     if not isinstance(statement, exp.Select):
         raise OutOfClass(f"a {statement.key.upper()} statement {CLASS}")
     return statement
+
+
+# sqlglot's parser takes some texts DuckDB's refuses: those are refused here as DuckDB's parser refuses them (with
+# --backend auto, DuckDB is then asked, and says so itself)
+_CLAUSES = {TokenType.FROM, TokenType.WHERE, TokenType.GROUP_BY, TokenType.ORDER_BY, TokenType.LIMIT, TokenType.HAVING,
+            TokenType.SEMICOLON}
+
+
+def _check_tokens(tokens: list) -> None:
+    """SqlSyntaxError where the tokens are not DuckDB's SQL though sqlglot parses them: parentheses that do not pair
+    up, an empty list item (a comma after a comma, a parenthesis, SELECT or BY: a trailing one is DuckDB's too), a
+    BETWEEN without its AND, a point apart from the digits after it (. 5)."""
+    depth = 0
+    for k, token in enumerate(tokens):
+        kind = token.token_type
+        if kind == TokenType.L_PAREN:
+            depth += 1
+        elif kind == TokenType.R_PAREN:
+            depth -= 1
+            if depth < 0:
+                raise SqlSyntaxError('syntax error at or near ")": it closes no "("')
+        elif kind == TokenType.COMMA and k and tokens[k - 1].token_type in (
+                TokenType.COMMA, TokenType.L_PAREN, TokenType.SELECT, TokenType.GROUP_BY, TokenType.ORDER_BY):
+            raise SqlSyntaxError('syntax error at or near ",": a list item is missing')
+        elif kind == TokenType.DOT and k + 1 < len(tokens) and tokens[k + 1].token_type == TokenType.NUMBER \
+                and tokens[k + 1].start > token.end + 1:
+            raise SqlSyntaxError(f'syntax error at or near "{tokens[k + 1].text}": a point apart from its digits')
+        elif kind == TokenType.BETWEEN and not _has_and(tokens, k + 1):
+            raise SqlSyntaxError("syntax error: BETWEEN without its AND")
+    if depth:
+        raise SqlSyntaxError('syntax error at end of input: a "(" is never closed')
+
+
+def _has_and(tokens: list, at: int) -> bool:
+    """Whether an AND follows at the depth `at` begins, before that depth's list, clause or expression ends."""
+    depth = 0
+    for token in tokens[at:]:
+        kind = token.token_type
+        if kind == TokenType.L_PAREN:
+            depth += 1
+        elif kind == TokenType.R_PAREN:
+            depth -= 1
+            if depth < 0:
+                return False
+        elif depth == 0 and kind == TokenType.AND:
+            return True
+        elif depth == 0 and (kind in _CLAUSES or kind in (TokenType.COMMA, TokenType.OR)):
+            return False
+    return False
+
+
+def _check_aliases(statement: exp.Expression, tokens: list) -> None:
+    """SqlSyntaxError for a keyword DuckDB's parser refuses as an alias where sqlglot's takes it (SUM(x) day, FROM t
+    all) and for BETWEEN SYMMETRIC, which DuckDB's parser does not have."""
+    after_as = {tokens[k].start for k in range(1, len(tokens)) if tokens[k - 1].token_type == TokenType.ALIAS}
+    for node in statement.find_all(exp.Alias, exp.TableAlias, exp.Between):
+        if isinstance(node, exp.Between):
+            if node.args.get("symmetric"):  # (ASYMMETRIC, BETWEEN's own meaning, is DuckDB's too)
+                raise SqlSyntaxError("syntax error at or near SYMMETRIC: DuckDB's BETWEEN has no SYMMETRIC")
+            continue
+        name = node.args.get("alias") if isinstance(node, exp.Alias) else node.this
+        if not isinstance(name, exp.Identifier) or name.args.get("quoted"):
+            continue
+        word = name.name.lower()
+        refused = TABLE_ALIAS_REFUSED if isinstance(node, exp.TableAlias) else \
+            BARE_LABEL_REFUSED if name.meta.get("start") not in after_as else ()
+        if word in refused:
+            raise SqlSyntaxError(f'syntax error at or near "{name.name}": a keyword DuckDB does not take as this alias')
 
 
 def _first_line(e: Exception) -> str:
@@ -576,6 +650,7 @@ CAST_TYPES = {exp.DataType.Type.TINYINT: "TINYINT", exp.DataType.Type.SMALLINT: 
               exp.DataType.Type.UINT: "UINTEGER",
               exp.DataType.Type.DATE: "DATE", exp.DataType.Type.TIMESTAMP: "TIMESTAMP",
               exp.DataType.Type.TIMESTAMPNTZ: "TIMESTAMP"}
+UNSIGNED_ALIASES = {"UINT8": "UTINYINT", "UINT16": "USMALLINT", "UINT32": "UINTEGER"}  # (sqlglot's user-defined types)
 AGGREGATE_NODES = {exp.Sum: "sum", exp.Count: "count", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
 ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}
 COMPARE_NODES = {exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.EQ: "=", exp.NEQ: "<>"}
@@ -857,7 +932,8 @@ class _Binder:
         name = item.alias if isinstance(item, exp.Alias) else None
         inner = _unparenthesized(node)
         if isinstance(inner, exp.AggFunc):
-            return Output(name or self._name(inner), self._aggregate(inner))
+            aggregate = self._aggregate(inner)  # (first: one it refuses may have no argument to name)
+            return Output(name or self._name(inner), aggregate)
         value = self._value(inner)
         if isinstance(value, Literal):
             raise refuse(f"a constant in the SELECT list ({_short(inner)})")
@@ -906,7 +982,10 @@ class _Binder:
         node = _unparenthesized(count) if count is not None else None
         if not (isinstance(node, exp.Literal) and not node.is_string and node.this.replace("_", "").isdigit()):
             raise refuse(f"LIMIT other than a non-negative integer ({_short(limit)})")
-        return int(node.this.replace("_", ""))
+        value = int(node.this.replace("_", ""))
+        if value >= 2**63:
+            raise refuse(f"LIMIT past BIGINT ({value}: DuckDB raises a conversion error)")
+        return value
 
     # -- aggregates --
     def _aggregate(self, node: exp.Expression) -> Aggregate:
@@ -918,6 +997,8 @@ class _Binder:
             raise refuse(f"DISTINCT in an aggregate ({_short(node)})")
         if node.expressions or any(v for k, v in node.args.items() if k not in ("this", "big_int")):
             raise refuse(f"{func.upper()} of more than one argument ({_short(node)})")
+        if arg is None and func != "count":
+            raise refuse(f"{func.upper()}() without an argument (DuckDB has no such function)")
         if arg is None or isinstance(arg, exp.Star):
             if func != "count":
                 raise refuse(f"{func.upper()}(*)")
@@ -1131,6 +1212,8 @@ class _Binder:
     def _cast_type(self, node: exp.Cast) -> SqlType:
         to = node.to
         if to.this == exp.DataType.Type.DECIMAL:
+            if not all(isinstance(p.this, exp.Literal) and p.this.this.isdigit() for p in to.expressions):
+                raise refuse(f"a CAST to {to.sql('duckdb')} (a DECIMAL's width and scale are integers)")
             params = [int(p.this.this) for p in to.expressions]
             width, scale = {0: (18, 3), 1: (*params, 0), 2: tuple(params)}.get(len(params), (0, 0))
             if not (1 <= width <= MAX_DECIMAL_WIDTH and 0 <= scale <= width):
@@ -1138,6 +1221,8 @@ class _Binder:
             return decimal(width, scale)
         if to.this in CAST_TYPES and not to.expressions:
             return SqlType(CAST_TYPES[to.this])
+        if to.this == exp.DataType.Type.USERDEFINED and str(to.args.get("kind")).upper() in UNSIGNED_ALIASES:
+            return SqlType(UNSIGNED_ALIASES[str(to.args.get("kind")).upper()])
         raise refuse(f"a CAST to {to.sql('duckdb')}")
 
     # -- predicates --
@@ -1348,6 +1433,8 @@ def _type_name(to: exp.DataType) -> str:
     if to.this == exp.DataType.Type.DECIMAL:
         params = ", ".join(p.this.this for p in to.expressions)
         return f"DECIMAL({params})" if params else "DECIMAL"
+    if to.this == exp.DataType.Type.USERDEFINED and to.args.get("kind"):
+        return str(to.args["kind"])  # (as written: DuckDB prints an alias it has no other name for so)
     return CAST_TYPES.get(to.this, to.sql("duckdb"))
 
 

@@ -76,7 +76,7 @@ def test_the_cycle_finder_finds_one():
 LAYERS = [
     ("foundation", "errors exact host timing profile reports query schema sources parameters"),
     ("data: sources, schema, encodings, the store", "encodings contract columns table arrow store tpch"),
-    ("the query: SQL to Query, pruning, results, the CPU reference", "sql prune result cpu ladder"),
+    ("the query: SQL to Query (DuckDB's keywords), pruning, results, the CPU reference", "keywords sql prune result cpu ladder"),
     ("the modes, the link's costs, the ladder's chunk geometry", "plan"),
     ("engines: the GPU (device, memory, codegen, fused plan, kernels, executor, several GPUs), DuckDB",
      "gpu reference"),

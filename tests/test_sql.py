@@ -231,9 +231,25 @@ def test_a_name_duckdb_quotes_is_quoted_in_an_expressions_name(tmp_path):
 
 
 def test_the_keywords_are_the_installed_duckdbs():
-    from gquery.keywords import KEYWORDS
+    """Its keywords, and those its parser refuses as a bare select item's name or as a table's alias."""
+    from gquery.keywords import BARE_LABEL_REFUSED, KEYWORDS, TABLE_ALIAS_REFUSED
 
-    assert KEYWORDS == {w for (w,) in duckdb.sql("SELECT keyword_name FROM duckdb_keywords()").fetchall()}
+    con = duckdb.connect()
+    assert KEYWORDS == {w for (w,) in con.execute("SELECT keyword_name FROM duckdb_keywords()").fetchall()}
+    con.execute("CREATE TABLE t AS SELECT 1 AS k")
+
+    def refused(text: str) -> bool:
+        try:
+            con.execute(text)
+        except duckdb.ParserException:
+            return True
+        except duckdb.Error:  # (UNION and the like: a query of another kind, not a name)
+            return False
+        return False
+
+    assert {w for w in KEYWORDS if refused(f"SELECT sum(k) {w} FROM t")} == BARE_LABEL_REFUSED
+    assert {w for w in KEYWORDS if refused(f"SELECT sum(k) FROM t {w}")} == TABLE_ALIAS_REFUSED
+    assert not any(refused(f"SELECT sum(k) AS {w} FROM t") for w in KEYWORDS)
 
 
 # --- refusals: one line, naming the construct ------------------------------------------------------------
@@ -329,6 +345,60 @@ def test_refusals_name_the_construct(schema, sql, message):
     with pytest.raises(OutOfClass, match=message) as caught:
         parse(sql, schema)
     assert "\n" not in str(caught.value)
+
+
+# texts sqlglot's parser takes and DuckDB's refuses (its parser, binder or a conversion): refused as DuckDB refuses them
+DUCKDB_REFUSES = [
+    ("SELECT count(*) FROM lineitem WHERE l_suppkey BETWEEN SYMMETRIC 20 AND 10", "SYMMETRIC"),
+    ("SELECT count(*) FROM lineitem WHERE l_suppkey BETWEEN 1 2", "BETWEEN without its AND"),
+    ("SELECT count(*) FROM lineitem WHERE l_suppkey BETWEEN 1 OR l_suppkey > 2 AND l_tax > 0", "syntax error"),
+    ("SELECT max(l_suppkey FROM lineitem", "never closed"),
+    ("SELECT max(l_suppkey)) FROM lineitem", "syntax error"),
+    ("SELECT l_suppkey DESC, count(*) FROM lineitem GROUP BY l_suppkey", '"DESC": a keyword'),
+    ("SELECT max(l_suppkey) NULL FROM lineitem", '"NULL": a keyword'),
+    ("SELECT max(l_suppkey) day FROM lineitem", '"day": a keyword'),
+    ("SELECT max(l_suppkey) FROM lineitem ALL WHERE l_suppkey > 0", '"ALL": a keyword'),
+    ("SELECT max(l_suppkey) FROM lineitem AS left", '"left": a keyword'),
+    ("SELECT count(*) FROM lineitem WHERE l_suppkey IN (1, , 2)", "a list item is missing"),
+    ("SELECT , sum(l_suppkey) FROM lineitem", "a list item is missing"),
+    ("SELECT sum(l_suppkey),, count(*) FROM lineitem", "a list item is missing"),
+    ("SELECT l_suppkey, count(*) FROM lineitem GROUP BY , l_suppkey", "a list item is missing"),
+    ("SELECT l_suppkey, count(*) FROM lineitem GROUP BY l_suppkey ORDER BY , l_suppkey", "a list item is missing"),
+    ("SELECT sum(CAST(l_suppkey AS DECIMAL(, 2))) FROM lineitem", "a list item is missing"),
+    ("SELECT count(*) FROM lineitem WHERE l_tax BETWEEN 0 AND . 5", "a point apart from its digits"),
+    ("SELECT max() FROM lineitem", re.escape("MAX() without an argument")),
+    ("SELECT sum(CAST(l_suppkey AS DECIMAL(x))) FROM lineitem", "width and scale are integers"),
+    ("SELECT sum(CAST(l_suppkey AS DECIMAL(1.5, 0))) FROM lineitem", "width and scale are integers"),
+    ("SELECT max(l_suppkey) FROM lineitem LIMIT 9223372036854775808", "LIMIT past BIGINT"),
+]
+# and texts both answer, though they look alike to those
+DUCKDB_TAKES = [
+    "SELECT sum(l_suppkey), FROM lineitem", "SELECT count(*) FROM lineitem WHERE l_suppkey IN (1, 2,)",
+    "SELECT l_suppkey, count(*) FROM lineitem WHERE l_suppkey < 3 GROUP BY l_suppkey, ORDER BY l_suppkey,",
+    "SELECT sum(l_suppkey) AS desc, max(l_tax) AS day, min(l_tax) x FROM lineitem",
+    "SELECT sum(l_suppkey) FROM lineitem AS t WHERE t.l_tax < .05", "SELECT sum(l_suppkey) \"desc\" FROM lineitem",
+    "SELECT count(*) FROM lineitem WHERE l_suppkey NOT BETWEEN (1) AND 2 OR l_suppkey BETWEEN 1 + 1 AND (30) AND l_tax > 0",
+    "SELECT count(*) FROM lineitem WHERE l_suppkey BETWEEN ASYMMETRIC 10 AND 20",
+    "SELECT sum(CAST(l_suppkey AS DECIMAL(18,))), max(CAST(l_suppkey AS UInt32)), sum(l_suppkey::uint8) FROM lineitem "
+    "WHERE l_suppkey < 200",
+    "SELECT max(l_suppkey) FROM lineitem LIMIT 9223372036854775807",
+]
+
+
+@pytest.mark.parametrize("sql, message", DUCKDB_REFUSES)
+def test_a_text_duckdbs_parser_refuses_is_refused_in_one_line(schema, duck, sql, message):
+    with pytest.raises(duckdb.Error):
+        duck.execute(sql)
+    with pytest.raises(OutOfClass, match=message) as caught:
+        parse(sql, schema)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("sql", DUCKDB_TAKES)
+def test_a_text_duckdb_takes_is_answered_named_and_typed_as_duckdb_answers_it(schema, duck, sql):
+    q = parse(sql, schema)
+    description = duck.execute(sql).description
+    assert [(o.name, str(o.expr.type)) for o in q.outputs] == [(d[0], str(d[1])) for d in description]
 
 
 @pytest.mark.parametrize("sql, message", [
