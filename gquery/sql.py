@@ -560,15 +560,11 @@ def _check_tokens(tokens: list) -> None:
     up, an empty list item (a comma after a comma, a parenthesis, SELECT or BY: a trailing one is DuckDB's too), a
     BETWEEN without its AND, a point apart from the digits after it (. 5)."""
     depth = 0
-    for k, token in enumerate(tokens):
+    for k, (token, depth) in enumerate(_nested(tokens)):
         kind = token.token_type
-        if kind == TokenType.L_PAREN:
-            depth += 1
-        elif kind == TokenType.R_PAREN:
-            depth -= 1
-            if depth < 0:
-                raise SqlSyntaxError('syntax error at or near ")": it closes no "("')
-        elif kind == TokenType.COMMA and k and tokens[k - 1].token_type in (
+        if depth < 0:
+            raise SqlSyntaxError('syntax error at or near ")": it closes no "("')
+        if kind == TokenType.COMMA and k and tokens[k - 1].token_type in (
                 TokenType.COMMA, TokenType.L_PAREN, TokenType.SELECT, TokenType.GROUP_BY, TokenType.ORDER_BY):
             raise SqlSyntaxError('syntax error at or near ",": a list item is missing')
         elif kind == TokenType.DOT and k + 1 < len(tokens) and tokens[k + 1].token_type == TokenType.NUMBER \
@@ -580,21 +576,23 @@ def _check_tokens(tokens: list) -> None:
         raise SqlSyntaxError('syntax error at end of input: a "(" is never closed')
 
 
+def _nested(tokens: list):
+    """Each token with the parentheses' depth after it: one more after a "(", one less after a ")" (below 0: a ")"
+    that closes none)."""
+    depth = 0
+    for token in tokens:
+        depth += (token.token_type == TokenType.L_PAREN) - (token.token_type == TokenType.R_PAREN)
+        yield token, depth
+
+
 def _has_and(tokens: list, at: int) -> bool:
     """Whether an AND follows at the depth `at` begins, before that depth's list, clause or expression ends."""
-    depth = 0
-    for token in tokens[at:]:
+    for token, depth in _nested(tokens[at:]):
         kind = token.token_type
-        if kind == TokenType.L_PAREN:
-            depth += 1
-        elif kind == TokenType.R_PAREN:
-            depth -= 1
-            if depth < 0:
-                return False
-        elif depth == 0 and kind == TokenType.AND:
-            return True
-        elif depth == 0 and (kind in _CLAUSES or kind in (TokenType.COMMA, TokenType.OR)):
+        if depth < 0 or depth == 0 and (kind in _CLAUSES or kind in (TokenType.COMMA, TokenType.OR)):
             return False
+        if depth == 0 and kind == TokenType.AND:
+            return True
     return False
 
 
