@@ -309,7 +309,7 @@ class Prepared:
             query = sql.parse_template(self._template, bound, spans, answer.schema_of(table._live()), table.name)
             if len(self._parsed) < PARSED_KEPT:
                 self._parsed[bound] = query
-        defaults = _sql_options()
+        defaults = sql_options()
         chosen = {**defaults, **self.options, **options}
         unknown = set(chosen) - set(defaults)
         if unknown:
@@ -318,7 +318,7 @@ class Prepared:
 
 
 @functools.cache
-def _sql_options() -> dict:
+def sql_options() -> dict:
     """TableHandle.sql's options and their defaults, from its signature (what a prepared statement's run passes on)."""
     return {name: p.default for name, p in inspect.signature(TableHandle.sql).parameters.items()
             if p.default is not inspect.Parameter.empty}

@@ -70,6 +70,10 @@ def connect(data, name: str | None = None, **options) -> "Connection":
     mode, check, ...) as table.sql takes them."""
     from gquery import api
 
+    unknown = set(options) - set(api.sql_options())
+    if unknown:  # said now, not at the first execute
+        raise ProgrammingError(f"unknown option(s) {', '.join(sorted(unknown))}: a query takes "
+                               f"{', '.join(api.sql_options())}")
     try:
         return Connection(api.open(data, name=name), options)
     except GqueryError as e:
@@ -142,6 +146,8 @@ class Cursor:
     def execute(self, sql: str, parameters=None) -> "Cursor":
         self._live()
         c = self.connection
+        # the last result is gone whether or not this one comes (PEP 249: a failed execute leaves no result set)
+        self.answer, self._rows, self._at, self.rowcount, self.description = None, [], 0, -1, None
         try:  # with parameters, the text is parsed once and each execute binds into it (checking them)
             params = parameters_.sequence(parameters)
             answer = c._statement(sql).run(*params, **c.options) if params else c.table.sql(bind(sql, params), **c.options)

@@ -6,6 +6,7 @@ statements (api: table.prepare) and the DB-API (dbapi)."""
 from __future__ import annotations
 
 import datetime
+import re
 from decimal import Decimal
 
 from gquery.errors import GqueryError
@@ -53,18 +54,10 @@ def _marked(sql: str, each) -> tuple[str, list[tuple[int, int]]]:
     out, used, i, n, at, spans = [], 0, 0, len(sql), 0, []
     while i < n:
         c = sql[i]
-        if c in "'\"":  # a string literal or a quoted name, '' and "" within it
-            j = i + 1
-            while j < n and not (sql[j] == c and (j + 1 >= n or sql[j + 1] != c)):
-                j += 2 if sql[j] == c else 1
-            out.append(sql[i:j + 1])
-            at += len(out[-1])
-            i = j + 1
-        elif sql.startswith("--", i):
-            j = sql.find("\n", i)
-            j = n if j < 0 else j
+        j = _passed(sql, i) if c in "'\"-/$" else None
+        if j is not None:  # a string, a quoted name or a comment: as it is
             out.append(sql[i:j])
-            at += len(out[-1])
+            at += j - i
             i = j
         elif c == "?":
             text = each(used)
@@ -80,6 +73,45 @@ def _marked(sql: str, each) -> tuple[str, list[tuple[int, int]]]:
             at += 1
             i += 1
     return "".join(out), spans
+
+
+_DOLLAR = re.compile(r"\$([A-Za-z_]\w*)?\$")
+
+
+def _passed(sql: str, i: int) -> int | None:
+    """Where a string literal, quoted name or comment starting at i ends (one past it), or None where none starts
+    there: '...' and "..." with '' and "" within, E'...' with backslash escapes, $tag$...$tag$, -- to the line's
+    end, /* ... */ (nested, as DuckDB's lexer nests them). Unclosed: to the text's end."""
+    n, c = len(sql), sql[i]
+    if c in "'\"":
+        escaped = c == "'" and i and sql[i - 1] in "eE" and (i < 2 or not (sql[i - 2].isalnum() or sql[i - 2] == "_"))
+        j = i + 1
+        while j < n:
+            if escaped and sql[j] == "\\":
+                j += 2
+            elif sql[j] == c and (j + 1 >= n or sql[j + 1] != c):
+                return j + 1
+            else:
+                j += 2 if sql[j] == c else 1
+        return n
+    if sql.startswith("--", i):
+        j = sql.find("\n", i)
+        return n if j < 0 else j
+    if sql.startswith("/*", i):
+        depth, j = 1, i + 2
+        while j < n and depth:
+            if sql.startswith("/*", j):
+                depth, j = depth + 1, j + 2
+            elif sql.startswith("*/", j):
+                depth, j = depth - 1, j + 2
+            else:
+                j += 1
+        return j
+    m = _DOLLAR.match(sql, i) if c == "$" and (not i or not (sql[i - 1].isalnum() or sql[i - 1] == "_")) else None
+    if m is not None:
+        j = sql.find(m.group(), m.end())
+        return n if j < 0 else j + len(m.group())
+    return None
 
 
 def literal(value) -> str:

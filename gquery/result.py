@@ -260,9 +260,9 @@ def _check_held(name: str, values, t: SqlType) -> None:
     """A GqueryError where a column holds a value its type does not (a MAX of a TINYINT sum past 127): DuckDB
     raises an out-of-range error for such a query; the engines' answer is exact, in its rows, but no Arrow array
     of the type DuckDB gives the column holds it."""
-    if t.is_decimal or t.name == "HUGEINT":  # (a HUGEINT's Arrow type is DuckDB's decimal128(38, 0))
-        lo, hi = -(10 ** (t.width or 38) - 1), 10 ** (t.width or 38) - 1
-    elif t.is_integer:
+    if t.is_decimal:
+        lo, hi = -(10**t.width - 1), 10**t.width - 1
+    elif t.is_integer:  # (a HUGEINT's Arrow type, DuckDB's decimal128(38, 0), holds its 128 bits: _decimal_array)
         lo, hi = t.integer_range
     else:
         return
@@ -281,13 +281,20 @@ def _check_held(name: str, values, t: SqlType) -> None:
 
 
 def _decimal_array(values: list, arrow):
-    """A decimal128 array of unscaled integers that all fit int64: each one's low word, its sign the high
-    word. None where one is NULL or past 64 bits (Python's Decimals make those)."""
+    """A decimal128 array of unscaled integers: each one's low word, its sign the high word, where all fit int64;
+    else each one's 128-bit two's complement (a HUGEINT past 38 digits, as DuckDB's Arrow holds one). None where one
+    is NULL (Python's Decimals make those)."""
     import pyarrow as pa
 
     try:
         low = np.array(values, dtype=np.int64)
-    except (TypeError, OverflowError):
+    except OverflowError:
+        if any(v is None for v in values):
+            return None
+        mask = (1 << 64) - 1
+        words = np.array([(v & mask, v >> 64 & mask) for v in map(int, values)], dtype=np.uint64)
+        return pa.Array.from_buffers(arrow, len(values), [None, pa.py_buffer(words)])
+    except TypeError:
         return None
     words = np.empty((len(low), 2), dtype=np.int64)
     words[:, 0], words[:, 1] = low, low >> 63

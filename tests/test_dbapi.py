@@ -118,3 +118,46 @@ def test_closed_things_and_what_a_reader_does_not_do(sf001, tmp_path):
         c.cursor()
     with pytest.raises(dbapi.OperationalError, match="no such file"):
         gquery.connect(tmp_path / "nope.parquet")
+
+
+def test_a_failed_execute_leaves_no_result_and_an_unknown_option_is_said_at_connect(con, sf001):
+    """PEP 249: after an execute that raised, the cursor has no result set (the last one's rows were still read);
+    a connection's unknown query option is a ProgrammingError at connect (it was Python's TypeError at the first
+    execute)."""
+    cur = con.cursor()
+    cur.execute("SELECT COUNT(*) FROM lineitem")
+    with pytest.raises(dbapi.ProgrammingError, match="unknown column"):
+        cur.execute("SELECT COUNT(*) FROM lineitem WHERE nope < 1")
+    assert (cur.description, cur.rowcount) == (None, -1)
+    with pytest.raises(dbapi.ProgrammingError, match="no query has been executed"):
+        cur.fetchall()
+    with pytest.raises(dbapi.ProgrammingError, match="unknown option.s. bogus: a query takes backend, mode") as caught:
+        gquery.connect(sf001.files[0], bogus=1)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("sql, params, bound", [
+    ("SELECT COUNT(*) FROM lineitem WHERE /* -- */ l_suppkey < ?\n AND l_suppkey > ?", (5, -10),
+     "SELECT COUNT(*) FROM lineitem WHERE /* -- */ l_suppkey < 5\n AND l_suppkey > (-10)"),
+    ("SELECT COUNT(*) FROM lineitem /* ? /* ? */ ? */ WHERE l_suppkey < ?", (5,),
+     "SELECT COUNT(*) FROM lineitem /* ? /* ? */ ? */ WHERE l_suppkey < 5"),
+    ("SELECT COUNT(*) FROM lineitem WHERE l_returnflag <> $$a?$$ AND l_returnflag <> $t$?$t$ AND l_suppkey < ?", (5,),
+     "SELECT COUNT(*) FROM lineitem WHERE l_returnflag <> $$a?$$ AND l_returnflag <> $t$?$t$ AND l_suppkey < 5"),
+    ("SELECT COUNT(*) FROM lineitem WHERE l_returnflag <> E'it\\'s?' AND l_returnflag <> 'a''?' -- ?\n AND l_suppkey < ?",
+     (5,), "SELECT COUNT(*) FROM lineitem WHERE l_returnflag <> E'it\\'s?' AND l_returnflag <> 'a''?' -- ?\n AND l_suppkey < 5"),
+])
+def test_a_question_mark_in_a_comment_or_a_string_is_no_parameter(con, sf001, sql, params, bound):
+    """Block comments (nested, a -- within), dollar-quoted strings and E'' strings with a backslash escape are passed
+    over as DuckDB's lexer passes them: a ? there is text, not a parameter (a -- in a block comment hid the next ?,
+    and a Python TypeError followed)."""
+    import duckdb
+
+    from gquery.parameters import bind
+
+    assert bind(sql, params) == bound
+    want = duckdb.connect().execute(sql.replace("FROM lineitem", f"FROM read_parquet('{sf001.files[0]}')"), params).fetchall()
+    if "$" in sql or "E'" in sql:  # (a dollar-quoted or E'' string is outside the class: one line, DuckDB's under auto)
+        with pytest.raises(dbapi.ProgrammingError, match="outside the selection"):
+            con.cursor().execute(sql, params)
+        return
+    assert con.cursor().execute(sql, params).fetchall() == want

@@ -113,7 +113,6 @@ def test_integer_answers_are_duckdbs_arrow_tables(edges, text):
     ("SELECT min(u8 - 1) FROM edges", "min((u8 - 1))", "-1 is past UTINYINT"),
     ("SELECT max(u32 * 2) FROM edges", "max((u32 * 2))", "8589934590 is past UINTEGER"),
     ("SELECT max(i64 + 1) FROM edges", "max((i64 + 1))", "9223372036854775808 is past BIGINT"),
-    ("SELECT sum(i64 * i64) FROM edges", "sum((i64 * i64))", "170141183460469231713240559642174554114 is past HUGEINT"),
     ("SELECT max(d * i32 * i32) FROM edges", "max(((d * i32) * i32))", "4611686014132420609.00 is past DECIMAL(18,2)")])
 def test_a_value_past_its_type_is_exact_in_rows_and_one_line_from_arrow(edges, text, column, past):
     """DuckDB raises an out-of-range error for these; the engines' answer is exact (beyond DuckDB's range, as
@@ -158,3 +157,20 @@ def test_a_prepared_statements_parameters_are_typed_and_named_as_duckdb_types_th
     assert [d[0] for d in cursor.description] == names
     assert [str(d[1]) for d in cursor.description] == [str(t) for _, t in got.result.columns]
     assert cursor.fetchall() == [tuple(row.values()) for row in want.to_pylist()]
+
+
+def test_a_hugeint_past_38_digits_is_in_arrow_as_duckdb_gives_it(edges):
+    """DuckDB's Arrow type for HUGEINT, decimal128(38, 0), holds its 128 bits: -2^127 (a MIN of -2^63 times the
+    parameter 2^64) is DuckDB's answer, and gquery's Arrow table holds it alike."""
+    text = "SELECT min(i64 * ?), max(i64 * ?) FROM edges"
+    con = duckdb.connect()
+    try:
+        want = con.sql(text.replace("FROM edges", f"FROM read_parquet('{edges}')"), params=[2**64, 2**64]).to_arrow_table()
+    finally:
+        con.close()
+    got = gquery.open(edges).prepare(text).run(2**64, 2**64, backend="cpu", check=False)
+    assert got.rows == [(-2**127, (2**63 - 1) * 2**64)]
+    ours = got.arrow()
+    assert ours.schema.types == want.schema.types
+    for k in range(2):  # (pyarrow cannot compare decimals past their precision: their 128-bit words)
+        assert ours.column(k).chunk(0).buffers()[1].to_pybytes()[:16] == want.column(k).chunk(0).buffers()[1].to_pybytes()[:16]
