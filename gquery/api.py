@@ -316,15 +316,15 @@ class Prepared:
             raise UsageError(f"unknown option(s) {', '.join(sorted(unknown))}: sql() takes {', '.join(defaults)}")
         return table._answer(bound, query, **chosen)
 
+    def __repr__(self) -> str:
+        return f"Prepared({self.text!r})"
+
 
 @functools.cache
 def sql_options() -> dict:
     """TableHandle.sql's options and their defaults, from its signature (what a prepared statement's run passes on)."""
     return {name: p.default for name, p in inspect.signature(TableHandle.sql).parameters.items()
             if p.default is not inspect.Parameter.empty}
-
-    def __repr__(self) -> str:
-        return f"Prepared({self.text!r})"
 
 
 def named_columns(text: str, columns) -> list[str]:

@@ -153,6 +153,7 @@ def test_a_prepared_statement_binds_exact_parameters_and_says_what_is_wrong_in_o
         assert p.run(z, low).rows == t.sql(f"SELECT SUM(a), COUNT(*), MAX(d) FROM t WHERE a < {z} AND d >= {low}",
                                            backend="cpu").rows
     assert p.run(10, Decimal(0), check=False).check is None  # this run's options over the statement's
+    assert repr(p) == "Prepared('SELECT SUM(a), COUNT(*), MAX(d) FROM t WHERE a < ? AND d >= ?')"
     for bad, says in (((), "more ? than the 0"), ((1, 2, 3), "3 parameter(s) given for 2"), ((1.5, 1), "a float parameter")):
         with pytest.raises(ParameterError, match=re.escape(says)) as e:
             p.run(*bad)
