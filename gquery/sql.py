@@ -1366,7 +1366,7 @@ class _Binder:
     def _name(self, node: exp.Expression) -> str:
         """DuckDB's default name of a select item: its expression printed as DuckDB prints it (a prepared statement's
         parameter as $k)."""
-        parameter = _parameter_number(node)
+        parameter = _parameter_under(node, exp.Paren)
         if parameter is not None:
             return f"${parameter}"
         node = _unparenthesized(node)
@@ -1374,7 +1374,7 @@ class _Binder:
             return ".".join(_printed_identifier(part.name) for part in node.parts)
         if isinstance(node, exp.Literal):
             return "'" + node.this.replace("'", "''") + "'" if node.is_string else self._number_text(node)
-        if isinstance(node, exp.Neg) and _signs_a_parameter(node):  # DuckDB's negation of $k: (-($k))
+        if isinstance(node, exp.Neg) and _parameter_under(node, (exp.Neg, exp.Paren)) is not None:  # (-($k)), as DuckDB
             return f"(-({self._name(node.this)}))"
         if isinstance(node, exp.Neg):
             sign, inner = "-", _unparenthesized(node.this)
@@ -1397,22 +1397,14 @@ class _Binder:
         return node.sql("duckdb")
 
 
-def _parameter_number(node: exp.Expression) -> int | None:
-    """The number of the prepared statement's parameter a node is (parentheses about it), or None."""
+def _parameter_under(node: exp.Expression, through) -> int | None:
+    """The number of the prepared statement's parameter a node is, nodes of the types `through` (parentheses,
+    signs) about it; None where it is none."""
     while True:
         number = node.meta.get(PARAMETER)
-        if number is not None or not isinstance(node, exp.Paren):
+        if number is not None or not isinstance(node, through):
             return number
         node = node.this
-
-
-def _signs_a_parameter(node: exp.Expression) -> bool:
-    """Whether signs and parentheses about a prepared statement's parameter are all the node is."""
-    while isinstance(node, (exp.Neg, exp.Paren)):
-        if node.meta.get(PARAMETER) is not None:
-            return True
-        node = node.this
-    return node.meta.get(PARAMETER) is not None
 
 
 _PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -1458,12 +1450,12 @@ def _narrowed(side: Expr, written: exp.Expression, other: Expr) -> Expr:
     the other side's type (TINYINT + 1 is a TINYINT; + 128, whose value does not fit, an INTEGER; 1 + 1 + TINYINT,
     whose left side is a sum, an INTEGER). A prepared statement's parameter is not one: DuckDB types it by its
     value alone."""
-    if not (isinstance(side, Literal) and side.type.is_integer and other.type.is_integer and side.type != other.type):
+    if not (isinstance(side, Literal) and side.type.is_integer and other.type.is_integer and side.type != other.type) \
+            or _parameter_under(written, (exp.Paren, exp.Neg)) is not None:
         return side
-    while isinstance(written, (exp.Paren, exp.Neg)) and written.meta.get(PARAMETER) is None:
+    while isinstance(written, (exp.Paren, exp.Neg)):
         written = written.this
-    if isinstance(written, exp.Literal) and not written.is_string and written.meta.get(PARAMETER) is None \
-            and fits(side.value, other.type):
+    if isinstance(written, exp.Literal) and not written.is_string and fits(side.value, other.type):
         return Literal(side.value, other.type)
     return side
 

@@ -25,7 +25,7 @@ import numpy as np
 from gquery.columns import LineitemColumns
 from gquery.contract import QUERY_COLUMNS
 from gquery.encodings import ENCODINGS, FRAME_ROWS, Indexed, Packed, Plain, Sliced, encode_column, frame_view, index_key
-from gquery.query import BIGINT, SqlType, decimal
+from gquery.query import BIGINT, INTEGER_TYPES, SqlType, decimal
 from gquery.schema import Dictionary, Schema, as_dictionary
 
 KEY, QUANTITY, PRICE = QUERY_COLUMNS
@@ -41,8 +41,7 @@ assert set(ENCODING_SETS) == set(ENCODINGS)
 
 
 MISSION_TYPES = {KEY: BIGINT, QUANTITY: decimal(15, 2), PRICE: decimal(15, 2)}  # TPC-H's own, as DuckDB reads them
-INTEGER_BYTES = {"TINYINT": 1, "SMALLINT": 2, "INTEGER": 4, "BIGINT": 8, "HUGEINT": 16, "DATE": 4, "VARCHAR": 4,
-                 "UTINYINT": 1, "USMALLINT": 2, "UINTEGER": 4}
+INTEGER_BYTES = {**{name: bits // 8 for name, bits in INTEGER_TYPES.items()}, "DATE": 4, "VARCHAR": 4}
 
 
 
