@@ -198,15 +198,16 @@ def cpu_answer(query: Query, data, why: str | None = None) -> Answer:
 
 
 # --- DuckDB -----------------------------------------------------------------------------------------------------
-def duckdb_answer(text: str, source, name: str, repeat: int = 1) -> Answer:
-    """DuckDB's answer to the text over the source's files read in place (the table a view called
-    `name`), as an Answer: its rows as its client gives them, typed as its cursor types them."""
+def duckdb_answer(text: str, source, name: str, repeat: int = 1, parameters: list | None = None) -> Answer:
+    """DuckDB's answer to the text (with its `parameters`: a prepared statement's, typed as DuckDB types them) over
+    the source's files read in place (the table a view called `name`), as an Answer: its rows as its client gives
+    them, typed as its cursor types them."""
     from gquery.query import sql_type_of
     from gquery.reference import DuckDBTable
 
     ref = DuckDBTable(source, [], name=name, in_place=True)
     try:
-        d = ref.run_sql(text, repeat=repeat)
+        d = ref.run_sql(text, repeat=repeat, parameters=parameters)
     finally:
         ref.close()
     if d.unavailable:

@@ -161,9 +161,11 @@ class TableHandle:
         its share's fused kernel."""
         return self._answer(text, None, backend, mode, repeat, check, warmup, gpus)
 
-    def _answer(self, text: str, query, backend: str, mode: str, repeat: int, check: bool, warmup: bool, gpus):
+    def _answer(self, text: str, query, backend: str, mode: str, repeat: int, check: bool, warmup: bool, gpus,
+                statement: tuple | None = None):
         """sql()'s answer; `query`: the text's Query where its caller parsed it otherwise (Prepared.run's, its
-        parameters typed as DuckDB types parameters), else None."""
+        parameters typed as DuckDB types parameters), else None; `statement`: (the prepared text, its parameters),
+        what backend duckdb asks DuckDB where the text is a prepared statement's with its parameters bound."""
         started = time.perf_counter()
         data = self._live()
         if backend not in BACKENDS:
@@ -191,7 +193,11 @@ class TableHandle:
                                  "Arrow table, or a store whose files are gone")
             if not isinstance(text, str):
                 raise GqueryError(f"SQL must be text, not {type(text).__name__}")
-            return answer.duckdb_answer(text, self.source, self.name, repeat)
+            if statement is None:
+                return answer.duckdb_answer(text, self.source, self.name, repeat)
+            asked = answer.duckdb_answer(statement[0], self.source, self.name, repeat, list(statement[1]))
+            asked.sql = text  # (the answer's text as the GPU's and the CPU's give it: the parameters bound)
+            return asked
         if query is None and isinstance(text, str):
             query = self._parsed.get(text)
         if query is None:
@@ -295,26 +301,28 @@ class Prepared:
 
         self.table, self.text, self.options = table, text, options
         self._template = sql.template(text)
-        self._parsed: dict[str, object] = {}  # bound text → its Query
+        self._parsed: dict[tuple, object] = {}  # (bound text, the parameters' types) → its Query
 
     @deep_expressions
     def run(self, *parameters, **options):
         from gquery import answer, sql
-        from gquery.parameters import bound_spans
+        from gquery.parameters import bound_spans, parameter_type
 
         bound, spans = bound_spans(self.text, parameters)
         table = self.table
-        query = self._parsed.get(bound)
+        types = tuple(parameter_type(p) for p in parameters)  # (the int 100 and Decimal('100') bind alike: typed apart)
+        query = self._parsed.get((bound, types))
         if query is None and self._template is not None:
-            query = sql.parse_template(self._template, bound, spans, answer.schema_of(table._live()), table.name)
+            query = sql.parse_template(self._template, bound, spans, answer.schema_of(table._live()), table.name,
+                                       types=types)
             if len(self._parsed) < PARSED_KEPT:
-                self._parsed[bound] = query
+                self._parsed[(bound, types)] = query
         defaults = sql_options()
         chosen = {**defaults, **self.options, **options}
         unknown = set(chosen) - set(defaults)
         if unknown:
             raise UsageError(f"unknown option(s) {', '.join(sorted(unknown))}: sql() takes {', '.join(defaults)}")
-        return table._answer(bound, query, **chosen)
+        return table._answer(bound, query, **chosen, statement=(self.text, parameters))
 
     def __repr__(self) -> str:
         return f"Prepared({self.text!r})"

@@ -10,6 +10,7 @@ import re
 from decimal import Decimal
 
 from gquery.errors import GqueryError
+from gquery.query import BIGINT, DOUBLE, HUGEINT, INTEGER, MAX_DECIMAL_WIDTH, SqlType
 
 
 class ParameterError(GqueryError):
@@ -135,3 +136,25 @@ def literal(value) -> str:
     if isinstance(value, str):
         return "'" + value.replace("'", "''") + "'"
     raise ParameterError(f"a parameter of type {type(value).__name__} has no SQL literal")
+
+
+def parameter_type(value) -> SqlType | None:
+    """The type DuckDB's prepared statement gives a parameter where it is not its literal's (DuckDB types a
+    parameter by its Python value, not by the text bind() writes): an int INTEGER, BIGINT or HUGEINT by its value
+    alone (-2^31 is an INTEGER, the literal -2147483648 a BIGINT), a Decimal DECIMAL(width, scale) from its digits
+    and exponent (Decimal('100') is a DECIMAL(3,0), Decimal('0.5') a DECIMAL(1,1)), or DOUBLE past 38 digits, which
+    gquery's exact constants refuse. From 2^63 to 2^64 - 1 DuckDB's UBIGINT, which gquery has not: HUGEINT, the
+    values alike. None for the others (a string, a date, a bool, NULL: typed as their literals)."""
+    if isinstance(value, bool) or not isinstance(value, (int, Decimal)):
+        return None
+    if isinstance(value, int):
+        return INTEGER if -(2**31) <= value < 2**31 else BIGINT if -(2**63) <= value < 2**63 else HUGEINT
+    if not value.is_finite():
+        return None  # (literal() refuses it)
+    _, digits, exponent = value.as_tuple()
+    if exponent >= 0:  # DuckDB's PyDecimal: the digits and the zeros the exponent adds, no scale
+        width, scale = len(digits) + exponent, 0
+    else:  # a scale past the digits takes a leading zero more (0.05 is DECIMAL(3,2); 0.5 DECIMAL(1,1))
+        scale = -exponent
+        width = scale + 1 if scale > len(digits) else len(digits)
+    return DOUBLE if width > MAX_DECIMAL_WIDTH else SqlType("DECIMAL", width, scale)

@@ -106,24 +106,25 @@ class DuckDBTable:
         self.columns = names
         self.load_s = time.perf_counter() - started
 
-    def run_sql(self, sql: str, repeat: int = 5, warmup: int = 1) -> SqlAnswer:
-        """The answer and timings of `sql`: the first run timed cold (and counted as a warm-up),
-        then the rest of the warm-ups, then `repeat` timed runs, each result fully fetched."""
+    def run_sql(self, sql: str, repeat: int = 5, warmup: int = 1, parameters: list | None = None) -> SqlAnswer:
+        """The answer and timings of `sql` (with its `parameters`, a prepared statement's, where it has them): the
+        first run timed cold (and counted as a warm-up), then the rest of the warm-ups, then `repeat` timed runs,
+        each result fully fetched."""
         import duckdb
 
         if repeat < 1:
             raise ValueError("repeat must be >= 1")
         try:
             started = time.perf_counter()
-            cursor = self.con.execute(sql)
+            cursor = self.con.execute(sql, parameters)
             rows = cursor.fetchall()
             answer = SqlAnswer(rows, [d[0] for d in cursor.description], [str(d[1]) for d in cursor.description],
                                first_query_ms=(time.perf_counter() - started) * 1e3)
             for _ in range(max(warmup - 1, 0)):
-                self.con.execute(sql).fetchall()
+                self.con.execute(sql, parameters).fetchall()
             for _ in range(repeat):
                 started = time.perf_counter()
-                self.con.execute(sql).fetchall()
+                self.con.execute(sql, parameters).fetchall()
                 answer.times_ms.append((time.perf_counter() - started) * 1e3)
         except duckdb.OutOfRangeException as e:
             return SqlAnswer([], [], [], unavailable=_first_line(e))

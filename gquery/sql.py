@@ -27,7 +27,7 @@ from sqlglot.tokens import TokenType
 
 from gquery.errors import GqueryError
 from gquery.keywords import BARE_LABEL_REFUSED, KEYWORDS, TABLE_ALIAS_REFUSED
-from gquery.query import (BOOLEAN, DATE, DAY_MICROS, EPOCH, FLIPPED, INTEGER_TYPES, MAX_DECIMAL_WIDTH,
+from gquery.query import (BOOLEAN, DATE, DAY_MICROS, DOUBLE, EPOCH, FLIPPED, INTEGER_TYPES, MAX_DECIMAL_WIDTH,
                           TIMESTAMP, VARCHAR, Aggregate, And, Arith, Cast, Column, Compare, Expr, InList, IsNull, Literal,
                           Negate, Not, Or, Output, Query, SqlType, aggregate_type, arithmetic_type, decimal,
                           integer_literal_type, scale_of)
@@ -142,7 +142,7 @@ def template(text: str) -> Template | None:
 
 
 def parse_template(t: Template, text: str, spans: list[tuple[int, int]], schema: Schema, table: str = TABLE,
-                   every_literal: bool = False) -> Query:
+                   every_literal: bool = False, types: tuple = ()) -> Query:
     """The Query of `text`, the template's text with its parameters bound as literals lying at `spans` in it
     (parameters.bound_spans), from the tree parsed once: each placeholder $k becomes the k-th literal's own
     parse, placed where it lies in `text` (the binder reads a number as written there: DuckDB types 1.50 by
@@ -151,7 +151,8 @@ def parse_template(t: Template, text: str, spans: list[tuple[int, int]], schema:
     without parsing the whole text again; but where the placeholders are a prepared statement's (not
     `every_literal`), an integer among them is typed as DuckDB types an integer parameter, by its value alone (a
     TINYINT plus the parameter 1 is an INTEGER, as DuckDB's con.execute(text, [1]) types it; the literal 1 there
-    would be a TINYINT: _narrowed)."""
+    would be a TINYINT: _narrowed). `types`: each parameter's type where DuckDB types it otherwise than its literal
+    (parameters.parameter_type: Decimal('100') is a DECIMAL(3,0), not the INTEGER 100), else None."""
     literals = [text[start:start + length] for start, length in spans]
     bound = t.tree.copy()
     holes = list(bound.find_all(exp.Placeholder))
@@ -164,7 +165,9 @@ def parse_template(t: Template, text: str, spans: list[tuple[int, int]], schema:
         for node in bound.walk():
             _moved_meta(node, moved)
     _fill(holes, literals, spans, parameters=not every_literal)
-    return _Binder(text, schema, table).query(bound)
+    binder = _Binder(text, schema, table)
+    binder.parameter_types = {k: t for k, t in enumerate(types, 1) if t is not None}
+    return binder.query(bound)
 
 
 def _fill(holes: list, literals: list[str], spans, parameters: bool = False) -> None:
@@ -809,6 +812,7 @@ class _Binder:
         self.qualifiers = {table.lower()}
         self.aliases: dict[str, exp.Expression] = {}  # select-list alias → its expression
         self.notes: list[str] = []
+        self.parameter_types: dict[int, SqlType] = {}  # a prepared statement's parameter number → its type
 
     # -- the statement --
     def query(self, select: exp.Select) -> Query:
@@ -1014,7 +1018,14 @@ class _Binder:
 
     # -- values --
     def _value(self, node: exp.Expression) -> Expr:
-        """A value expression, constant subtrees folded into one Literal of their DuckDB type."""
+        """A value expression, constant subtrees folded into one Literal of their DuckDB type; a prepared
+        statement's parameter typed as DuckDB types it (parameter_types)."""
+        typed = self.parameter_types.get(_parameter_under(node, exp.Paren)) if self.parameter_types else None
+        if typed is not None:
+            return _as_parameter(self._written_value(node), typed, node)
+        return self._written_value(node)
+
+    def _written_value(self, node: exp.Expression) -> Expr:
         node = _unparenthesized(node)
         if isinstance(node, exp.Column):
             return self._column(node)
@@ -1395,6 +1406,17 @@ class _Binder:
                 return "count_star()"
             return f"{func}({self._name(node.this)})"
         return node.sql("duckdb")
+
+
+def _as_parameter(literal: Expr, t: SqlType, node: exp.Expression) -> Expr:
+    """A parameter's literal as the value of the type DuckDB gives the parameter (a DECIMAL's scale is the literal's
+    or more: bind() writes a Decimal's digits as they are, 1E+2 as 100)."""
+    if t == DOUBLE:
+        raise refuse(f"a Decimal parameter of more than {MAX_DECIMAL_WIDTH} digits ({_short(node)}): DuckDB binds it "
+                     "as a DOUBLE, and gquery's constants are exact")
+    if not isinstance(literal, Literal) or literal.type == t:
+        return literal
+    return Literal(literal.value * 10 ** (scale_of(t) - scale_of(literal.type)), t)
 
 
 def _parameter_under(node: exp.Expression, through) -> int | None:

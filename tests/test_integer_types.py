@@ -135,28 +135,62 @@ def test_a_date_plus_an_unsigned_integer_is_a_date(edges):
 
 PREPARED = [("SELECT max(i8 + ?), max(i8 + 1), sum(? * i16), min(? + u8) FROM edges WHERE u8 < ?", [1, -5, 7, 255]),
             ("SELECT max(i8 * ?), count(*), sum(i16 - (?)) FROM edges WHERE i8 > ?", [Decimal("1.50"), 3, -100]),
-            ("SELECT u8, max(u16 + ?) FROM edges WHERE u8 IN (?, ?) GROUP BY u8 ORDER BY u8", [1, 7, 255])]
+            ("SELECT u8, max(u16 + ?) FROM edges WHERE u8 IN (?, ?) GROUP BY u8 ORDER BY u8", [1, 7, 255]),
+            ("SELECT max(i8 * ?), sum(d + ?), min(d * ?), max(u8 - ?), max(d * ?) FROM edges WHERE i32 > ?",
+             [Decimal("100"), Decimal("0.5"), Decimal("0.05"), Decimal("1E+2"), -2**31, -2**31]),
+            ("SELECT sum(d - ?), max(d * ?), min(u16 * ?), sum(i8 + (?)) FROM edges",
+             [Decimal("-0.000"), Decimal("12345678901234567890.5"), 2**31, Decimal("-7E+1")])]
 
 
 @pytest.mark.parametrize("text,parameters", PREPARED)
 def test_a_prepared_statements_parameters_are_typed_and_named_as_duckdb_types_them(edges, text, parameters):
     """DuckDB types an integer parameter by its value alone (a TINYINT plus the parameter 1 is an INTEGER, where the
-    literal 1 makes a TINYINT) and names it $k in a column's name: a prepared statement's run, and the DB-API's
+    literal 1 makes a TINYINT; -2^31 is an INTEGER, where the literal is a BIGINT), a Decimal by its digits and
+    exponent (Decimal('100') a DECIMAL(3,0), where the literal 100 is an INTEGER; Decimal('0.5') a DECIMAL(1,1), the
+    literal 0.5 a DECIMAL(2,1)), and names it $k in a column's name: a prepared statement's run, and the DB-API's
     execute with parameters, answer as con.execute(text, parameters) does."""
     con = duckdb.connect()
     try:
         theirs = con.sql(text.replace("FROM edges", f"FROM read_parquet('{edges}')"), params=parameters)
-        names, want = theirs.columns, theirs.to_arrow_table()
+        names, types, want = theirs.columns, [str(t) for t in theirs.types], theirs.to_arrow_table()
     finally:
         con.close()
     t = gquery.open(edges)
     got = t.prepare(text).run(*parameters, backend="cpu", check=False)
     assert got.columns == names and got.arrow() == want
+    assert [str(t).replace(" ", "") for _, t in got.result.columns] == types  # (HUGEINT's Arrow is DECIMAL(38,0)'s)
     cursor = gquery.connect(edges, backend="cpu", check=False).cursor()
     cursor.execute(text, parameters)
     assert [d[0] for d in cursor.description] == names
     assert [str(d[1]) for d in cursor.description] == [str(t) for _, t in got.result.columns]
     assert cursor.fetchall() == [tuple(row.values()) for row in want.to_pylist()]
+
+
+def test_backend_duckdb_asks_a_prepared_statement_with_its_parameters(edges):
+    """backend duckdb asks DuckDB the prepared text with its parameters, as DuckDB's own prepared statement: the
+    parameter 5 beside a TINYINT of 127 is an INTEGER there (the literal 5 would be a TINYINT, and DuckDB would
+    raise an overflow), and a Decimal is typed by its digits."""
+    statement = gquery.open(edges).prepare("SELECT max(i8 + ?), sum(d * ?) FROM edges WHERE u8 <= ?")
+    a = statement.run(5, Decimal("0.5"), 255, backend="duckdb")
+    assert a.backend == "duckdb" and a.rows == [(132, Decimal("0.000"))]
+    assert [(n, str(t)) for n, t in a.result.columns] == [("max((i8 + $1))", "INTEGER"), ("sum((d * $2))", "DECIMAL(38,3)")]
+    assert a.sql == "SELECT max(i8 + 5), sum(d * 0.5) FROM edges WHERE u8 <= 255"
+    assert a.result.columns == statement.run(5, Decimal("0.5"), 255, backend="cpu", check=False).result.columns
+
+
+def test_a_decimal_parameter_duckdb_binds_as_a_double_is_refused_in_one_line(edges):
+    """Past 38 digits DuckDB binds a Decimal parameter as a DOUBLE (Decimal('1E+38') too, whose digits bind() writes
+    as a HUGEINT literal); gquery's constants are exact: refused, saying so, as a literal of 39 digits is."""
+    con = duckdb.connect()
+    try:
+        assert con.execute("SELECT typeof(?)", [Decimal("1E+38")]).fetchall() == [("DOUBLE",)]
+    finally:
+        con.close()
+    statement = gquery.open(edges).prepare("SELECT sum(d * ?) FROM edges")
+    with pytest.raises(OutOfClass) as e:
+        statement.run(Decimal("1E+38"), backend="cpu", check=False)
+    assert "DuckDB binds it as a DOUBLE" in str(e.value) and "\n" not in str(e.value)
+    assert statement.run(Decimal("1E+37"), backend="cpu", check=False).result.columns[0][1].width == 38
 
 
 def test_a_hugeint_past_38_digits_is_in_arrow_as_duckdb_gives_it(edges):
