@@ -90,7 +90,7 @@ def find_lineitem(path: Path | str) -> LineitemSource:
             return LineitemSource(path, "parquet", (path,))
         if _is_tbl(path):
             return LineitemSource(path, "tbl", (path,))
-        raise GqueryError(f"{path}: not a lineitem file (expected .parquet or .tbl)")
+        raise GqueryError(f"{path}: not a table's file (expected .parquet or .tbl)")
     if not path.is_dir():
         raise GqueryError(f"{path}: no such file or folder")
     for name in ("lineitem.parquet", "lineitem.tbl", PART_DIRS["parquet"], PART_DIRS["tbl"]):
@@ -105,7 +105,7 @@ def find_lineitem(path: Path | str) -> LineitemSource:
     whole = _whole_store(path)  # a dataset generated part by part, its parquet deleted
     if whole is not None:
         return whole
-    raise GqueryError(f"{path}: holds no lineitem .parquet or .tbl files")
+    raise GqueryError(f"{path}: holds no .parquet or .tbl files, nor a gquery store")
 
 
 def _glob(pattern: Path) -> LineitemSource:

@@ -74,7 +74,7 @@ BAD_FILES = {  # name: (how to make it, what the one line must say)
     ".tbl with text in l_quantity": (lambda d: tbl(d, q="abc"), "'abc' is not a valid decimal128 number"),
     ".tbl with three decimals": (lambda d: tbl(d, q="1.234"), "Rescaling Decimal value would cause data loss"),
     ".tbl with a short row": (lambda d: write_bytes(d / "short.tbl", b"1|2|3|4|1.00|2.00\n"), "Expected 17 columns"),
-    "not a lineitem file": (lambda d: write_bytes(d / "x.csv", b"a,b"), "not a lineitem file"),
+    "not a table's file": (lambda d: write_bytes(d / "x.csv", b"a,b"), "not a table's file"),
 }
 # Files the mission's own road once refused (its input contract: int32 keys, DECIMAL(p,2) factors, no
 # NULL): on the one road they are tables like any other, answered exactly and checked against DuckDB

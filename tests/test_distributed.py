@@ -214,7 +214,7 @@ def test_what_is_not_a_store_is_one_line_before_any_cluster(tmp_path, capsys):
             D.run_distributed(path, named_sql("mission", 5))
         assert "\n" not in str(e.value)
     line, seconds = one_error(capsys, 1, ["run", "--data", str(tmp_path / "empty"), "--z", "5", "--scheduler", "local"])
-    assert "holds no lineitem" in line and seconds < 5
+    assert "holds no .parquet or .tbl files" in line and seconds < 5
 
 
 def test_a_failing_worker_is_one_line_naming_the_part(cluster, stores, tmp_path):

@@ -44,10 +44,10 @@ def test_find_lineitem_kinds(sf001, sf001_tbl, tmp_path):
     with pytest.raises(GqueryError, match="no such file"):
         tpch.find_lineitem(tmp_path / "missing")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(GqueryError, match="holds no lineitem"):
+    with pytest.raises(GqueryError, match="holds no .parquet or .tbl files, nor a gquery store"):
         tpch.find_lineitem(tmp_path / "empty")
     (tmp_path / "x.csv").write_text("a")
-    with pytest.raises(GqueryError, match="not a lineitem file"):
+    with pytest.raises(GqueryError, match="not a table.s file"):
         tpch.find_lineitem(tmp_path / "x.csv")
 
 
