@@ -262,12 +262,26 @@ def _parses(table, text: str) -> bool:
     return True
 
 
-def _called(table, text: str) -> tuple[float, object]:
+def _called(table, text: str, gpus=1) -> tuple[float, object]:
     """(wall ms, answer) of one public call, the rows in hand."""
     t0 = time.perf_counter()
-    a = table.sql(text, backend="gpu", mode="pinned", check=False)
+    a = table.sql(text, backend="gpu", mode="pinned", check=False, gpus=gpus)
     a.rows
     return (time.perf_counter() - t0) * 1e3, a
+
+
+def timed_calls(table, text: str, repeat: int, gpus=1) -> list[tuple[float, object]]:
+    """(wall ms, answer) of each timed public call, fastest first: warm-up calls (until what they left reading or
+    compiling in the background is done, and some more), then at least `repeat` (and WALL_RUNS) timed calls and
+    0.1 s of them, every call's rows equal."""
+    call = lambda: _called(table, text, gpus)  # noqa: E731
+    warm = timing.warm_up(call)
+    if settle():  # reads or compiles the first calls left in the background: warm up again on what they made
+        warm += timing.warm_up(call)
+    timed = sorted(timing.timed_runs(call, max(repeat, WALL_RUNS), timing.MIN_TIMED_MS), key=lambda r: r[0])
+    if any(a.rows != timed[0][1].rows for _, a in [*warm, *timed]):
+        raise GqueryError(f"repeated calls gave different answers: {text}")  # exact by construction: a bug if seen
+    return timed
 
 
 def measure(table, duck, text: str, repeat: int) -> dict:
@@ -286,12 +300,8 @@ def measure(table, duck, text: str, repeat: int) -> dict:
     first = news[0][1]  # the text's own first answer
     beyond = sorted(news, key=lambda n: n[0] - n[1].profile.total_ms)
     new_ms, new = beyond[len(beyond) // 2]  # the median new text's (by its host time beyond the GPU)
-    call = lambda: _called(table, text)  # noqa: E731
-    warm = timing.warm_up(call)
-    if settle():  # reads or compiles the first calls left in the background: warm up again on what they made
-        warm += timing.warm_up(call)
-    timed = sorted(timing.timed_runs(call, max(repeat, WALL_RUNS), timing.MIN_TIMED_MS), key=lambda r: r[0])
-    if any(a.rows != first.rows for _, a in [*warm, *timed]):
+    timed = timed_calls(table, text, repeat)
+    if timed[0][1].rows != first.rows:
         raise GqueryError(f"repeated calls gave different answers: {text}")  # exact by construction: a bug if seen
     wall, a = timed[len(timed) // 2]
     d = duck.run_sql(text, repeat=max(repeat, WALL_RUNS), warmup=3)
