@@ -149,6 +149,25 @@ def test_api_queries_a_parted_store(tmp_path):
     t.close()
 
 
+def test_api_asks_a_store_on_every_gpu(tmp_path):
+    """table.sql(text, gpus=k) on a store opened with gquery.open (its columns page-locked by GPU 0's engine and
+    read in place by every GPU: the scale benchmark's call): the exact sum, each GPU a share, the same as one GPU's;
+    on one GPU, the whole store on it."""
+    import gquery
+    from gquery.gpu.device import device_count
+
+    path, whole = parted(tmp_path, [3000, 4000, 2 * FRAME_ROWS + 5])
+    t = gquery.open(path)
+    text = sql.named_sql("mission", 1000)
+    one = t.sql(text, backend="gpu", check=True)
+    assert one.check and one.rows == [(exact(whole, 1000),)]
+    for gpus in ["all"] + [2] * (device_count() >= 2):
+        a = t.sql(text, backend="gpu", gpus=gpus, check=True)
+        assert a.check and a.rows == one.rows, gpus
+        assert len(a.profile.per_gpu) == (device_count() if gpus == "all" else 2), gpus
+    t.close()
+
+
 def synthetic(rows: int) -> tuple[Table, dict]:
     """A table of `rows` rows built from packed encodings alone (2^32 int64s would be 34 GB). Keys: one
     1024-row pattern of bytes, every frame pointing at the same words. Factors: constant within a frame
