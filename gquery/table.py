@@ -147,6 +147,7 @@ class Column:
     _valid: np.ndarray | None = field(default=None, repr=False, compare=False)  # validity(), once read
     _valid_words: np.ndarray | None = field(default=None, repr=False, compare=False)  # validity_words(), once made
     _frame_nulls: np.ndarray | None = field(default=None, repr=False, compare=False)  # frame_nulls(), once made
+    whole: "Column | None" = field(default=None, repr=False, compare=False)  # a view's (Table.view): the column it is of
 
     def __post_init__(self):
         self.dictionary = as_dictionary(self.dictionary)
@@ -318,6 +319,11 @@ class Column:
         self.zones()
         return self._zone_map[2]
 
+    def slice_range(self) -> tuple[int, int] | None:
+        """The (smallest, largest) its sliced and indexed encodings cut into buckets: its range, or a view's whole
+        column's (a GPU's share of some frames keeps the whole column's top bytes and buckets: encodings.frame_view)."""
+        return self.range() if self.whole is None else self.whole.slice_range()
+
     @property
     def logical_bytes_per_row(self) -> int:
         if self.name in LOGICAL:
@@ -483,7 +489,8 @@ class Table:
         def share(col: Column) -> Column:  # what the parent has not read yet is read, then viewed, when asked for
             return Column(col.name, {e: frame_view(enc, first_frame, end_frame) for e, enc in col.encodings.items()},
                           col.type, col.dictionary, lambda e: load(col, e),
-                          tuple(dict.fromkeys((*col.encodings, *col.stored))), nulls=col.nulls)  # at most the parent's
+                          tuple(dict.fromkeys((*col.encodings, *col.stored))), nulls=col.nulls,  # at most the parent's
+                          whole=col)
 
         columns = {name: share(col) for name, col in self.columns.items()}
         first = first_frame * FRAME_ROWS

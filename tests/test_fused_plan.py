@@ -528,6 +528,29 @@ def test_a_narrow_range_on_a_column_with_bucket_lists_is_scanned_by_index_and_a_
         assert plan_fused(query(Compare("<", col("k"), Literal(30, INTEGER)), total(PRODUCT)), [t], mode, 132).choose(scan="index").tables[0].index is None
 
 
+def test_a_share_of_frames_reads_its_top_bytes_in_the_whole_columns_buckets():
+    """A GPU's share of a table (Table.view: some of its frames, the whole column's top bytes viewed) is planned
+    in the buckets its top bytes were cut in, the whole column's, not its own range's: the run would refuse
+    its top bytes (gquery.errors: "top bytes disagree with its zone maps", as `gpus=2` over a clustered store
+    did). The index option's estimate reads the lists' buckets alike."""
+    from gquery.encodings import FRAME_ROWS
+    from gquery.gpu.fusedplan import _sliced_scan
+
+    t = table(200_000, seed=3, sort_by="k")  # a clustered key: each share's own range is a part of the whole's
+    whole = t.columns["k"].get("sliced")
+    t.columns["k"].get("indexed")
+    frames = -(-t.rows // FRAME_ROWS)
+    for share in (t.view(0, frames // 3), t.view(frames // 3, frames)):
+        assert share.columns["k"].range() != t.columns["k"].range()
+        assert share.columns["k"].slice_range() == t.columns["k"].range()
+        top = share.columns["k"].get("sliced")
+        scan = _sliced_scan("k", 0, share, None, 1, {})
+        assert (scan.reference, scan.bucket) == (top.reference, top.bucket) == (whole.reference, whole.bucket)
+        plan = plan_fused(query(Compare("<", col("k"), Literal(5_000, INTEGER)), total(PRODUCT)), [share], "pinned", 132)
+        for tp in plan.choose().tables:
+            assert tp.sliced is None or (tp.sliced.reference, tp.sliced.bucket) == (whole.reference, whole.bucket)
+
+
 def test_the_index_scans_buckets_cover_every_value_the_predicate_can_select():
     """Exact by construction: the entries read are every row whose value lies in the buckets that hold the
     column's range among selectable rows (prune.narrowed), whatever else the predicate says."""

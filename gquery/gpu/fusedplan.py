@@ -1298,7 +1298,7 @@ def _sliced_scan(c: str, slot: int, table, low: Expr | None, tested: int, bucket
     """A table's SlicedScan of column `c` (kernel slot `slot`) under its lowered predicate, the undecided rows of its
     `tested` frames estimated; `buckets`: (lowered predicate, the column's range) → _undecided's, found once for the
     parts alike."""
-    lo, hi = table.columns[c].range()
+    lo, hi = table.columns[c].slice_range()  # (a GPU's share of frames: the whole column's buckets, as its top bytes)
     if (low, lo, hi) not in buckets:
         buckets[(low, lo, hi)] = _undecided(low, c, lo, hi)
     bucket, dtype, share, mask = buckets[(low, lo, hi)]
@@ -1393,8 +1393,8 @@ def _index_option(tp: TablePlan, spec: KernelSpec, selectable: dict) -> IndexOpt
         col = table.columns[c]
         if not col.has("indexed") or c not in selectable:
             continue
-        lo, hi = col.range()
-        bucket, _, low = slice_geometry(hi - lo)  # as the lists are built
+        lo, hi = col.slice_range()
+        bucket, _, low = slice_geometry(hi - lo)  # as the lists are built (a share's: the whole column's)
         b0, b1 = _buckets(*selectable[c], lo, bucket)
         entries = table.rows * min(1.0, (b1 - b0) * bucket / (hi - lo + 1))
         low_bytes = 0 if low is None else np.dtype(low).itemsize
