@@ -217,7 +217,7 @@ class TableHandle:
                     read_ahead(list(held), missed)
             try:
                 if gpus != 1:  # each share on its own GPU's thread, handed out from here
-                    result = answer.gpu_answer_multi(query, data, engines(gpus), mode, repeat, warmup)
+                    result = answer.gpu_answer_multi(query, data, engines(gpus), mode, repeat, warmup, plans=self._plans)
                 else:  # planned and compiled here, run on GPU 0's thread (here where it is idle), read into rows
                     # here: neither a query waits for another's compile or read-out, nor the GPU for a compile
                     info = probe()[0]

@@ -164,7 +164,12 @@ def test_api_asks_a_store_on_every_gpu(tmp_path):
     for gpus in ["all"] + [2] * (device_count() >= 2):
         a = t.sql(text, backend="gpu", gpus=gpus, check=True)
         assert a.check and a.rows == one.rows, gpus
-        assert len(a.profile.per_gpu) == (device_count() if gpus == "all" else 2), gpus
+        n = device_count() if gpus == "all" else 2
+        assert len(a.profile.per_gpu) == n, gpus
+        made = t._plans[("shares", t._parsed[text], "pinned", n)]  # each share's plan, kept for the text
+        again = t.sql(text, backend="gpu", gpus=gpus, check=False)
+        assert again.rows == one.rows and t._plans[("shares", t._parsed[text], "pinned", n)] is made
+        assert set(again.host_ms) == {"parse", "plan", "gpu", "finalize"}
     t.close()
 
 
