@@ -166,6 +166,7 @@ def parse_template(t: Template, text: str, spans: list[tuple[int, int]], schema:
             _moved_meta(node, moved)
     _fill(holes, literals, spans, parameters=not every_literal)
     binder = _Binder(text, schema, table)
+    binder.prepared = not every_literal
     binder.parameter_types = {k: t for k, t in enumerate(types, 1) if t is not None}
     return binder.query(bound)
 
@@ -813,6 +814,7 @@ class _Binder:
         self.aliases: dict[str, exp.Expression] = {}  # select-list alias → its expression
         self.notes: list[str] = []
         self.parameter_types: dict[int, SqlType] = {}  # a prepared statement's parameter number → its type
+        self.prepared = False  # binding a prepared statement's run: its parameters are marked (PARAMETER)
 
     # -- the statement --
     def query(self, select: exp.Select) -> Query:
@@ -901,6 +903,7 @@ class _Binder:
     def _group_by(self, group: exp.Group | None, items: list[exp.Expression]) -> tuple[Column, ...]:
         if group is None:
             return ()
+        self._no_parameter(group, "GROUP BY")
         for key, value in group.args.items():
             if value and key not in ("expressions", "all"):
                 raise refuse(f"GROUP BY {key.upper().replace('_', ' ')}")
@@ -917,6 +920,12 @@ class _Binder:
         if len(columns) > MAX_GROUP_COLUMNS:
             raise refuse(f"GROUP BY more than {MAX_GROUP_COLUMNS} columns")
         return tuple(columns.values())
+
+    def _no_parameter(self, clause: exp.Expression, name: str) -> None:
+        """A prepared statement's parameter in GROUP BY or ORDER BY refused, as DuckDB refuses it: its value bound as
+        a literal would be read as a select item's position."""
+        if self.prepared and any(node.meta.get(PARAMETER) is not None for node in clause.walk()):
+            raise refuse(f"a parameter in {name} (DuckDB refuses one too)")
 
     def _group_item(self, node: exp.Expression, items: list[exp.Expression]) -> exp.Expression:
         node = _unparenthesized(node)
@@ -948,6 +957,7 @@ class _Binder:
     def _order_by(self, order: exp.Order | None, items, outputs) -> tuple[tuple[int, bool], ...]:
         if order is None:
             return ()
+        self._no_parameter(order, "ORDER BY")
         keys = []
         for ordered in order.expressions:
             node = _unparenthesized(ordered.this)

@@ -160,6 +160,12 @@ def test_a_prepared_statement_binds_exact_parameters_and_says_what_is_wrong_in_o
         assert "\n" not in str(e.value)
     with pytest.raises(gquery.GqueryError, match="syntax error"):
         t.prepare("SELEC a FROM t WHERE a < ?")
+    for clause, where in (("GROUP BY ? ORDER BY 1", "GROUP BY"), ("GROUP BY 1 ORDER BY ?", "ORDER BY"),
+                          ("GROUP BY a, ? ORDER BY 1", "GROUP BY")):  # DuckDB refuses these (1 bound as a literal
+        with pytest.raises(gquery.GqueryError, match=f"a parameter in {where}") as e:  # would be read as a position)
+            t.prepare(f"SELECT a, COUNT(*) FROM t {clause}").run(1)
+        assert "\n" not in str(e.value)
+    assert t.prepare("SELECT a, COUNT(*) FROM t GROUP BY 1 ORDER BY 1 LIMIT ?").run(2).rows == [(0, 1), (1, 1)]
     t.close()
     with pytest.raises(gquery.GqueryError, match="closed"):
         p.run(1, Decimal(0))
