@@ -35,6 +35,7 @@ from gquery.schema import Schema
 
 TABLE = "lineitem"
 PARAMETER = "gquery_parameter"  # a placed literal's meta key: a prepared statement's parameter, not a literal written
+UNARY_PLUS = "gquery_unary_plus"  # a node's meta key: the unary pluses written before it (sqlglot's parser drops them)
 MAX_GROUP_COLUMNS = 2
 CLASS = "is outside the selection+aggregate class"
 
@@ -178,7 +179,14 @@ def _fill(holes: list, literals: list[str], spans, parameters: bool = False) -> 
         node = _placed_literal(literals, spans, int(hole.this) - 1)
         if parameters:
             node.meta[PARAMETER] = int(hole.this)  # (its number: DuckDB names it $k in a column's name)
-        hole.replace(node)
+        _in_hole(hole, node)
+
+
+def _in_hole(hole: exp.Placeholder, node: exp.Expression) -> None:
+    """A placeholder of a parsed tree replaced by a literal's node, which takes the unary pluses written before it."""
+    if _pluses(hole):
+        node.meta[UNARY_PLUS] = _pluses(hole)
+    hole.replace(node)
 
 
 def _placed_literal(literals: list[str], spans, k: int) -> exp.Expression:
@@ -378,7 +386,7 @@ def _rebound(shape: _Shape, text: str, spans: list[tuple[int, int]], schema: Sch
         try:
             for hole in holes:
                 literal = _placed_literal(literals, spans, int(hole.this) - 1)
-                hole.replace(literal)
+                _in_hole(hole, literal)
                 placed.append((hole, literal))
             yield placed[0][1] if isinstance(node, exp.Placeholder) else node  # (itself a placeholder: its literal)
         finally:
@@ -531,11 +539,32 @@ def check_syntax(text: str) -> None:
     _one_statement(text)
 
 
+def _unary_plus(parser) -> exp.Expression | None:
+    """A unary plus's operand, marked (UNARY_PLUS): to DuckDB `+x` is the function +(x), named so in a column's name
+    and no literal (TINYINT + +1 is an INTEGER, where TINYINT + 1 is a TINYINT); sqlglot's parser drops the plus."""
+    node = parser._parse_unary()
+    if node is not None:
+        node.meta[UNARY_PLUS] = node.meta.get(UNARY_PLUS, 0) + 1
+    return node
+
+
+@functools.cache
+def _unary_parsers(parser_type) -> dict:
+    return {**parser_type.UNARY_PARSERS, TokenType.PLUS: _unary_plus}
+
+
+def _pluses(node: exp.Expression) -> int:
+    """The unary pluses written before a node (_unary_plus)."""
+    return node.meta.get(UNARY_PLUS, 0)
+
+
 def _one_statement(text: str) -> exp.Expression:
     dialect = sqlglot.Dialect.get_or_raise("duckdb")
     try:
         tokens = dialect.tokenize(text)
-        statements = [s for s in dialect.parser().parse(tokens, text) if s is not None]
+        parser = dialect.parser()
+        parser.UNARY_PARSERS = _unary_parsers(type(parser))
+        statements = [s for s in parser.parse(tokens, text) if s is not None]
     except sqlglot.errors.SqlglotError as e:
         raise SqlSyntaxError(f"syntax error: {_first_line(e)}") from None
     _check_tokens(tokens)
@@ -914,7 +943,7 @@ class _Binder:
         columns: dict[str, Column] = {}
         for node in nodes:
             column = self._value(node)
-            if not isinstance(column, Column):
+            if not isinstance(column, Column) or _plus_in(node):  # (+x is the function +(x) to DuckDB)
                 raise refuse(f"GROUP BY an expression ({_short(node)})")
             columns.setdefault(column.name, column)
         if len(columns) > MAX_GROUP_COLUMNS:
@@ -944,7 +973,7 @@ class _Binder:
         inner = _unparenthesized(node)
         if isinstance(inner, exp.AggFunc):
             aggregate = self._aggregate(inner)  # (first: one it refuses may have no argument to name)
-            return Output(name or self._name(inner), aggregate)
+            return Output(name or self._name(node), aggregate)
         value = self._value(inner)
         if isinstance(value, Literal):
             raise refuse(f"a constant in the SELECT list ({_short(inner)})")
@@ -952,7 +981,7 @@ class _Binder:
             raise refuse(f"an expression outside an aggregate ({_short(inner)})")
         if value not in group_by:
             raise refuse(f"a column outside GROUP BY ({value.name})")
-        return Output(name or value.name, value)
+        return Output(name or (self._name(node) if _plus_in(node) else value.name), value)  # +x: DuckDB's (+(x))
 
     def _order_by(self, order: exp.Order | None, items, outputs) -> tuple[tuple[int, bool], ...]:
         if order is None:
@@ -1386,11 +1415,20 @@ class _Binder:
     # -- names --
     def _name(self, node: exp.Expression) -> str:
         """DuckDB's default name of a select item: its expression printed as DuckDB prints it (a prepared statement's
-        parameter as $k)."""
+        parameter as $k, a unary plus as the function +(x))."""
+        name = self._written_name(node)
+        for _ in range(_pluses(node)):
+            name = f"(+({name}))"
+        return name
+
+    def _written_name(self, node: exp.Expression) -> str:
         parameter = _parameter_under(node, exp.Paren)
         if parameter is not None:
             return f"${parameter}"
-        node = _unparenthesized(node)
+        inner = _unparenthesized(node)
+        if inner is not node and any(_pluses(n) for n in _chain(node, exp.Paren)):  # +(x), (+x)
+            return self._name(node.this)
+        node = inner
         if isinstance(node, exp.Column):
             return ".".join(_printed_identifier(part.name) for part in node.parts)
         if isinstance(node, exp.Literal):
@@ -1401,7 +1439,7 @@ class _Binder:
             sign, inner = "-", _unparenthesized(node.this)
             while isinstance(inner, exp.Neg):
                 sign, inner = ("" if sign else "-"), _unparenthesized(inner.this)
-            if isinstance(inner, exp.Literal) and not inner.is_string:
+            if isinstance(inner, exp.Literal) and not inner.is_string and not _plus_in(node.this):
                 return sign + self._number_text(inner)
             return f"(-({self._name(node.this)}))"
         if type(node) in ARITHMETIC:
@@ -1427,6 +1465,20 @@ def _as_parameter(literal: Expr, t: SqlType, node: exp.Expression) -> Expr:
     if not isinstance(literal, Literal) or literal.type == t:
         return literal
     return Literal(literal.value * 10 ** (scale_of(t) - scale_of(literal.type)), t)
+
+
+def _chain(node: exp.Expression, through) -> list[exp.Expression]:
+    """The node and the nodes of the types `through` (parentheses, signs) down from it, to the first of another."""
+    out = [node]
+    while isinstance(node, through):
+        node = node.this
+        out.append(node)
+    return out
+
+
+def _plus_in(node: exp.Expression) -> bool:
+    """Whether a unary plus is written in a signed constant (-(+1)): to DuckDB no literal, a function's value."""
+    return any(_pluses(n) for n in _chain(node, (exp.Paren, exp.Neg)))
 
 
 def _parameter_under(node: exp.Expression, through) -> int | None:
@@ -1483,7 +1535,7 @@ def _narrowed(side: Expr, written: exp.Expression, other: Expr) -> Expr:
     whose left side is a sum, an INTEGER). A prepared statement's parameter is not one: DuckDB types it by its
     value alone."""
     if not (isinstance(side, Literal) and side.type.is_integer and other.type.is_integer and side.type != other.type) \
-            or _parameter_under(written, (exp.Paren, exp.Neg)) is not None:
+            or _parameter_under(written, (exp.Paren, exp.Neg)) is not None or _plus_in(written):
         return side
     while isinstance(written, (exp.Paren, exp.Neg)):
         written = written.this

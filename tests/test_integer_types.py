@@ -30,7 +30,10 @@ def items() -> list[str]:
               "max(u16 * CAST(i8 AS DECIMAL(18,4)))", "max(u32 * CAST(i8 AS DECIMAL(18,4)))", "max(u8 + 1.5)",
               "max(d + u32)", "max(d * u8)", "max(d + 1)", "max(d + i8)", "max(day + u8)", "max(day - u16)",
               "max(i8 + (u8 + 1))", "sum(u16 * 3 - i8)", "max(CAST(u8 AS UINTEGER) + 1)", "max(CAST(i8 AS UTINYINT))",
-              "max(u16::USMALLINT * 2)", "max(CAST(i16 AS UINTEGER) - u8)", "sum(CAST(u32 AS DECIMAL(12,2)) * u8)"]
+              "max(u16::USMALLINT * 2)", "max(CAST(i16 AS UINTEGER) - u8)", "sum(CAST(u32 AS DECIMAL(12,2)) * u8)",
+              # a unary plus is the function +(x) to DuckDB: named so, and its literal no literal (not narrowed)
+              "max(i8 + +1)", "max(i8 + (+1))", "sum(+i16)", "max(-(+i8))", "max(i8 + -(+1))", "max(+1.50 * d)",
+              "sum(+ +u8)", "+max(i8)", "min(+(i8 + 1))", "max(i8 - -1)", "max(-(-1) + i8)", "max(i16 * +-2)"]
     return pairs + literals + others
 
 
@@ -208,3 +211,14 @@ def test_a_hugeint_past_38_digits_is_in_arrow_as_duckdb_gives_it(edges):
     assert ours.schema.types == want.schema.types
     for k in range(2):  # (pyarrow cannot compare decimals past their precision: their 128-bit words)
         assert ours.column(k).chunk(0).buffers()[1].to_pybytes()[:16] == want.column(k).chunk(0).buffers()[1].to_pybytes()[:16]
+
+
+def test_a_unary_plus_is_duckdbs_function_in_group_outputs_and_refused_as_a_group_key(edges):
+    """`+x` is DuckDB's function +(x): a group column's output written so is named (+(x)), and GROUP BY +x groups by
+    an expression, which DuckDB then refuses beside a bare x (gquery refuses any GROUP BY expression)."""
+    text = "SELECT +i8, (u8), count(*) FROM edges WHERE i8 IS NOT NULL GROUP BY i8, u8 ORDER BY +i8"
+    got = gquery.open(edges).sql(text, backend="cpu", check=False)
+    want = duck_arrow(edges, text)
+    assert got.columns == want.column_names == ["(+(i8))", "u8", "count_star()"] and got.arrow() == want
+    with pytest.raises(OutOfClass, match="GROUP BY an expression"):
+        gquery.open(edges).sql("SELECT i8, count(*) FROM edges GROUP BY +i8", backend="cpu", check=False)
