@@ -1422,13 +1422,12 @@ class _Binder:
         return name
 
     def _written_name(self, node: exp.Expression) -> str:
+        if any(_pluses(n) for n in _chain(node, exp.Paren)[1:]):  # (+x), (+?): the plus inside the parentheses
+            return self._name(node.this)
         parameter = _parameter_under(node, exp.Paren)
         if parameter is not None:
             return f"${parameter}"
-        inner = _unparenthesized(node)
-        if inner is not node and any(_pluses(n) for n in _chain(node, exp.Paren)):  # +(x), (+x)
-            return self._name(node.this)
-        node = inner
+        node = _unparenthesized(node)
         if isinstance(node, exp.Column):
             return ".".join(_printed_identifier(part.name) for part in node.parts)
         if isinstance(node, exp.Literal):

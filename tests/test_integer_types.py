@@ -142,7 +142,8 @@ PREPARED = [("SELECT max(i8 + ?), max(i8 + 1), sum(? * i16), min(? + u8) FROM ed
             ("SELECT max(i8 * ?), sum(d + ?), min(d * ?), max(u8 - ?), max(d * ?) FROM edges WHERE i32 > ?",
              [Decimal("100"), Decimal("0.5"), Decimal("0.05"), Decimal("1E+2"), -2**31, -2**31]),
             ("SELECT sum(d - ?), max(d * ?), min(u16 * ?), sum(i8 + (?)) FROM edges",
-             [Decimal("-0.000"), Decimal("12345678901234567890.5"), 2**31, Decimal("-7E+1")])]
+             [Decimal("-0.000"), Decimal("12345678901234567890.5"), 2**31, Decimal("-7E+1")]),
+            ("SELECT max(i8 + +?), sum(i16 * -(+?)), min(u8 - (+?)), max(+(-?) * i8) FROM edges", [1, 2, -3, 4])]
 
 
 @pytest.mark.parametrize("text,parameters", PREPARED)
