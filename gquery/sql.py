@@ -36,6 +36,7 @@ from gquery.schema import Schema
 TABLE = "lineitem"
 PARAMETER = "gquery_parameter"  # a placed literal's meta key: a prepared statement's parameter, not a literal written
 UNARY_PLUS = "gquery_unary_plus"  # a node's meta key: the unary pluses written before it (sqlglot's parser drops them)
+TYPE_WRITTEN = "gquery_type_written"  # a type's meta key: its text as written (sqlglot's parser normalizes int8 to BIGINT)
 MAX_GROUP_COLUMNS = 2
 CLASS = "is outside the selection+aggregate class"
 
@@ -553,6 +554,21 @@ def _unary_parsers(parser_type) -> dict:
     return {**parser_type.UNARY_PARSERS, TokenType.PLUS: _unary_plus}
 
 
+def _types_written(parser):
+    """The parser's _parse_types, each type it parses marked with its text as written (TYPE_WRITTEN): DuckDB prints a
+    cast's type in a column's name as written where it is no SQL keyword (CAST(x AS int8), not BIGINT)."""
+    parse_types = parser._parse_types
+
+    def parse(*args, **kwargs):
+        first = parser._index
+        node = parse_types(*args, **kwargs)
+        if isinstance(node, exp.DataType) and parser._index > first and parser.sql:
+            node.meta[TYPE_WRITTEN] = parser.sql[parser._tokens[first].start:parser._prev.end + 1]
+        return node
+
+    return parse
+
+
 def _pluses(node: exp.Expression) -> int:
     """The unary pluses written before a node (_unary_plus)."""
     return node.meta.get(UNARY_PLUS, 0)
@@ -564,6 +580,7 @@ def _one_statement(text: str) -> exp.Expression:
         tokens = dialect.tokenize(text)
         parser = dialect.parser()
         parser.UNARY_PARSERS = _unary_parsers(type(parser))
+        parser._parse_types = _types_written(parser)
         statements = [s for s in parser.parse(tokens, text) if s is not None]
     except sqlglot.errors.SqlglotError as e:
         raise SqlSyntaxError(f"syntax error: {_first_line(e)}") from None
@@ -1501,8 +1518,28 @@ def _printed_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+# the SQL keyword types of DuckDB's grammar (PostgreSQL's), which it prints by their own names; any other type name
+# (int8, TinyInt, Date, HUGEINT) it prints as written
+KEYWORD_TYPES = {"int": "INTEGER", "integer": "INTEGER", "bigint": "BIGINT", "smallint": "SMALLINT", "real": "FLOAT",
+                 "float": "FLOAT", "double precision": "DOUBLE", "boolean": "BOOLEAN", "timestamp": "TIMESTAMP",
+                 "varchar": "VARCHAR"}
+DECIMAL_NAMES = ("decimal", "numeric", "dec")
+
+
 def _type_name(to: exp.DataType) -> str:
-    """A cast's type as DuckDB prints it in a column name."""
+    """A cast's type as DuckDB prints it in a column name: a keyword type by its name (NUMERIC(10,2) as
+    DECIMAL(10, 2)), any other as written; by sqlglot's type where the text is not known."""
+    written = to.meta.get(TYPE_WRITTEN)
+    if written is not None:
+        name, paren, args = written.partition("(")
+        key = " ".join(name.split()).lower()
+        if key in DECIMAL_NAMES:
+            written_args = [a.strip() for a in args.rsplit(")", 1)[0].split(",") if a.strip()]  # (DECIMAL(18,): (18))
+            return "DECIMAL" + (f"({', '.join(written_args)})" if paren else "")
+        if key in KEYWORD_TYPES and not paren:
+            return KEYWORD_TYPES[key]
+        if not paren:
+            return name.strip()
     if to.this == exp.DataType.Type.DECIMAL:
         params = ", ".join(p.this.this for p in to.expressions)
         return f"DECIMAL({params})" if params else "DECIMAL"

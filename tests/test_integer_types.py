@@ -33,7 +33,11 @@ def items() -> list[str]:
               "max(u16::USMALLINT * 2)", "max(CAST(i16 AS UINTEGER) - u8)", "sum(CAST(u32 AS DECIMAL(12,2)) * u8)",
               # a unary plus is the function +(x) to DuckDB: named so, and its literal no literal (not narrowed)
               "max(i8 + +1)", "max(i8 + (+1))", "sum(+i16)", "max(-(+i8))", "max(i8 + -(+1))", "max(+1.50 * d)",
-              "sum(+ +u8)", "+max(i8)", "min(+(i8 + 1))", "max(i8 - -1)", "max(-(-1) + i8)", "max(i16 * +-2)"]
+              "sum(+ +u8)", "+max(i8)", "min(+(i8 + 1))", "max(i8 - -1)", "max(-(-1) + i8)", "max(i16 * +-2)",
+              # a cast's type printed as DuckDB prints it: a SQL keyword type by its name, any other as written
+              "max(CAST(i8 AS int8))", "min(i16::Int4)", "max(CAST(i8 AS numeric))", "max(CAST(i8 AS DECIMAL (10, 2)))",
+              "max(CAST(i8 AS LONG))", "sum(CAST(u8 AS SIGNED))", "max(CAST(i8 AS INT128))", "max(i8::HugeInt)",
+              "max(CAST(i8 AS dec(9,1)))", "max(CAST(u8 AS uint16))", "max(CAST(i8 AS int))", "min(i8::BigInt)"]
     return pairs + literals + others
 
 
