@@ -259,6 +259,8 @@ class TableHandle:
         statement = Prepared(self, text, options)
         if statement._template is None:  # not parsed as a template: its syntax checked as written
             sql.check_syntax(text)
+        else:
+            sql.check_parameters(statement._template)
         return statement
 
     def query(self, z: int, **options):

@@ -143,6 +143,20 @@ def template(text: str) -> Template | None:
         return None
 
 
+NO_PARAMETER = {exp.Alias: "an alias", exp.TableAlias: "a table alias", exp.Interval: "an INTERVAL's count",
+                exp.DataTypeParam: "a type's width or scale", exp.Is: "IS"}  # where DuckDB's grammar takes no `?`
+
+
+def check_parameters(t: Template) -> None:
+    """SqlSyntaxError where a prepared statement's `?` stands where DuckDB's grammar takes no parameter (an alias, a
+    table alias, INTERVAL ? DAY, DECIMAL(?, 2), IS ?): DuckDB refuses such a text when it is prepared; its value
+    bound as a literal would have been answered."""
+    for hole in t.tree.find_all(exp.Placeholder):
+        where = NO_PARAMETER.get(type(hole.parent))
+        if where is not None:
+            raise SqlSyntaxError(f'syntax error at or near "?": DuckDB takes no parameter as {where}')
+
+
 def parse_template(t: Template, text: str, spans: list[tuple[int, int]], schema: Schema, table: str = TABLE,
                    every_literal: bool = False, types: tuple = ()) -> Query:
     """The Query of `text`, the template's text with its parameters bound as literals lying at `spans` in it
@@ -861,6 +875,7 @@ class _Binder:
         self.notes: list[str] = []
         self.parameter_types: dict[int, SqlType] = {}  # a prepared statement's parameter number → its type
         self.prepared = False  # binding a prepared statement's run: its parameters are marked (PARAMETER)
+        self.plus_written = "+" in text  # the text may hold a unary plus (_unary_plus): its operand's type is checked
 
     # -- the statement --
     def query(self, select: exp.Select) -> Query:
@@ -1076,10 +1091,14 @@ class _Binder:
     def _value(self, node: exp.Expression) -> Expr:
         """A value expression, constant subtrees folded into one Literal of their DuckDB type; a prepared
         statement's parameter typed as DuckDB types it (parameter_types)."""
-        typed = self.parameter_types.get(_parameter_under(node, exp.Paren)) if self.parameter_types else None
-        if typed is not None:
-            return _as_parameter(self._written_value(node), typed, node)
-        return self._written_value(node)
+        typed = self.parameter_types.get(_parameter_under(node, (exp.Paren, exp.Neg))) if self.parameter_types else None
+        if typed is not None:  # (-? too: the parameter's type, negated)
+            value = _as_parameter(self._written_value(node), typed, node)
+        else:
+            value = self._written_value(node)
+        if self.plus_written and not value.type.is_numeric and _plus_in(node):
+            raise refuse(f"a unary plus of a {value.type} ({_short(node)}: DuckDB has +(x) for numbers only)")
+        return value
 
     def _written_value(self, node: exp.Expression) -> Expr:
         node = _unparenthesized(node)
@@ -1293,6 +1312,8 @@ class _Binder:
     # -- predicates --
     def _predicate(self, node: exp.Expression) -> Expr:
         """A boolean expression, constant parts folded away (a constant predicate is TRUE or FALSE)."""
+        if self.plus_written and _plus_in(node):
+            raise refuse(f"a unary plus of a BOOLEAN ({_short(node)}: DuckDB has +(x) for numbers only)")
         node = _unparenthesized(node)
         if isinstance(node, exp.And):
             return _conjunction(And, [self._predicate(node.this), self._predicate(node.expression)])
@@ -1476,8 +1497,8 @@ def _as_parameter(literal: Expr, t: SqlType, node: exp.Expression) -> Expr:
     """A parameter's literal as the value of the type DuckDB gives the parameter (a DECIMAL's scale is the literal's
     or more: bind() writes a Decimal's digits as they are, 1E+2 as 100)."""
     if t == DOUBLE:
-        raise refuse(f"a Decimal parameter of more than {MAX_DECIMAL_WIDTH} digits ({_short(node)}): DuckDB binds it "
-                     "as a DOUBLE, and gquery's constants are exact")
+        raise refuse(f"a Decimal parameter that DuckDB binds as a DOUBLE (more than {MAX_DECIMAL_WIDTH} digits: "
+                     f"{_short(node)}; gquery's constants are exact)")
     if not isinstance(literal, Literal) or literal.type == t:
         return literal
     return Literal(literal.value * 10 ** (scale_of(t) - scale_of(literal.type)), t)

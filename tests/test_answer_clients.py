@@ -166,6 +166,12 @@ def test_a_prepared_statement_binds_exact_parameters_and_says_what_is_wrong_in_o
             t.prepare(f"SELECT a, COUNT(*) FROM t {clause}").run(1)
         assert "\n" not in str(e.value)
     assert t.prepare("SELECT a, COUNT(*) FROM t GROUP BY 1 ORDER BY 1 LIMIT ?").run(2).rows == [(0, 1), (1, 1)]
+    for text in ("SELECT SUM(a) AS ? FROM t", "SELECT SUM(a) ? FROM t", "SELECT COUNT(*) FROM t AS ?", "SELECT COUNT(*) FROM t ?",
+                 "SELECT MAX(CAST(a AS DECIMAL(?, 2))) FROM t", "SELECT MAX(a) FROM t WHERE a IS NOT ?",
+                 "SELECT COUNT(*) FROM t WHERE a < 1 + INTERVAL ? DAY"):  # where DuckDB's grammar takes no parameter
+        with pytest.raises(gquery.GqueryError, match='syntax error at or near "\\?"') as e:
+            t.prepare(text)
+        assert "\n" not in str(e.value)
     t.close()
     with pytest.raises(gquery.GqueryError, match="closed"):
         p.run(1, Decimal(0))

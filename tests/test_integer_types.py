@@ -147,7 +147,9 @@ PREPARED = [("SELECT max(i8 + ?), max(i8 + 1), sum(? * i16), min(? + u8) FROM ed
              [Decimal("100"), Decimal("0.5"), Decimal("0.05"), Decimal("1E+2"), -2**31, -2**31]),
             ("SELECT sum(d - ?), max(d * ?), min(u16 * ?), sum(i8 + (?)) FROM edges",
              [Decimal("-0.000"), Decimal("12345678901234567890.5"), 2**31, Decimal("-7E+1")]),
-            ("SELECT max(i8 + +?), sum(i16 * -(+?)), min(u8 - (+?)), max(+(-?) * i8) FROM edges", [1, 2, -3, 4])]
+            ("SELECT max(i8 + +?), sum(i16 * -(+?)), min(u8 - (+?)), max(+(-?) * i8) FROM edges", [1, 2, -3, 4]),
+            ("SELECT max(-?), sum(i8 * -?), min(-(?) + d), max(i16 - -(-?)) FROM edges",
+             [Decimal("100"), Decimal("0.5"), Decimal("-0.05"), Decimal("1E+3")])]
 
 
 @pytest.mark.parametrize("text,parameters", PREPARED)
@@ -197,7 +199,9 @@ def test_a_decimal_parameter_duckdb_binds_as_a_double_is_refused_in_one_line(edg
     statement = gquery.open(edges).prepare("SELECT sum(d * ?) FROM edges")
     with pytest.raises(OutOfClass) as e:
         statement.run(Decimal("1E+38"), backend="cpu", check=False)
-    assert "DuckDB binds it as a DOUBLE" in str(e.value) and "\n" not in str(e.value)
+    assert "DuckDB binds as a DOUBLE" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(OutOfClass, match="DuckDB binds as a DOUBLE"):  # negated alike
+        gquery.open(edges).prepare("SELECT max(-?) FROM edges").run(Decimal("1E+38"), backend="cpu", check=False)
     assert statement.run(Decimal("1E+37"), backend="cpu", check=False).result.columns[0][1].width == 38
 
 
@@ -227,3 +231,20 @@ def test_a_unary_plus_is_duckdbs_function_in_group_outputs_and_refused_as_a_grou
     assert got.columns == want.column_names == ["(+(i8))", "u8", "count_star()"] and got.arrow() == want
     with pytest.raises(OutOfClass, match="GROUP BY an expression"):
         gquery.open(edges).sql("SELECT i8, count(*) FROM edges GROUP BY +i8", backend="cpu", check=False)
+
+
+@pytest.mark.parametrize("text, parameters, of", [
+    ("SELECT min(+day) FROM edges", [], "DATE"), ("SELECT count(*) FROM edges WHERE day < +?", [datetime.date(1970, 1, 2)], "DATE"),
+    ("SELECT count(*) FROM edges WHERE +?", [True], "BOOLEAN"), ("SELECT count(*) FROM edges WHERE +(i8 > 0)", [], "BOOLEAN")])
+def test_a_unary_plus_of_no_number_is_refused_as_duckdb_refuses_it(edges, text, parameters, of):
+    """DuckDB's +(x) takes numbers only (a binder error for a DATE, a string, a BOOLEAN): refused in one line."""
+    con = duckdb.connect()
+    try:
+        with pytest.raises(duckdb.BinderException):
+            con.execute(text.replace("FROM edges", f"FROM read_parquet('{edges}')"), parameters)
+    finally:
+        con.close()
+    t = gquery.open(edges)
+    with pytest.raises(OutOfClass, match=f"a unary plus of a {of}") as e:
+        (t.prepare(text).run(*parameters, backend="cpu", check=False) if parameters else t.sql(text, backend="cpu", check=False))
+    assert "\n" not in str(e.value)
