@@ -27,7 +27,7 @@ from sqlglot.tokens import TokenType
 
 from gquery.errors import GqueryError
 from gquery.keywords import BARE_LABEL_REFUSED, KEYWORDS, TABLE_ALIAS_REFUSED
-from gquery.query import (BOOLEAN, DATE, DAY_MICROS, DOUBLE, EPOCH, FLIPPED, INTEGER_TYPES, MAX_DECIMAL_WIDTH,
+from gquery.query import (BIGINT, BOOLEAN, DATE, DAY_MICROS, DOUBLE, EPOCH, HUGEINT, INTEGER, FLIPPED, INTEGER_TYPES, MAX_DECIMAL_WIDTH,
                           TIMESTAMP, VARCHAR, Aggregate, And, Arith, Cast, Column, Compare, Expr, InList, IsNull, Literal,
                           Negate, Not, Or, Output, Query, SqlType, aggregate_type, arithmetic_type, decimal,
                           integer_literal_type, scale_of)
@@ -1499,9 +1499,27 @@ def _as_parameter(literal: Expr, t: SqlType, node: exp.Expression) -> Expr:
     if t == DOUBLE:
         raise refuse(f"a Decimal parameter that DuckDB binds as a DOUBLE (more than {MAX_DECIMAL_WIDTH} digits: "
                      f"{_short(node)}; gquery's constants are exact)")
-    if not isinstance(literal, Literal) or literal.type == t:
+    if not isinstance(literal, Literal):
+        return literal
+    if t.is_integer:  # each minus before the parameter negates it in its type, widened where the value leaves it
+        negations = 0
+        for n in _chain(node, (exp.Paren, exp.Neg)):
+            if n.meta.get(PARAMETER) is not None:
+                break
+            negations += isinstance(n, exp.Neg)
+        value = literal.value * (-1) ** negations  # the parameter's own
+        for _ in range(negations):  # (DuckDB: -? of the INTEGER -2^31 is a BIGINT, of the BIGINT -2^63 a HUGEINT)
+            value = -value
+            while not fits(value, t):
+                if t not in WIDER_ON_NEGATION:
+                    raise refuse(f"the constant {_short(node)} overflows {t} (DuckDB raises an out-of-range error)")
+                t = WIDER_ON_NEGATION[t]
+    if literal.type == t:
         return literal
     return Literal(literal.value * 10 ** (scale_of(t) - scale_of(literal.type)), t)
+
+
+WIDER_ON_NEGATION = {INTEGER: BIGINT, BIGINT: HUGEINT}
 
 
 def _chain(node: exp.Expression, through) -> list[exp.Expression]:

@@ -149,7 +149,9 @@ PREPARED = [("SELECT max(i8 + ?), max(i8 + 1), sum(? * i16), min(? + u8) FROM ed
              [Decimal("-0.000"), Decimal("12345678901234567890.5"), 2**31, Decimal("-7E+1")]),
             ("SELECT max(i8 + +?), sum(i16 * -(+?)), min(u8 - (+?)), max(+(-?) * i8) FROM edges", [1, 2, -3, 4]),
             ("SELECT max(-?), sum(i8 * -?), min(-(?) + d), max(i16 - -(-?)) FROM edges",
-             [Decimal("100"), Decimal("0.5"), Decimal("-0.05"), Decimal("1E+3")])]
+             [Decimal("100"), Decimal("0.5"), Decimal("-0.05"), Decimal("1E+3")]),
+            ("SELECT max(-?), min(i8 * -(?)), max(-(-?)), max(-?), min(-?) FROM edges",  # a minus widens where it must
+             [-2**31, -2**31, -2**31, -2**63, 2**31 - 1])]
 
 
 @pytest.mark.parametrize("text,parameters", PREPARED)
