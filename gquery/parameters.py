@@ -10,7 +10,7 @@ import re
 from decimal import Decimal
 
 from gquery.errors import GqueryError
-from gquery.query import BIGINT, DOUBLE, HUGEINT, INTEGER, MAX_DECIMAL_WIDTH, SqlType
+from gquery.query import DOUBLE, MAX_DECIMAL_WIDTH, SqlType, integer_literal_type
 
 
 class ParameterError(GqueryError):
@@ -148,7 +148,10 @@ def parameter_type(value) -> SqlType | None:
     if isinstance(value, bool) or not isinstance(value, (int, Decimal)):
         return None
     if isinstance(value, int):
-        return INTEGER if -(2**31) <= value < 2**31 else BIGINT if -(2**63) <= value < 2**63 else HUGEINT
+        try:
+            return integer_literal_type(value)
+        except ValueError:  # past HUGEINT: its literal is refused
+            return None
     if not value.is_finite():
         return None  # (literal() refuses it)
     _, digits, exponent = value.as_tuple()

@@ -27,7 +27,7 @@ from sqlglot.tokens import TokenType
 
 from gquery.errors import GqueryError
 from gquery.keywords import BARE_LABEL_REFUSED, KEYWORDS, TABLE_ALIAS_REFUSED
-from gquery.query import (BIGINT, BOOLEAN, DATE, DAY_MICROS, DOUBLE, EPOCH, HUGEINT, INTEGER, FLIPPED, INTEGER_TYPES, MAX_DECIMAL_WIDTH,
+from gquery.query import (BOOLEAN, DATE, DAY_MICROS, DOUBLE, EPOCH, FLIPPED, INTEGER_TYPES, MAX_DECIMAL_WIDTH,
                           TIMESTAMP, VARCHAR, Aggregate, And, Arith, Cast, Column, Compare, Expr, InList, IsNull, Literal,
                           Negate, Not, Or, Output, Query, SqlType, aggregate_type, arithmetic_type, decimal,
                           integer_literal_type, scale_of)
@@ -199,8 +199,9 @@ def _fill(holes: list, literals: list[str], spans, parameters: bool = False) -> 
 
 def _in_hole(hole: exp.Placeholder, node: exp.Expression) -> None:
     """A placeholder of a parsed tree replaced by a literal's node, which takes the unary pluses written before it."""
-    if _pluses(hole):
-        node.meta[UNARY_PLUS] = _pluses(hole)
+    pluses = _pluses(hole)
+    if pluses:
+        node.meta[UNARY_PLUS] = pluses
     hole.replace(node)
 
 
@@ -1510,16 +1511,16 @@ def _as_parameter(literal: Expr, t: SqlType, node: exp.Expression) -> Expr:
         value = literal.value * (-1) ** negations  # the parameter's own
         for _ in range(negations):  # (DuckDB: -? of the INTEGER -2^31 is a BIGINT, of the BIGINT -2^63 a HUGEINT)
             value = -value
-            while not fits(value, t):
-                if t not in WIDER_ON_NEGATION:
-                    raise refuse(f"the constant {_short(node)} overflows {t} (DuckDB raises an out-of-range error)")
-                t = WIDER_ON_NEGATION[t]
+            if not fits(value, t):
+                try:
+                    t = integer_literal_type(value)
+                except ValueError:
+                    raise refuse(f"the constant {_short(node)} overflows {t} (DuckDB raises an out-of-range "
+                                 "error)") from None
     if literal.type == t:
         return literal
     return Literal(literal.value * 10 ** (scale_of(t) - scale_of(literal.type)), t)
 
-
-WIDER_ON_NEGATION = {INTEGER: BIGINT, BIGINT: HUGEINT}
 
 
 def _chain(node: exp.Expression, through) -> list[exp.Expression]:
