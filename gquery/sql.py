@@ -12,7 +12,6 @@ column names, rendered from the tree as written (DuckDB names the expression bef
 
 from __future__ import annotations
 
-import calendar
 import contextlib
 import datetime
 import functools
@@ -838,6 +837,8 @@ def add_interval(micros: int, months: int, days: int, interval_micros: int) -> i
         year, month = divmod(month0, 12)
         if not 1 <= year <= 9999:
             raise refuse("a date outside the years 1 to 9999")
+        import calendar  # (here: a month's interval is rare, its module's import is not free)
+
         day = datetime.date(year, month + 1, min(day.day, calendar.monthrange(year, month + 1)[1]))
     return ((day - EPOCH).days + days) * DAY_MICROS + time_of_day + interval_micros
 

@@ -5,7 +5,6 @@ GPU's clocks to leave an idle state, and their median then measures the ramp, no
 
 from __future__ import annotations
 
-import statistics
 import time
 from typing import Callable, TypeVar
 
@@ -35,6 +34,8 @@ def timed_runs(run: Callable[[], T], repeat: int, min_ms: float = MIN_TIMED_MS) 
 
 def median_host_ms(action: Callable[[], object], repeat: int) -> float:
     """The median host-clock milliseconds of `repeat` calls of action, after one untimed call."""
+    import statistics  # (a benchmark's: not imported by every query's module)
+
     action()
     times = []
     for _ in range(repeat):

@@ -22,7 +22,6 @@ import math
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -240,9 +239,11 @@ def _move_old_tbl_parts(final_dir: Path, echo) -> None:
         os.replace(target, final_dir / PART_DIRS["tbl"])
 
 
-def _wait(proc: subprocess.Popen, tmp: Path, expected_bytes: float, bar: bool, echo) -> int:
-    """tpchgen-cli's exit code. Where it draws no bar (stderr is not a terminal), a line every few
-    seconds says how much it has written."""
+def _wait(proc, tmp: Path, expected_bytes: float, bar: bool, echo) -> int:
+    """tpchgen-cli's exit code (`proc`: its subprocess.Popen). Where it draws no bar (stderr is not a
+    terminal), a line every few seconds says how much it has written."""
+    import subprocess
+
     while True:
         try:
             rc = proc.wait(timeout=PROGRESS_SECONDS)
@@ -259,6 +260,8 @@ def _wait(proc: subprocess.Popen, tmp: Path, expected_bytes: float, bar: bool, e
 def _run_tpchgen(cmd: list[str], tmp: Path, expected_bytes: float, progress: bool, echo, what: str) -> None:
     """tpchgen-cli to its end; on any exit from here (an error, Ctrl-C, SIGTERM as errors.Stopped)
     no generator outlives us."""
+    import subprocess  # (here, not at the module's import: opening a store finds its files with this module)
+
     proc = None
     try:
         # the signals wait until `proc` is set: raised inside Popen, they would orphan the generator

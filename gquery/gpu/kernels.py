@@ -8,9 +8,7 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -187,6 +185,9 @@ def _compile(b: Build, arch: str, which: str, headers: dict[str, str], options: 
         from gquery.gpu.nvrtc import compile_cubin
 
         return compile_cubin(b.text(), b.source if b.source.endswith(".cu") else f"{b.source}.cu", headers, options)
+    import subprocess  # (here: its import, about 10 ms, is not a first query's where NVRTC compiles)
+    import tempfile
+
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise GqueryError("cannot compile a kernel: this host has neither NVRTC nor nvcc (install the CUDA toolkit)")
