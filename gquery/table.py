@@ -16,7 +16,9 @@ The mission's three columns also have encoding sets, one encoding a column, for 
 
 from __future__ import annotations
 
+import sys
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,6 +137,8 @@ class Column:
     load: object = field(default=None, repr=False, compare=False)  # callable(encoding) -> encoding, or None
     stored: tuple[str, ...] = ()  # encodings `load` can read ("zones": the packed encoding's metadata alone)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+    # the zone map's own: its read and what is made of it wait for no read of the column's words (`lock`)
+    zone_lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
     _zones: tuple | None = field(default=None, repr=False, compare=False)
     _zone_map: tuple | None = field(default=None, repr=False, compare=False)  # zones(), made once
     _zone_spans: tuple | None = field(default=None, repr=False, compare=False)  # zone_spans(), made once
@@ -256,13 +260,15 @@ class Column:
         alone where the column is stored (the planner prunes by them before any words are read)."""
         if self._zones is not None:
             return self._zones
-        with self.lock:
-            if self._zones is None:
-                if "packed" not in self.encodings and self.load is not None and "packed" in self.stored:
+        if "packed" not in self.encodings and self.load is not None and "packed" in self.stored:
+            with self.zone_lock:  # not the column's lock, which a read of its words holds throughout
+                if self._zones is None:
                     self._zones = self.load("zones")
-                else:
-                    packed = self.get("packed")
-                    self._zones = (packed.meta, packed.zone_max(), packed.factor)
+                return self._zones
+        packed = self.get("packed")  # (before zone_lock: a read of the words takes the column's lock, then zone_lock)
+        with self.zone_lock:
+            if self._zones is None:
+                self._zones = (packed.meta, packed.zone_max(), packed.factor)
             return self._zones
 
     def zones(self) -> tuple[np.ndarray, np.ndarray]:
@@ -291,9 +297,10 @@ class Column:
         """The zone map sorted by smallest and by largest values, with running sums (ZoneOrder), made once: a single
         comparison's new constant is counted and estimated without a pass over the frames."""
         if self._zone_order is None:
-            with self.lock:
+            made = (*self.zones(), self.zone_spans())  # (before zone_lock: the zone map may take the column's lock)
+            with self.zone_lock:
                 if self._zone_order is None:
-                    self._zone_order = zone_order(*self.zones(), self.zone_spans())
+                    self._zone_order = zone_order(*made)
         return self._zone_order
 
     def common_range(self) -> tuple[int, int] | None:
@@ -335,6 +342,31 @@ class Column:
 COLUMNS_AT_ONCE = 4  # columns read together; each reads its buffers in pieces on host threads of its own
 
 
+SWITCH_INTERVAL_S = 0.001  # while reading ahead (the CPython default is 0.005)
+_switching = [0, None]  # read-aheads under way, and the interval before the first of them
+_switching_lock = threading.Lock()
+
+
+@contextmanager
+def _switching_often():
+    """The interpreter's thread switch interval shortened while reads ahead run: each of their NumPy calls and
+    reads lets go of the GIL and, where the main thread is busy (a first query imports its modules meanwhile),
+    waited a whole interval to take it back (an SF 10 column's zone map, 6 ms alone, took about 100 beside a
+    first query's imports on an H200 host). Set back after the last of them, unless something set it meanwhile."""
+    with _switching_lock:
+        if _switching[0] == 0:
+            _switching[1] = sys.getswitchinterval()
+            sys.setswitchinterval(min(_switching[1], SWITCH_INTERVAL_S))
+        _switching[0] += 1
+    try:
+        yield
+    finally:
+        with _switching_lock:
+            _switching[0] -= 1
+            if _switching[0] == 0 and sys.getswitchinterval() == min(_switching[1], SWITCH_INTERVAL_S):
+                sys.setswitchinterval(_switching[1])
+
+
 def read_all(columns: list[Column], encoding: str, stop=lambda: False) -> None:
     """Each column's encoding at hand, those still on disk read together: a query's columns land at the
     rate of the host's threads rather than one column after another (none begun once `stop()`)."""
@@ -343,6 +375,8 @@ def read_all(columns: list[Column], encoding: str, stop=lambda: False) -> None:
     todo = [c for c in columns if encoding not in c.encodings]
     if len(todo) > 1:
         parallel_map(lambda c: None if stop() else c.get(encoding), todo, COLUMNS_AT_ONCE)
+    elif todo and not stop():
+        todo[0].get(encoding)
 
 
 def exiting() -> bool:
@@ -355,11 +389,11 @@ COMPILE_AHEAD = "gquery-compile-ahead"  # and of one compiling kernels ahead (an
 
 
 def read_ahead(tables: list, names, ordered=()) -> threading.Thread:
-    """Read the named stored columns' zone maps, then their packed words, on a thread of its own while the
-    caller goes on (a process's first query reads them while the GPU's context is being made), and sort the
-    zone maps of those `ordered` (that WHERE tests) as the planner does (zone_order: NumPy's sorts let go of
-    the GIL) while the words are read. A read that fails is left for the query's own read of it to report;
-    none begins once the main thread is done."""
+    """Read the named stored columns' packed words (each column's zone map first) on threads of their own while
+    the caller goes on (a process's first query reads them while the GPU's context is being made), and meanwhile
+    the zone maps alone, sorting those of `ordered` (that WHERE tests) as the planner does (zone_order): the
+    planner finds them made without waiting for the words. A read that fails is left for the query's own read
+    of it to report; none begins once the main thread is done."""
     columns = [t.columns[n] for t in tables for n in names if n in t.columns and "packed" in t.columns[n].stored]
 
     def run(step) -> None:
@@ -369,16 +403,16 @@ def read_ahead(tables: list, names, ordered=()) -> threading.Thread:
             pass
 
     def zones() -> None:
-        for c in columns:
-            if exiting():
-                return
-            c.zone_buffers()
-        words = threading.Thread(target=run, args=(lambda: read_all(columns, "packed", exiting),), name=READ_AHEAD)
-        words.start()
-        for c in columns:
-            if c.name in ordered and not exiting():
-                c.zone_order()
-        words.join()
+        with _switching_often():
+            words = threading.Thread(target=run, args=(lambda: read_all(columns, "packed", exiting),), name=READ_AHEAD)
+            words.start()
+            for c in columns:
+                if exiting():
+                    break
+                c.zone_buffers()
+                if c.name in ordered:
+                    c.zone_order()
+            words.join()
 
     thread = threading.Thread(target=run, args=(zones,), name=READ_AHEAD)  # not a daemon: answer._read_in_background says why
     thread.start()
