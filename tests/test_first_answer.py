@@ -129,6 +129,43 @@ def test_read_ahead_reads_zone_maps_and_words_of_the_named_columns(opened):
                for a, b in zip(dataclasses.astuple(made), dataclasses.astuple(again)))
 
 
+def test_a_zone_map_and_its_order_wait_for_no_read_of_the_columns_words(opened):
+    """A read of a column's words holds the column's lock throughout; the planner's zone map and its sorted order
+    (zone_lock) are read and made meanwhile, not after it."""
+    import threading
+
+    column = opened.columns[KEY]
+    holding, release = threading.Event(), threading.Event()
+
+    def a_long_read():
+        with column.lock:
+            holding.set()
+            release.wait(60)
+
+    reader = threading.Thread(target=a_long_read)
+    reader.start()
+    holding.wait(60)
+    try:
+        made = {}
+        planner = threading.Thread(target=lambda: made.update(order=column.zone_order(), zones=column.zones()))
+        planner.start()
+        planner.join(timeout=30)
+        assert not planner.is_alive(), "the zone map waited for the column's lock"
+        assert made["order"].lows.size == len(made["zones"][0]) == -(-opened.rows // 1024)
+    finally:
+        release.set()
+        reader.join()
+
+
+def test_a_read_ahead_reads_a_lone_column_and_sets_the_switch_interval_back(opened):
+    import sys
+
+    before = sys.getswitchinterval()
+    read_ahead([opened], ["l_tax"], ["l_tax"]).join(timeout=60)
+    assert "packed" in opened.columns["l_tax"].encodings and opened.columns["l_tax"]._zone_order is not None
+    assert sys.getswitchinterval() == before
+
+
 @pytest.mark.parametrize("text,named", [
     ("SELECT SUM(l_quantity * l_extendedprice) FROM lineitem WHERE l_suppkey < 30", ["l_quantity", "l_extendedprice", "l_suppkey"]),
     ('select sum("L_QUANTITY") from lineitem where L_Discount between 0.05 and 0.07', ["l_quantity", "l_discount"]),
