@@ -4,10 +4,9 @@ A sampling thread reads every other thread's stack each millisecond (cProfile ca
 one profiler runs at a time, and the query's GPU work runs on the GPU's own thread). It prints the wall
 time of each stage and, per thread, the functions on the most samples (cumulative) and at the top of
 the most samples (self). Run it twice: the first run fills the kernel cache and the page cache, as a
-user's earlier runs would. --spans also times the main steps on whichever thread runs them; wrapping
-them imports the engine's modules before the clock starts, so the first-query figure then leaves out
-those imports (about 0.4 s on a host that compiles them from source); without --spans it includes
-them, as the benchmark's figure does.
+user's earlier runs would. --spans also times the main steps on whichever thread runs them, each function
+wrapped as its module is first imported (a finder ahead of the import system's): nothing is imported before
+the clock starts, so the figures are the benchmark's, with the steps' spans beside them.
 
     python scripts/first_answer_profile.py STORE "SQL" [--top N] [--spans]
 """
@@ -47,13 +46,12 @@ def _sample() -> None:
 
 # Spans: wall time of these functions on whichever thread calls them (outermost call only).
 SPANS = ["gquery.gpu.device:_probe", "gquery.gpu.device:DeviceThread._retain", "gquery.api:_engine_here",
-         "gquery.sql:parse", "gquery.store:StoreFiles.read", "gquery.store:StoreFiles.zones",
-         "gquery.store:StoreFiles.packed", "gquery.store:StoreFiles.key_encoding", "gquery.store:open_store",
-         "gquery.gpu.memory:GpuMemory.pin_in_place", "gquery.gpu.fusedplan:plan_fused", "gquery.plan:plan_query",
-         "gquery.plan:_choose_key", "gquery.answer:gpu_answer", "gquery.mission:measure",
-         "gquery.gpu.executor:Engine.run_many", "gquery.gpu.fused:FusedRunner.run", "gquery.gpu.kernels:module",
-         "gquery.gpu.kernels:cubin", "gquery.gpu.executor:Engine.prepare", "gquery.gpu.executor:Engine.__init__",
-         "gquery.answer:cpu_answer", "gquery.table:Column.get"]
+         "gquery.api:TableHandle._answer", "gquery.sql:parse_shaped", "gquery.table:read_ahead",
+         "gquery.table:Column.get", "gquery.table:Column.zone_order", "gquery.store:StoreFiles.read",
+         "gquery.store:StoreFiles.zones", "gquery.store:open_store", "gquery.gpu.memory:GpuMemory.pin_in_place",
+         "gquery.answer:gpu_plan", "gquery.gpu.fusedplan:plan_fused", "gquery.answer:gpu_runs",
+         "gquery.gpu.fused:FusedRunner.run", "gquery.gpu.kernels:module", "gquery.gpu.kernels:cubin",
+         "gquery.answer:cpu_answer"]
 spans: list[tuple[str, str, float, float]] = []
 _depth = threading.local()
 
@@ -76,39 +74,55 @@ def _wrap(fn, label):
 
 
 def _install_spans() -> None:
-    import importlib
+    """Wrap each of SPANS as its module is first imported: a finder ahead of the others hands the module's
+    loader a step after its code runs, before any other module can import a name from it."""
+    import importlib.abc
+    import importlib.machinery
 
+    wanted: dict[str, list[str]] = {}
     for target in SPANS:
         module_name, qual = target.split(":")
-        try:
-            module = importlib.import_module(module_name)
-            owner, *rest = qual.split(".")
-            holder = module
-            if rest:
-                holder, attr = getattr(module, owner), rest[0]
-            else:
-                attr = owner
-            original = getattr(holder, attr)
-        except (ImportError, AttributeError):
-            print(f"(no span: {target} not found)")
-            continue
-        setattr(holder, attr, _wrap(original, qual))
+        wanted.setdefault(module_name, []).append(qual)
+
+    def wrap_in(module) -> None:
+        for qual in wanted.pop(module.__name__, []):
+            owner, _, attr = qual.rpartition(".")
+            holder = getattr(module, owner, None) if owner else module
+            if holder is None or attr not in vars(holder):
+                print(f"(no span: {module.__name__}:{qual} not found)")
+                continue
+            setattr(holder, attr, _wrap(vars(holder)[attr], qual))
+
+    class Spans(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name not in wanted:
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is not None and spec.loader is not None:
+                run = spec.loader.exec_module
+
+                def exec_module(module, run=run):
+                    run(module)
+                    wrap_in(module)
+                spec.loader.exec_module = exec_module
+            return spec
+
+    for name in [n for n in wanted if n in sys.modules]:  # imported already (by this script's own imports)
+        wrap_in(sys.modules[name])
+    sys.meta_path.insert(0, Spans())
 
 
 store, sql = sys.argv[1], sys.argv[2]
 top = int(sys.argv[sys.argv.index("--top") + 1]) if "--top" in sys.argv else 25
 sampler = threading.Thread(target=_sample, name="sampler", daemon=True)
 sampler.start()
+if "--spans" in sys.argv:
+    _install_spans()
 t0 = time.perf_counter()
 import gquery  # noqa: E402
 import gquery.api  # noqa: E402
 
 t_import = time.perf_counter()
-if "--spans" in sys.argv:  # after the import is timed: installing them imports what the query would later
-    _install_spans()
-    t_import_spans = time.perf_counter()
-    t0 += t_import_spans - t_import
-    t_import = t_import_spans
 table = gquery.open(store)
 t_open = time.perf_counter()
 answer = table.sql(sql, check=False, warmup=False)
