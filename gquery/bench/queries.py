@@ -236,6 +236,11 @@ def first_answer(store_path: Path, sql: str, env: dict | None = None) -> dict:
                          env=env)
 
 
+def first_text(name: str, largest_key: int) -> str:
+    """A first answer's SQL: one of FIRST_QUERIES, the mission at Z = half the suppliers."""
+    return named_sql(name, largest_key // 2 if name == "mission" else None)
+
+
 def text_of(name: str, z: int | None = None) -> str:
     """A benchmark query's SQL: a named query's (the mission's at Z), or a grouped one's."""
     return GROUPED[name] if name in GROUPED else named_sql(name, z)
@@ -375,7 +380,7 @@ def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, des
                 echo(f"SF {sf:g}, {design}: {THREADS} threads x {THREAD_QUERIES} random queries")
                 threads = {"sf": sf, **threads_run(table, thread_texts(table))}
             for name in FIRST_QUERIES if probed else ():  # the first answers' kernels compiled (the cache on disk)
-                table.sql(named_sql(name, largest // 2 if name == "mission" else None), backend="gpu", check=False).rows
+                table.sql(first_text(name, largest), backend="gpu", check=False).rows
             table.close()
             if duck is not None:
                 duck.close()
@@ -507,7 +512,7 @@ def _first(sf: float, source, path: Path, largest_key: int) -> list[dict]:
     imports.pop("exit_error", None)
     out = []
     for name in FIRST_QUERIES:
-        sql = named_sql(name, largest_key // 2 if name == "mission" else None)
+        sql = first_text(name, largest_key)
         columns = ", ".join(parse(sql, read_schema(TBL_SCHEMA)).columns())
         g = first_answer(path, sql, env)
         p = fresh_process(DUCKDB_PROBE, _scan(source), sql, "", env=env)  # straight over the parquet
