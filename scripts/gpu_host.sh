@@ -2,7 +2,9 @@
 # On the GPU host: the GPU tests and compute-sanitizer's memcheck (`tests`), its racecheck and a sample run
 # (`sanitize`: apart, as the three took more than one 600 s call on a slow host), the queries report (`queries`,
 # SF 10 and 100 unless QUERY_SF says otherwise; SF 100's three designs take more than one 600 s call: run
-# them apart with QUERY_DESIGNS, and QUERY_ADD_FROM naming the earlier call's report, carried over), a fused query's chunk-by-chunk timeline at several chunk
+# them apart with QUERY_DESIGNS, and QUERY_ADD_FROM naming the earlier call's report, carried over; QUERY_NAMES names
+# the queries, as `gquery bench --query` does: then no 8 threads and no cold compiles, which the first call's report
+# holds already: at 4e645c0 SF 100 as generated with them ran past 600 s in its 8-thread step), a fused query's chunk-by-chunk timeline at several chunk
 # sizes (`timeline`: TIMELINE_SF, TIMELINE_DESIGN, TIMELINE_QUERY, TIMELINE_CHUNKS), or `tests`, `sanitize` and
 # `queries` (no argument). Everything lands in $OUT.
 # Usage (the commit named here, in the command's text: the lent host's copy of .git may not be this checkout's):
@@ -37,8 +39,10 @@ if [ "$what" = queries ] || [ "$what" = all ]; then
   for sf in ${QUERY_SF:-10 100}; do sfs="$sfs --sf $sf"; tpch_parts "$sf" || rc=1; done
   designs=""  # QUERY_DESIGNS="clustered:l_shipdate" QUERY_ADD_FROM=<an earlier call's report, carried>: added to it
   for d in ${QUERY_DESIGNS:-}; do designs="$designs --design $d"; done
+  names=""  # QUERY_NAMES="mission q6 first-answer": those queries alone (gquery bench --query)
+  for q in ${QUERY_NAMES:-}; do names="$names --query $q"; done
   [ -n "${QUERY_ADD_FROM:-}" ] && cp "$QUERY_ADD_FROM" "$OUT/"
-  python3 -m gquery bench $sfs $designs ${QUERY_ADD_FROM:+--add} --repeat 7 --out "$OUT" > "$OUT/queries-log.txt" 2>&1 || rc=1
+  python3 -m gquery bench $sfs $designs $names ${QUERY_ADD_FROM:+--add} --repeat 7 --out "$OUT" > "$OUT/queries-log.txt" 2>&1 || rc=1
   tail -5 "$OUT/queries-log.txt"
   sed -n '/## Runs/,$p' "$OUT"/queries-*.md
 fi
