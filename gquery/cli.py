@@ -580,12 +580,10 @@ def bench(sf: list[float] = typer.Option([10.0, 100.0], "--sf", help="Scale fact
         if not all(r["match"] for r in data["runs"]):
             raise GqueryError("a GPU answer differs from the reference")
         return
-    data = Q.run_queries(sfs, repeat, data_dir, echo=note, columns=None if all_columns else Q.NEEDED, designs=designs,
-                         names=tuple(query) if query else None)
-    if add:
-        data = Q.combine([Q.read(out_dir, data["device"]), data])
-    j, m = Q.write(data, out_dir, "gquery " + " ".join(sys.argv[1:]))
-    out.print(m.read_text())
+    written = Q.report_writer(out_dir, "gquery " + " ".join(sys.argv[1:]), add)  # after each design, and at the end
+    data = written(Q.run_queries(sfs, repeat, data_dir, echo=note, columns=None if all_columns else Q.NEEDED,
+                                 designs=designs, names=tuple(query) if query else None, progress=written))
+    out.print(Q.markdown(data, "gquery " + " ".join(sys.argv[1:])))
     if not all(r["match"] for r in data["runs"]):
         raise GqueryError("a GPU answer differs from DuckDB's")
 

@@ -174,6 +174,37 @@ def test_a_report_added_to_is_one_report_of_one_commit_and_gpu(tmp_path):
         read(tmp_path / "none", "GPU X")
 
 
+def test_a_run_cut_short_keeps_the_report_written_at_its_last_checkpoint(tmp_path):
+    """gquery bench writes its report after each design's queries (run_queries' progress) and at the end, each
+    whole: a run stopped between (a lent host's time limit) leaves the runs before, the report saying where it
+    was cut short; with --add each is added to the report found before the first was written, read once."""
+    import json
+
+    from gquery.bench.queries import combine, markdown, read, report_writer, write
+
+    base = {"device": "GPU X", "commit": "abc", "date": "d1", "repeat": 7, "stored_columns": "all",
+            "cold_compile": [], "first_answer": [], "threads": None}
+    sf10 = {**base, "runs": [wall_run("q6", wall=2.0, gpu=1.0, duckdb=10.0)], "floors": []}
+    write(sf10, tmp_path, "gquery bench --sf 10")
+    written = report_writer(tmp_path, "gquery bench --sf 100 --add", add=True)
+    q1 = {**wall_run("q1", wall=10.0, gpu=9.0, duckdb=200.0), "sf": 100}
+    so_far = {**base, "date": "d2", "runs": [q1], "floors": [], "cut_short": "after SF 100, as-generated's queries"}
+    written(so_far)  # the run stopped here: the file holds SF 10's runs and SF 100's so far
+    kept = read(tmp_path, "GPU X")
+    assert [r["query"] for r in kept["runs"]] == ["q6", "q1"]
+    assert kept["cut_short"] == "after SF 100, as-generated's queries"
+    md = (tmp_path / "queries-gpu-x.md").read_text()
+    assert "**Cut short:** written after SF 100, as-generated's queries, while the run went on" in md
+    mission = {**wall_run("mission", wall=0.5, gpu=0.3, duckdb=2.0, z=1), "sf": 100}
+    whole = written({**so_far, "runs": [q1, mission], "cut_short": None})  # the run's end: added to SF 10's alone
+    assert [r["query"] for r in whole["runs"]] == ["q6", "q1", "mission"]
+    assert json.loads((tmp_path / "queries-gpu-x.json").read_text())["cut_short"] is None
+    assert "Cut short" not in markdown(whole, "x")
+    alone = report_writer(tmp_path / "new", "gquery bench", add=False)({**so_far, "cut_short": None})
+    assert [r["query"] for r in alone["runs"]] == ["q1"]  # without --add: the run's own report
+    assert combine([kept, {**so_far, "cut_short": None}])["cut_short"] == "after SF 100, as-generated's queries"
+
+
 def test_threads_ask_one_table_at_once_and_every_answer_is_the_texts_first(sf001):
     """The benchmark's threads: random queries of the class the table answers (a query over a column the
     store lacks drawn again), asked by several threads at once through one table and by one thread back to

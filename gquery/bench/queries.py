@@ -341,17 +341,32 @@ def measure(table, duck, text: str, repeat: int) -> dict:
             "plan": a.plan.to_dict(), "notes": a.notes}
 
 
-def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, designs=tuple(DESIGNS), names=None) -> dict:
+def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, designs=tuple(DESIGNS), names=None,
+                progress=None) -> dict:
     """Each design's queries (those of `names`, where given: then no threads, cold compiles nor first answers)
     at each SF against DuckDB, and (every query asked) 8 threads through one table, cold compiles and the first
-    answer: the report's data."""
+    answer: the report's data. `progress`, where given, is handed the report so far after each design's queries and
+    after the threads (`cut_short` says where it stops), so that a run stopped later (a lent GPU host's time limit:
+    SF 100's call at 4e645c0 lost every run in its 8-thread step) keeps them."""
     import gquery
     from gquery import api
     from gquery.reference import DuckDBTable
     from gquery.table import PartedTable
 
     runs, first, probes, speeds = [], [], [], []
-    device = threads = None
+    threads = None
+    cold: list = []
+    made: dict = {}  # the GPU's device and the compiler, found once (before the engine is shut down)
+
+    def report(cut_short: str | None = None) -> dict:
+        if not made:
+            made.update(device=api.engine().device, compiler=_compiler())
+        return {"device": made["device"].name, "device_info": made["device"].to_dict(), **reports.stamp(),
+                "repeat": repeat, "compiler": made["compiler"],
+                "stored_columns": list(columns) if columns else "all", "runs": runs, "cold_compile": cold,
+                "threads": threads, "first_answer": first, "host_speed": speeds,
+                "floors": floors(runs, first, cold, threads), "cut_short": cut_short}
+
     for sf in sfs:
         speeds.append({"sf": sf, **reports.host_speed()})  # the host's speed beside its runs (reports.host_speed)
         source = bench_source(sf, data_dir, echo)
@@ -376,9 +391,13 @@ def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, des
                     runs.append({"query": name, "sf": sf, "z": z, "design": design, "table_rows": table.rows,
                                  "parted": isinstance(table.data, PartedTable),
                                  **measure(table, duck, text_of(name, z), repeat)})
+            if progress is not None and asked:
+                progress(report(f"after SF {sf:g}, {design}'s queries"))
             if design == "as-generated" and threads is None and names is None:  # the first SF's: 8 threads, one table
                 echo(f"SF {sf:g}, {design}: {THREADS} threads x {THREAD_QUERIES} random queries")
                 threads = {"sf": sf, **threads_run(table, thread_texts(table))}
+                if progress is not None:
+                    progress(report(f"after SF {sf:g}'s {THREADS} threads"))
             for name in FIRST_QUERIES if probed else ():  # the first answers' kernels compiled (the cache on disk)
                 table.sql(first_text(name, largest), backend="gpu", check=False).rows
             table.close()
@@ -389,15 +408,12 @@ def run_queries(sfs, repeat: int, data_dir=None, echo=print, columns=NEEDED, des
         # and after them: a host that slowed or sped up during the runs shows it (one H100 host's same text took
         # 0.26 ms beyond the GPU in one process and 0.52 in another, minutes apart)
         speeds.append({"sf": sf, "after": True, **reports.host_speed()})
-    device = api.engine().device
-    compiler = _compiler()
+    report()  # (the device and compiler found while the engine is up)
     api.shutdown()  # what follows runs in fresh processes, as a user's first process meets the GPU
-    cold = cold_compile(probes[0][2]) if probes and names is None else []
+    cold.extend(cold_compile(probes[0][2]) if probes and names is None else [])
     for probe in probes:
         first.extend(_first(*probe))
-    return {"device": device.name, "device_info": device.to_dict(), **reports.stamp(), "repeat": repeat,
-            "compiler": compiler, "stored_columns": list(columns) if columns else "all", "runs": runs, "cold_compile": cold,
-            "threads": threads, "first_answer": first, "host_speed": speeds, "floors": floors(runs, first, cold, threads)}
+    return report()
 
 
 def thread_texts(table, count: int = THREAD_QUERIES, seed: str = "threads", backend: str = "gpu") -> list[str]:
@@ -653,7 +669,9 @@ def markdown(data: dict, command: str) -> str:
         f"{'every column' if data['stored_columns'] == 'all' else 'the columns the queries read (' + ', '.join(data['stored_columns']) + ')'}.",
         "",
         f"{len(data['runs'])} runs, {sum(r['match'] for r in data['runs'])} exact against DuckDB; "
-        f"{len(data['floors']) - len(missed)} of {len(data['floors'])} floors met.",
+        f"{len(data['floors']) - len(missed)} of {len(data['floors'])} floors met." + (
+            f" **Cut short:** written {data['cut_short']}, while the run went on; what it measured later is not in this "
+            "report." if data.get("cut_short") else ""),
         "",
         _host_speed_text(data.get("host_speed", [])),
         "",
@@ -728,9 +746,10 @@ def combine(reports: list[dict]) -> dict:
     cold = [x for r in reports for x in r.get("cold_compile", [])]
     threads = next((r["threads"] for r in reports if r.get("threads")), None)
     speeds = [x for r in reports for x in r.get("host_speed", [])]
+    cut = [r["cut_short"] for r in reports if r.get("cut_short")]  # (a run stopped after a checkpoint: run_queries)
     return {**reports[-1], "runs": runs, "first_answer": first, "cold_compile": cold, "threads": threads,
             "host_speed": speeds, "floors": floors(runs, first, cold, threads),
-            "dates": [d for r in reports for d in r.get("dates", [r["date"]])]}
+            "dates": [d for r in reports for d in r.get("dates", [r["date"]])], "cut_short": "; ".join(cut) or None}
 
 
 def read(out_dir: Path | str, device: str) -> dict:
@@ -744,3 +763,19 @@ def read(out_dir: Path | str, device: str) -> dict:
 
 def write(data: dict, out_dir: Path | str, command: str) -> tuple[Path, Path]:
     return reports.write(out_dir, f"queries-{reports.slug(data['device'])}", data, markdown(data, command))
+
+
+def report_writer(out_dir: Path | str, command: str, add: bool):
+    """A function that writes each report it is handed (run_queries' progress, then its whole report) into `out_dir`,
+    each whole or not at all, and returns what it wrote. `add`: each is added to the report found there before the
+    first was written (read once: a report written since holds this run's own runs)."""
+    earlier: list = []
+
+    def written(data: dict) -> dict:
+        if add and not earlier:
+            earlier.append(read(out_dir, data["device"]))
+        whole = combine([earlier[0], data]) if add else data
+        write(whole, out_dir, command)
+        return whole
+
+    return written
