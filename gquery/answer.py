@@ -22,7 +22,7 @@ from gquery.gpu.codegen import NotOnGpu, accumulator_index, null_digit  # noqa: 
 from gquery.gpu.fused import compile_plan, empty_run, loaded, possible_builds, runner_of  # noqa: F401 (api asks loaded)
 from gquery.gpu.fusedplan import plan_fused
 from gquery.host import host_threads
-from gquery.query import Query
+from gquery.query import Query, check_casts
 from gquery.result import ColumnarPartial, Partial, Result, aggregate_funcs, finalize, python_values
 from gquery.table import COMPILE_AHEAD, READ_AHEAD, PartedTable, Table, exiting
 
@@ -162,6 +162,16 @@ def parts_of(data) -> list[Table]:
 
         return [open_store(p, check_source=False) for p in data.paths]
     raise GqueryError(f"cannot query a {type(data).__name__}")
+
+
+def check_casts_over(query: Query, data) -> None:
+    """query.check_casts against the table's values: each part's exact least and greatest (its zone maps; a
+    window's parts opened for them alone). Nothing to do for a query without a cast that may not hold its argument."""
+    if not query.narrowing_casts:
+        return
+    names = sorted({c for cast in query.narrowing_casts for c in cast.arg.columns()})
+    found = [t.ranges(names) for t in parts_of(data)]
+    check_casts(query, {n: (min(r[n][0] for r in found), max(r[n][1] for r in found)) for n in names})
 
 
 def schema_of(data):

@@ -204,6 +204,7 @@ class TableHandle:
             query = sql.parse_shaped(text, answer.schema_of(data), self.name, self._shapes)
             if len(self._parsed) < PARSED_KEPT:
                 self._parsed[text] = query
+        answer.check_casts_over(query, data)  # (a cast past its type in this table: refused, as DuckDB refuses it)
         parsed = time.perf_counter()
         reason = gpu_reason() if backend != "cpu" else "backend cpu"
         if backend == "gpu" and reason is not None:

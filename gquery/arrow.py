@@ -12,7 +12,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from gquery.errors import GqueryError
-from gquery.schema import NotHeld, Schema, engine_values, read_schema
+from gquery.schema import NotHeld, Schema, column_names, engine_values, holds_strings, read_schema
 from gquery.sources import LineitemSource
 
 # dbgen's .tbl columns and the types DuckDB and tpchgen-cli give them
@@ -52,6 +52,9 @@ class ColumnReader:
             arrow, self._tbl = TBL_SCHEMA, self._read_tbl()
             self.rows = self._tbl.num_rows
         self.schema: Schema = read_schema(arrow)
+        # each column's place in the files, by its name as DuckDB names it (two columns of one name are read by place)
+        self._at = {name: i for i, name in enumerate(column_names(arrow.names))}
+        self._alone = {n for n in arrow.names if arrow.names.count(n) == 1}
 
     def _read_tbl(self) -> pa.Table:
         from pyarrow import csv
@@ -71,17 +74,22 @@ class ColumnReader:
     def column(self, name: str) -> pa.ChunkedArray:
         if self.source.format != "parquet":
             return self._tbl.column(name)
-        chunks = []
+        chunks, at = [], self._at[name]
+        written = self._files[0].schema_arrow.names[at]  # (its name in the files)
         for f, pf in zip(self.source.files, self._files):
             try:
-                chunks += pf.read(columns=[name]).column(0).chunks
+                column = pf.read(columns=[written]).column(0) if written in self._alone else pf.reader.read_column(at)
+                chunks += column.chunks
             except (pa.ArrowException, OSError) as e:
                 raise GqueryError(f"{f}: cannot read parquet column {name}: {_first_line(e)}") from None
-        try:
-            return pa.chunked_array(chunks, type=self._files[0].schema_arrow.field(name).type) if chunks else \
-                pa.chunked_array([], type=self._files[0].schema_arrow.field(name).type)
-        except pa.ArrowInvalid as e:  # parts of one source typed differently
-            raise GqueryError(f"{self.source}: column {name} differs in type between files: {_first_line(e)}") from None
+        first = self._files[0].schema_arrow.field(at).type
+        if any(c.type != first for c in chunks) and all(holds_strings(c.type) for c in chunks):
+            # string, large_string, a dictionary of strings: one string type (the same values)
+            first, chunks = pa.large_string(), [c.cast(pa.large_string()) for c in chunks]
+        kinds = sorted({str(c.type) for c in chunks})
+        if len(kinds) > 1:  # parts of one source typed differently (DuckDB casts to the first file's type)
+            raise GqueryError(f"{self.source}: column {name} differs in type between files ({', '.join(kinds)})")
+        return pa.chunked_array(chunks, type=first)
 
     def values(self, name: str):
         """(int64 engine values, dictionary or None, validity or None: schema.engine_values); NotHeld (a ValueError)
@@ -98,7 +106,8 @@ def read_table(source: LineitemSource, columns=None):
 def table_of_arrow(table: pa.Table, source: str = "<arrow table>"):
     """A Table of every column of a pyarrow.Table the engines can hold (the rest left out, saying why)."""
     schema = read_schema(table.schema)
-    return _table_of(schema, None, lambda name: engine_values(table.column(name), schema.types[name]), source)
+    at = {name: i for i, name in enumerate(column_names(table.schema.names))}  # (by place: two columns of one name)
+    return _table_of(schema, None, lambda name: engine_values(table.column(at[name]), schema.types[name]), source)
 
 
 def _table_of(schema: Schema, columns, values_of, source: str):

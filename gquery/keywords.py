@@ -55,6 +55,17 @@ BARE_LABEL_REFUSED = frozenset("""
     variadic varying verbose week weeks when where window with within without year years
 """.split())
 
+# keywords DuckDB's parser refuses as a column's name written unquoted (SUM(order), WHERE group > 1: "order" is fine)
+COLUMN_REFUSED = frozenset("""
+    all analyse analyze and anti any array as asc asof asymmetric at authorization binary both by case cast
+    check collate collation column concurrently constraint create cross deferrable desc describe distinct do
+    else end except fetch for foreign freeze from full glob group having ilike in initially inner intersect into
+    is isnull join lambda lateral leading left like limit natural not notnull offset on only or order outer
+    overlaps pivot pivot_longer pivot_wider placing positional primary qualify references returning right select
+    semi show similar some summarize symmetric table tablesample then to trailing union unique unpack unpivot
+    using variadic verbose when where window with
+""".split())
+
 # keywords DuckDB's parser refuses as a table's alias, with AS or without (FROM t all)
 TABLE_ALIAS_REFUSED = frozenset("""
     all analyse analyze and anti any array as asc asof asymmetric at authorization binary both by case cast check

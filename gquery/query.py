@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
 
+from gquery.errors import GqueryError
+
 MAX_DECIMAL_WIDTH = 38  # DuckDB's DECIMAL(38): a 128-bit integer
 INT64_DECIMAL_WIDTH = 18  # the widest DECIMAL that DuckDB keeps in 64 bits
 EPOCH = datetime.date(1970, 1, 1)
@@ -478,6 +480,14 @@ class Query:
                 values.setdefault(c)
         return tuple(seen), tuple(values)
 
+    @cached_property
+    def narrowing_casts(self) -> tuple["Cast", ...]:
+        """The casts whose type cannot hold every value their argument's type can (CAST(i AS TINYINT) of an INTEGER,
+        a DECIMAL(15,2) to DECIMAL(9,2)): a value past the type is DuckDB's conversion error, so each is checked against
+        the table's values (check_casts); found once a query."""
+        return tuple(dict.fromkeys(node for e in self._exprs() for node in e.walk()
+                                   if isinstance(node, Cast) and not _holds(node.type, node.arg.type)))
+
     def _exprs(self):
         if self.where is not None:
             yield self.where
@@ -610,6 +620,32 @@ def scale_of(t: SqlType) -> int:
 
 
 # --- exact ranges ------------------------------------------------------------------------------------------
+def value_range(t: SqlType) -> tuple[int, int]:
+    """The least and greatest unscaled value of a numeric type: an integer type's, or a DECIMAL(w, s)'s ±(10^w - 1)."""
+    return (-(10**t.width - 1), 10**t.width - 1) if t.is_decimal else t.integer_range
+
+
+def _holds(target: SqlType, source: SqlType) -> bool:
+    """Whether every value of `source` is one of `target` (a cast never rounds: sql's binder refuses one that would)."""
+    k = 10 ** (scale_of(target) - scale_of(source))
+    (lo, hi), (least, most) = value_range(source), value_range(target)
+    return least <= lo * k and hi * k <= most
+
+
+def check_casts(query: "Query", ranges: dict[str, tuple[int, int]]) -> None:
+    """Raise where a cast that may not hold its argument's values (Query.narrowing_casts) meets one it cannot among
+    the values the table's columns hold (`ranges`, their exact least and greatest): DuckDB raises a conversion error
+    where it casts such a value, and a value past its type is no answer. Where a column lies within the type, the
+    query is answered; where it does not, it is refused, whichever rows the query selects."""
+    for cast in query.narrowing_casts:
+        lo, hi = bounds(cast.arg, ranges)
+        k = 10 ** (scale_of(cast.type) - scale_of(cast.arg.type))
+        least, most = value_range(cast.type)
+        if not (least <= lo * k and hi * k <= most):
+            past = hi if hi * k > most else lo
+            shown = Decimal(past).scaleb(-scale_of(cast.arg.type)) if cast.arg.type.is_decimal else past
+            raise GqueryError(f"{cast}: this table holds values of {cast.arg} past {cast.type} ({shown}); DuckDB "
+                              "raises a conversion error where it casts one")
 def bounds(e: Expr, ranges: dict[str, tuple[int, int]]) -> tuple[int, int]:
     """The exact range [lo, hi] of e's unscaled values when each column c lies in ranges[c]:
     interval arithmetic on Python integers, so a product's range is never rounded."""

@@ -177,9 +177,12 @@ class Schema:
         return cls({n: SqlType(*v) for n, v in d["types"].items()}, dict(d.get("left_out", {})))
 
 
-def _string(t: pa.DataType) -> bool:
+def holds_strings(t: pa.DataType) -> bool:
+    """Whether an Arrow type holds strings: plain, large, a view, or a dictionary of them (one VARCHAR to the engines)."""
     import pyarrow as pa
 
+    if pa.types.is_dictionary(t):
+        t = t.value_type
     return pa.types.is_string(t) or pa.types.is_large_string(t) or getattr(pa.types, "is_string_view", lambda _: False)(t)
 
 
@@ -199,21 +202,49 @@ def column_type(t: pa.DataType) -> tuple[SqlType | None, str | None]:
         return SqlType("DECIMAL", t.precision, t.scale), None
     if pa.types.is_date32(t) or pa.types.is_date64(t):
         return DATE, None
-    if _string(t):
+    if holds_strings(t):
         return VARCHAR, None
     return None, f"type {t} is not one the engines hold exactly (integers, decimals, dates, low-cardinality strings)"
 
 
 def read_schema(arrow_schema: pa.Schema) -> Schema:
-    """Types from an Arrow schema (values are checked when read: engine_values)."""
+    """Types from an Arrow schema (values are checked when read: engine_values), each column by its name as DuckDB
+    names it (column_names)."""
     types, left_out = {}, {}
-    for f in arrow_schema:
+    for name, f in zip(column_names(arrow_schema.names), arrow_schema):
         t, why = column_type(f.type)
         if t is None:
-            left_out[f.name] = why
+            left_out[name] = why
         else:
-            types[f.name] = t
+            types[name] = t
     return Schema(types, left_out)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def folded(name: str) -> str:
+    """A name as DuckDB compares names: its ASCII letters lower-cased, every other character as it is (StringUtil's
+    Lower): `ǅ` and `ǆ`, `K` (the Kelvin sign) and `k`, `É` and `é` are different names to DuckDB, so two columns so
+    named are two, and neither names the other."""
+    return name.lower() if name.isascii() else name.translate(_ASCII_LOWER)  # (lower() is ASCII's on ASCII, and fast)
+
+
+def column_names(names: list[str]) -> list[str]:
+    """A file's column names as DuckDB names them: a name already taken (as DuckDB compares names: ASCII letters
+    in any case, folded) gets _1, _2 ... by its own count, and a name so made that is taken too gets its own
+    suffix in turn (["x", "x_1", "x", "x"] are x, x_1, x_1_1, x_2; ["a", "A"] are a, A_1): so `a` is the first
+    column, as DuckDB binds it, never the last."""
+    taken: set = set()
+    counts: dict = {}
+    out = []
+    for name in names:
+        while folded(name) in taken:
+            counts[folded(name)] = counts.get(folded(name), 0) + 1
+            name = f"{name}_{counts[folded(name)]}"
+        taken.add(folded(name))
+        out.append(name)
+    return out
 
 
 class NotHeld(ValueError):
@@ -233,7 +264,7 @@ def engine_values(column: pa.ChunkedArray | pa.Array, t: SqlType) -> tuple[np.nd
         column = pa.chunked_array([column], type=column.type)
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
-    if _string(column.type):  # one string type from here on (Arrow finds no smallest value of a string_view)
+    if holds_strings(column.type):  # one string type from here on (Arrow finds no smallest value of a string_view)
         column = column.cast(pa.large_string())
     if not column.null_count:
         return (*_values(column, t), None)
@@ -300,6 +331,10 @@ def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, Dictionary]:
     distinct = encoded.dictionary
     if len(distinct) > MAX_DICTIONARY:
         raise NotHeld(f"it has more than {MAX_DICTIONARY:,} distinct strings")
+    try:  # (Arrow reads a file's strings unchecked: one not UTF-8 would fail only when an answer decodes it)
+        distinct.validate(full=True)
+    except pa.ArrowInvalid:
+        raise NotHeld("a string is not UTF-8 (DuckDB refuses the file)") from None
     order = pc.array_sort_indices(distinct).to_numpy()
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order), dtype=np.int64)

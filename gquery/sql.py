@@ -25,12 +25,12 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from gquery.errors import GqueryError
-from gquery.keywords import BARE_LABEL_REFUSED, KEYWORDS, TABLE_ALIAS_REFUSED
+from gquery.keywords import BARE_LABEL_REFUSED, COLUMN_REFUSED, KEYWORDS, TABLE_ALIAS_REFUSED
 from gquery.query import (BOOLEAN, DATE, DAY_MICROS, DOUBLE, EPOCH, FLIPPED, INTEGER_TYPES, MAX_DECIMAL_WIDTH,
                           TIMESTAMP, VARCHAR, Aggregate, And, Arith, Cast, Column, Compare, Expr, InList, IsNull, Literal,
                           Negate, Not, Or, Output, Query, SqlType, aggregate_type, arithmetic_type, decimal,
                           integer_literal_type, scale_of)
-from gquery.schema import Schema
+from gquery.schema import Schema, folded
 
 TABLE = "lineitem"
 PARAMETER = "gquery_parameter"  # a placed literal's meta key: a prepared statement's parameter, not a literal written
@@ -531,7 +531,7 @@ def check_table(text: str, table: str) -> None:
 
 
 def _require_table(node: exp.Table, table: str) -> None:
-    if node.name.lower() != table.lower():
+    if folded(node.name) != folded(table):
         raise UnknownName(f"unknown table {node.name}: the data is the table {table}")
 
 
@@ -617,25 +617,45 @@ def _one_statement(text: str) -> exp.Expression:
 # --backend auto, DuckDB is then asked, and says so itself)
 _CLAUSES = {TokenType.FROM, TokenType.WHERE, TokenType.GROUP_BY, TokenType.ORDER_BY, TokenType.LIMIT, TokenType.HAVING,
             TokenType.SEMICOLON}
+_ENDS = _CLAUSES | {TokenType.R_PAREN}  # what a clause's or AS's first word cannot be (a comma: an empty item)
+_NEED_MORE = {TokenType.GROUP_BY, TokenType.ORDER_BY, TokenType.WHERE, TokenType.LIMIT, TokenType.ALIAS}
+_DIRECTIONS = {TokenType.ASC, TokenType.DESC}
+_LOOKED_AT = {TokenType.COMMA, TokenType.DOT, TokenType.BETWEEN, TokenType.IDENTIFIER, *_NEED_MORE, *_DIRECTIONS}
 
 
 def _check_tokens(tokens: list) -> None:
     """SqlSyntaxError where the tokens are not DuckDB's SQL though sqlglot parses them: parentheses that do not pair
-    up, an empty list item (a comma after a comma, a parenthesis, SELECT or BY: a trailing one is DuckDB's too), a
-    BETWEEN without its AND, a point apart from the digits after it (. 5)."""
+    up, an empty list item (a comma after a comma, a parenthesis, SELECT, SELECT ALL or BY: a trailing one is DuckDB's
+    too), a clause or AS with nothing after it (GROUP BY at the end, GROUP BY ORDER BY 1, FROM t AS), two directions
+    or two NULLS orders on one ORDER BY item, an empty quoted name, a BETWEEN without its AND, a point apart from the
+    digits after it (. 5)."""
     depth = 0
     for k, (token, depth) in enumerate(_nested(tokens)):
         kind = token.token_type
         if depth < 0:
             raise SqlSyntaxError('syntax error at or near ")": it closes no "("')
-        if kind == TokenType.COMMA and k and tokens[k - 1].token_type in (
-                TokenType.COMMA, TokenType.L_PAREN, TokenType.SELECT, TokenType.GROUP_BY, TokenType.ORDER_BY):
+        if kind not in _LOOKED_AT and not (kind == TokenType.VAR and len(token.text) == 5):
+            continue  # (most tokens: one look each, the parse of a new text is on the user's clock)
+        before = tokens[k - 1] if k else None
+        after = tokens[k + 1] if k + 1 < len(tokens) else None
+        if kind == TokenType.COMMA and k and (before.token_type in (
+                TokenType.COMMA, TokenType.L_PAREN, TokenType.SELECT, TokenType.GROUP_BY, TokenType.ORDER_BY) or (
+                before.token_type == TokenType.ALL and k > 1 and tokens[k - 2].token_type == TokenType.SELECT)):
             raise SqlSyntaxError('syntax error at or near ",": a list item is missing')
-        elif kind == TokenType.DOT and k + 1 < len(tokens) and tokens[k + 1].token_type == TokenType.NUMBER \
-                and tokens[k + 1].start > token.end + 1:
-            raise SqlSyntaxError(f'syntax error at or near "{tokens[k + 1].text}": a point apart from its digits')
+        elif kind == TokenType.DOT and after is not None and after.token_type == TokenType.NUMBER \
+                and after.start > token.end + 1:
+            raise SqlSyntaxError(f'syntax error at or near "{after.text}": a point apart from its digits')
         elif kind == TokenType.BETWEEN and not _has_and(tokens, k + 1):
             raise SqlSyntaxError("syntax error: BETWEEN without its AND")
+        elif kind in _NEED_MORE and (after is None or after.token_type in _ENDS):
+            near = token.text.split()[-1] if after is None else after.text.split()[0]
+            raise SqlSyntaxError(f'syntax error at or near "{near}": {token.text.upper()} with nothing after it')
+        elif kind in _DIRECTIONS and before is not None and before.token_type in _DIRECTIONS:
+            raise SqlSyntaxError(f'syntax error at or near "{token.text}": an ORDER BY item of two directions')
+        elif kind == TokenType.VAR and token.text.upper() == "NULLS" and k > 1 and tokens[k - 2].text.upper() == "NULLS":
+            raise SqlSyntaxError(f'syntax error at or near "{token.text}": an ORDER BY item of two NULLS orders')
+        elif kind == TokenType.IDENTIFIER and token.text == "":
+            raise SqlSyntaxError('zero-length delimited identifier: a quoted name holds at least one character')
     if depth:
         raise SqlSyntaxError('syntax error at end of input: a "(" is never closed')
 
@@ -871,8 +891,9 @@ class _Binder:
         self.text = text
         self.schema = schema
         self.table = table
-        self.columns = {name.lower(): name for name in (*schema.types, *schema.left_out)}
-        self.qualifiers = {table.lower()}
+        self.columns = {folded(name): name for name in (*schema.types, *schema.left_out)}
+        self.qualifiers = {folded(table)}
+        self.alias: str | None = None  # the table's alias in FROM, where it has one
         self.aliases: dict[str, exp.Expression] = {}  # select-list alias → its expression
         self.notes: list[str] = []
         self.parameter_types: dict[int, SqlType] = {}  # a prepared statement's parameter number → its type
@@ -909,7 +930,7 @@ class _Binder:
         self._bind_from(select.args.get("from_"))
         for item in select.expressions:
             if isinstance(item, exp.Alias):
-                self.aliases.setdefault(item.alias.lower(), item.this)
+                self.aliases.setdefault(folded(item.alias), item.this)
 
     def _bind_from(self, from_: exp.From | None) -> None:
         if from_ is None:
@@ -929,7 +950,8 @@ class _Binder:
         if alias is not None:
             if alias.columns:
                 raise refuse("column aliases on the table")
-            self.qualifiers.add(alias.name.lower())
+            self.qualifiers = {folded(alias.name)}  # (the alias hides the table's own name, as DuckDB's binder does)
+            self.alias = alias.name
 
     def _check_select_item(self, node: exp.Expression) -> None:
         """Name what a select item holds beyond a group column or one aggregate of values."""
@@ -1032,7 +1054,7 @@ class _Binder:
             return _position(node, items, "ORDER BY")
         if isinstance(node, exp.Column) and not node.table:
             for i, item in enumerate(items):  # an alias names an output before a column does
-                if isinstance(item, exp.Alias) and item.alias.lower() == node.name.lower():
+                if isinstance(item, exp.Alias) and folded(item.alias) == folded(node.name):
                     return i
         if isinstance(node, exp.AggFunc):
             wanted = self._aggregate(node)
@@ -1048,6 +1070,13 @@ class _Binder:
     def _limit(self, limit: exp.Expression | None) -> int | None:
         if limit is None:
             return None
+        options = limit.args.get("limit_options")  # sqlglot's: LIMIT 50% or 25 PERCENT, WITH TIES, FETCH ... PERCENT
+        if options is not None and options.args.get("with_ties"):
+            raise SqlSyntaxError('syntax error at or near "WITH": DuckDB has no WITH TIES')
+        if options is not None and options.args.get("percent"):
+            if isinstance(limit, exp.Fetch):
+                raise SqlSyntaxError('syntax error at or near "PERCENT": DuckDB\'s FETCH takes rows, not a percent')
+            raise refuse(f"LIMIT of a percent of the rows ({_short(limit)})")
         if isinstance(limit, exp.Fetch):
             if limit.args.get("percent") or limit.args.get("with_ties"):
                 raise refuse("FETCH with PERCENT or WITH TIES")
@@ -1128,14 +1157,19 @@ class _Binder:
         alias of one, as DuckDB resolves names in WHERE and GROUP BY."""
         if isinstance(node.this, exp.Star):
             raise refuse("SELECT *")
+        word = node.this
+        if not node.table and not word.args.get("quoted") and folded(word.name) in COLUMN_REFUSED:
+            raise SqlSyntaxError(f'syntax error at or near "{word.name}": a keyword DuckDB does not take as a name '
+                                 f'unquoted (write "{word.name}")')
         if node.args.get("db") or node.args.get("catalog"):
             raise refuse(f"a column of another schema ({_short(node)})")
-        qualifier = node.table.lower()
+        qualifier = folded(node.table)
         if qualifier and qualifier not in self.qualifiers:
-            raise UnknownName(f"unknown table {node.table} in {_short(node)} (the query reads {self.table})")
-        name = self.columns.get(node.name.lower())
+            called = f"calls the table {self.table} {self.alias}" if self.alias else f"reads {self.table}"
+            raise UnknownName(f"unknown table {node.table} in {_short(node)} (the query {called})")
+        name = self.columns.get(folded(node.name))
         if name is None:
-            alias = self.aliases.get(node.name.lower()) if aliases and not qualifier else None
+            alias = self.aliases.get(folded(node.name)) if aliases and not qualifier else None
             if alias is None:
                 raise UnknownName(f"unknown column {node.name}; the table has {', '.join(self.columns.values())}")
             if not isinstance(_unparenthesized(alias), exp.Column):

@@ -725,8 +725,16 @@ def finish_parted(path: Path | str, parts: int, echo=print) -> Path:
         m = _manifest(part)
         if schema is None:
             schema, sorted_by = m["schema"], m.get("sorted_by")
-        elif m["schema"]["types"] != schema["types"] or m.get("sorted_by") != sorted_by:
-            _fail(path, f"part {part.name} has another schema or sort column than part 1")
+        elif m["schema"]["types"] != schema["types"]:  # the files disagree: no rebuild mends it, so no store is left
+            first, other = schema["types"], m["schema"]["types"]
+            named = lambda t: "absent" if t is None else str(SqlType(*t))  # noqa: E731
+            differ = [f"{c} {named(first.get(c))} in part 1, {named(other.get(c))} in part {k}"
+                      for c in dict.fromkeys([*first, *other]) if first.get(c) != other.get(c)]
+            shutil.rmtree(path, ignore_errors=True)
+            raise StoreError(f"{path}: its files disagree on their columns ({'; '.join(differ)}): gquery reads the files "
+                             "of one table as one schema (DuckDB casts each file to the first one's types)")
+        elif m.get("sorted_by") != sorted_by:
+            _fail(path, f"part {part.name} has another sort column than part 1")
         entries.append({"name": part.name, "rows": int(m["rows"]), "bytes": _buffer_bytes(m)})
         rows += int(m["rows"])
         sources += m.get("source", [])

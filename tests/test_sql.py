@@ -231,8 +231,9 @@ def test_a_name_duckdb_quotes_is_quoted_in_an_expressions_name(tmp_path):
 
 
 def test_the_keywords_are_the_installed_duckdbs():
-    """Its keywords, and those its parser refuses as a bare select item's name or as a table's alias."""
-    from gquery.keywords import BARE_LABEL_REFUSED, KEYWORDS, TABLE_ALIAS_REFUSED
+    """Its keywords, and those its parser refuses as a bare select item's name, as a table's alias, or as a column's
+    name unquoted."""
+    from gquery.keywords import BARE_LABEL_REFUSED, COLUMN_REFUSED, KEYWORDS, TABLE_ALIAS_REFUSED
 
     con = duckdb.connect()
     assert KEYWORDS == {w for (w,) in con.execute("SELECT keyword_name FROM duckdb_keywords()").fetchall()}
@@ -250,6 +251,7 @@ def test_the_keywords_are_the_installed_duckdbs():
     assert {w for w in KEYWORDS if refused(f"SELECT sum(k) {w} FROM t")} == BARE_LABEL_REFUSED
     assert {w for w in KEYWORDS if refused(f"SELECT sum(k) FROM t {w}")} == TABLE_ALIAS_REFUSED
     assert not any(refused(f"SELECT sum(k) AS {w} FROM t") for w in KEYWORDS)
+    assert {w for w in KEYWORDS if refused(f"SELECT sum({w}) FROM t")} == COLUMN_REFUSED
 
 
 # --- refusals: one line, naming the construct ------------------------------------------------------------

@@ -1,0 +1,155 @@
+"""Where DuckDB reads names, limits, casts and files otherwise than the common case: gquery answers as DuckDB does,
+or refuses in one line where DuckDB refuses (an outside audit found each of these answered otherwise)."""
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import gquery
+from gquery.errors import GqueryError
+
+
+def duck_rows(path, name: str, sql: str):
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW \"{name}\" AS SELECT * FROM read_parquet('{path}')")
+    return con.execute(sql).fetchall()
+
+
+NAME_CASES = [["x", "x", "x"], ["x", "x_1", "x", "x"], ["x", "X", "x_1"], ["x", "x_1", "x_1", "x"],
+              ["a", "A", "a_1", "A"], ["x", "x_2", "x", "x", "x"], ["ǅ", "ǆ"], ["k", "\u212a"], ["É", "é"]]
+
+
+@pytest.mark.parametrize("names", NAME_CASES)
+def test_a_files_columns_are_named_as_duckdb_names_them(tmp_path, names):
+    """Two columns of one name, or of names equal but for the case of ASCII letters, are named as DuckDB names them
+    (x, x_1, ...), each read from its own place; a name of another alphabet is folded by no rule but ASCII's."""
+    from gquery.schema import column_names
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array([k + 1, 10 * (k + 1)]) for k in range(len(names))], names=names), path)
+    duck = [r[0] for r in duckdb.connect().execute(f"DESCRIBE SELECT * FROM read_parquet('{path}')").fetchall()]
+    assert column_names(names) == duck
+    table = gquery.open(str(path))
+    for name in duck:
+        sql = f'SELECT SUM("{name}"), SUM({name}) FROM t' if name.isascii() else f'SELECT SUM("{name}") FROM t'
+        assert table.sql(sql, backend="cpu", check=False).rows == duck_rows(path, "t", sql)
+
+
+def test_a_name_folds_its_ascii_letters_alone(tmp_path):
+    """DuckDB compares names with their ASCII letters in any case, and no other letter: SUM(a) over columns a and A is
+    the first column's; SUM(é) names no column É."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"a": [1, 2, 3], "A": [10, 20, 30], "É": [1, 1, 1]}), path)
+    table = gquery.open(str(path))
+    assert table.sql("SELECT SUM(a), SUM(A) FROM t", backend="cpu", check=False).rows == [(6, 6)]
+    assert duck_rows(path, "t", "SELECT SUM(a), SUM(A) FROM t") == [(6, 6)]
+    with pytest.raises(GqueryError, match="unknown column é"):
+        table.sql("SELECT SUM(é) FROM t", backend="cpu")
+
+
+@pytest.fixture
+def four(tmp_path):
+    path = tmp_path / "t3.parquet"
+    pq.write_table(pa.table({"g": pa.array([1, 2, 3, 4], pa.int32()), "x": pa.array([300, -5, 1, 7], pa.int32())}), path)
+    return gquery.open(str(path))
+
+
+REFUSED_TEXTS = [  # DuckDB's parser refuses each (a percent LIMIT it answers, gquery's class does not hold)
+    ("SELECT g, COUNT(*) FROM t3 GROUP BY g ORDER BY g LIMIT 50%", "LIMIT of a percent"),
+    ("SELECT g, COUNT(*) FROM t3 GROUP BY g ORDER BY g LIMIT 25 PERCENT", "LIMIT of a percent"),
+    ("SELECT g, COUNT(*) FROM t3 GROUP BY g ORDER BY g LIMIT 2 WITH TIES", 'near "WITH"'),
+    ("SELECT g, COUNT(*) FROM t3 GROUP BY g ORDER BY g FETCH FIRST 2 ROWS WITH TIES", 'near "WITH"'),
+    ("SELECT g, COUNT(*) FROM t3 GROUP BY g ORDER BY g FETCH FIRST 50 PERCENT ROWS ONLY", 'near "PERCENT"'),
+    ("SELECT SUM(g) FROM t3 GROUP BY", 'near "BY"'),
+    ("SELECT SUM(g) FROM t3 GROUP BY ORDER BY 1", 'near "ORDER"'),
+    ("SELECT SUM(g) FROM t3 GROUP BY LIMIT 1", 'near "LIMIT"'),
+    ("SELECT SUM(g) FROM t3 AS", 'near "AS"'),
+    ("SELECT SUM(g) FROM t3 ORDER BY 1 ASC DESC", 'near "DESC"'),
+    ("SELECT g, COUNT(*) FROM t3 GROUP BY g ORDER BY g NULLS FIRST NULLS LAST", 'near "NULLS"'),
+    ('SELECT SUM(g) AS "" FROM t3', "zero-length delimited identifier"),
+    ("SELECT all, COUNT(*) FROM t3 GROUP BY all", 'near ","'),
+    ("SELECT SUM(t3.g) FROM t3 AS m", "unknown table t3 in t3.g"),
+]
+
+
+@pytest.mark.parametrize("sql,said", REFUSED_TEXTS)
+def test_a_text_duckdb_refuses_or_gquery_does_not_hold_is_one_line(four, sql, said):
+    with pytest.raises(GqueryError, match=said):
+        four.sql(sql, backend="cpu", check=False)
+
+
+@pytest.mark.parametrize("sql", ["SELECT ALL SUM(g) FROM t3", "SELECT SUM(g) FROM t3 GROUP BY ALL",
+                                 "SELECT SUM(g) FROM t3 AS m, ", "SELECT SUM(m.g) FROM t3 AS m",
+                                 "SELECT g, COUNT(*) FROM t3 GROUP BY g ORDER BY g DESC NULLS FIRST, 2 ASC NULLS LAST"])
+def test_texts_duckdb_takes_are_answered_as_it_answers_them(four, tmp_path, sql):
+    path = tmp_path / "t3.parquet"
+    assert four.sql(sql, backend="cpu", check=False).rows == duck_rows(path, "t3", sql)
+
+
+def test_a_keyword_duckdb_takes_as_a_name_only_quoted_is_refused_unquoted(tmp_path):
+    table = gquery.open(pa.table({"order": [1, 2], "group": [3, 4]}))
+    with pytest.raises(GqueryError, match='near "order": a keyword'):
+        table.sql("SELECT SUM(order) FROM lineitem", backend="cpu")
+    with pytest.raises(GqueryError, match='near "group": a keyword'):
+        table.sql("SELECT COUNT(*) FROM lineitem WHERE group > 3", backend="cpu")
+    assert table.sql('SELECT SUM("order"), SUM(lineitem.group) FROM lineitem', backend="cpu", check=False).rows == [(3, 7)]
+
+
+def test_a_cast_past_its_type_in_the_table_is_refused_and_one_within_it_answered(four, tmp_path):
+    """CAST(x AS TINYINT) over values past TINYINT is DuckDB's conversion error: refused, whichever rows are
+    selected (the table's least and greatest decide); a cast whose column lies within the type is answered."""
+    with pytest.raises(GqueryError, match=r"CAST\(x AS TINYINT\): this table holds values of x past TINYINT \(300\)"):
+        four.sql("SELECT MAX(CAST(x AS TINYINT)) FROM t3", backend="cpu", check=False)
+    with pytest.raises(GqueryError, match="past UTINYINT"):
+        four.sql("SELECT COUNT(*) FROM t3 WHERE CAST(x AS UTINYINT) > 100", backend="cpu", check=False)
+    with pytest.raises(GqueryError, match="past DECIMAL"):
+        four.sql("SELECT SUM(CAST(x AS DECIMAL(3,1))) FROM t3", backend="cpu", check=False)
+    sql = "SELECT MAX(CAST(g AS TINYINT)), MIN(CAST(g AS UTINYINT)), SUM(CAST(x AS SMALLINT)), SUM(CAST(x AS DECIMAL(4,1))) FROM t3"
+    assert four.sql(sql, backend="cpu", check=False).rows == duck_rows(tmp_path / "t3.parquet", "t3", sql)
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "gquery", "run", "--data", str(tmp_path / "t3.parquet"), "--sql",
+                          "SELECT MAX(CAST(x AS TINYINT)) FROM t3", "--backend", "cpu", "--no-validate"], capture_output=True, text=True,
+                         env={**__import__("os").environ, "GQUERY_STORE_DIR": str(tmp_path / "stores")})
+    assert run.returncode == 1 and "Traceback" not in run.stderr  # the command's answer refused alike, unchecked
+    assert "CAST(x AS TINYINT): this table holds values of x past TINYINT (300)" in run.stderr.splitlines()[-1]
+
+
+def test_parts_of_one_string_column_in_several_arrow_types_are_one_column(tmp_path):
+    """A folder of parts whose strings are string, large_string or a dictionary is one VARCHAR, as DuckDB reads it;
+    parts of other types that differ are one line, and building their store leaves nothing behind."""
+    import subprocess
+    import sys
+
+    for name, a, b in [("s1", pa.array(["x", "y"]), pa.array(["x", "z"], pa.large_string())),
+                       ("s2", pa.array(["x", "y"]).dictionary_encode(), pa.array(["x", "z"]))]:
+        (tmp_path / name).mkdir()
+        pq.write_table(pa.table({"s": a}), tmp_path / name / "p0.parquet")
+        pq.write_table(pa.table({"s": b}), tmp_path / name / "p1.parquet")
+        sql = f"SELECT COUNT(*), MIN(s), MAX(s) FROM {name}"
+        assert gquery.open(str(tmp_path / name)).sql(sql, backend="cpu", check=False).rows == [(4, "x", "z")]
+    (tmp_path / "i").mkdir()
+    pq.write_table(pa.table({"s": pa.array([1, 2], pa.int8())}), tmp_path / "i" / "p0.parquet")
+    pq.write_table(pa.table({"s": pa.array([3, 300], pa.int16())}), tmp_path / "i" / "p1.parquet")
+    with pytest.raises(GqueryError, match=r"column s differs in type between files \(int16, int8\)"):
+        gquery.open(str(tmp_path / "i"))
+    stores = tmp_path / "stores"
+    run = subprocess.run([sys.executable, "-m", "gquery", "run", "--data", str(tmp_path / "i"), "--sql",
+                          "SELECT COUNT(*) FROM i", "--backend", "cpu"], capture_output=True, text=True,
+                         env={**__import__("os").environ, "GQUERY_STORE_DIR": str(stores)})
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert "its files disagree on their columns (s TINYINT in part 1, SMALLINT in part 2)" in run.stderr.splitlines()[-1]
+    assert not any(stores.iterdir()) if stores.exists() else True  # no store half made
+
+
+def test_a_string_column_not_utf8_is_left_out_saying_why(tmp_path):
+    bad = pa.Array.from_buffers(pa.string(), 2, [None, pa.py_buffer(bytes([0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0])),
+                                                 pa.py_buffer(b"\xffa")])
+    path = tmp_path / "t9.parquet"
+    pq.write_table(pa.table({"s": bad, "n": [1, 2]}), path)
+    table = gquery.open(str(path))
+    with pytest.raises(GqueryError, match="column s is not held by the engines: a string is not UTF-8"):
+        table.sql("SELECT MAX(s) FROM t9", backend="cpu")
+    assert table.sql("SELECT SUM(n) FROM t9", backend="cpu", check=False).rows == [(3,)]
