@@ -646,6 +646,8 @@ def check_casts(query: "Query", ranges: dict[str, tuple[int, int]]) -> None:
             shown = Decimal(past).scaleb(-scale_of(cast.arg.type)) if cast.arg.type.is_decimal else past
             raise GqueryError(f"{cast}: this table holds values of {cast.arg} past {cast.type} ({shown}); DuckDB "
                               "raises a conversion error where it casts one")
+
+
 def bounds(e: Expr, ranges: dict[str, tuple[int, int]]) -> tuple[int, int]:
     """The exact range [lo, hi] of e's unscaled values when each column c lies in ranges[c]:
     interval arithmetic on Python integers, so a product's range is never rounded."""
