@@ -625,11 +625,17 @@ def value_range(t: SqlType) -> tuple[int, int]:
     return (-(10**t.width - 1), 10**t.width - 1) if t.is_decimal else t.integer_range
 
 
-def _holds(target: SqlType, source: SqlType) -> bool:
-    """Whether every value of `source` is one of `target` (a cast never rounds: sql's binder refuses one that would)."""
+def _within(lo: int, hi: int, source: SqlType, target: SqlType) -> bool:
+    """Whether the unscaled values lo..hi of `source` are values of `target` (a cast never rounds: sql's binder
+    refuses one that would)."""
     k = 10 ** (scale_of(target) - scale_of(source))
-    (lo, hi), (least, most) = value_range(source), value_range(target)
+    least, most = value_range(target)
     return least <= lo * k and hi * k <= most
+
+
+def _holds(target: SqlType, source: SqlType) -> bool:
+    """Whether every value of `source` is one of `target`."""
+    return _within(*value_range(source), source, target)
 
 
 def check_casts(query: "Query", ranges: dict[str, tuple[int, int]]) -> None:
@@ -639,10 +645,8 @@ def check_casts(query: "Query", ranges: dict[str, tuple[int, int]]) -> None:
     query is answered; where it does not, it is refused, whichever rows the query selects."""
     for cast in query.narrowing_casts:
         lo, hi = bounds(cast.arg, ranges)
-        k = 10 ** (scale_of(cast.type) - scale_of(cast.arg.type))
-        least, most = value_range(cast.type)
-        if not (least <= lo * k and hi * k <= most):
-            past = hi if hi * k > most else lo
+        if not _within(lo, hi, cast.arg.type, cast.type):
+            past = lo if _within(hi, hi, cast.arg.type, cast.type) else hi
             shown = Decimal(past).scaleb(-scale_of(cast.arg.type)) if cast.arg.type.is_decimal else past
             raise GqueryError(f"{cast}: this table holds values of {cast.arg} past {cast.type} ({shown}); DuckDB "
                               "raises a conversion error where it casts one")

@@ -892,8 +892,7 @@ class _Binder:
         self.schema = schema
         self.table = table
         self.columns = {folded(name): name for name in (*schema.types, *schema.left_out)}
-        self.qualifiers = {folded(table)}
-        self.alias: str | None = None  # the table's alias in FROM, where it has one
+        self.alias: str | None = None  # the table's alias in FROM, where it has one: it hides the table's own name
         self.aliases: dict[str, exp.Expression] = {}  # select-list alias → its expression
         self.notes: list[str] = []
         self.parameter_types: dict[int, SqlType] = {}  # a prepared statement's parameter number → its type
@@ -950,7 +949,6 @@ class _Binder:
         if alias is not None:
             if alias.columns:
                 raise refuse("column aliases on the table")
-            self.qualifiers = {folded(alias.name)}  # (the alias hides the table's own name, as DuckDB's binder does)
             self.alias = alias.name
 
     def _check_select_item(self, node: exp.Expression) -> None:
@@ -1078,8 +1076,6 @@ class _Binder:
                 raise SqlSyntaxError('syntax error at or near "PERCENT": DuckDB\'s FETCH takes rows, not a percent')
             raise refuse(f"LIMIT of a percent of the rows ({_short(limit)})")
         if isinstance(limit, exp.Fetch):
-            if limit.args.get("percent") or limit.args.get("with_ties"):
-                raise refuse("FETCH with PERCENT or WITH TIES")
             count = limit.args.get("count")
         else:
             count = limit.expression
@@ -1164,7 +1160,7 @@ class _Binder:
         if node.args.get("db") or node.args.get("catalog"):
             raise refuse(f"a column of another schema ({_short(node)})")
         qualifier = folded(node.table)
-        if qualifier and qualifier not in self.qualifiers:
+        if qualifier and qualifier != folded(self.alias or self.table):  # (an alias hides the name, as in DuckDB)
             called = f"calls the table {self.table} {self.alias}" if self.alias else f"reads {self.table}"
             raise UnknownName(f"unknown table {node.table} in {_short(node)} (the query {called})")
         name = self.columns.get(folded(node.name))
