@@ -32,7 +32,8 @@ import threading
 import time
 
 from gquery.errors import GqueryError, UsageError, deep_expressions
-from gquery.gpu.device import GpuUnavailable, device_thread, parse_gpus, probe, warm_up
+from gquery.gpu.device import GpuUnavailable, device_thread, parse_gpus, probe
+from gquery.gpu.warm import no_pycuda, warm_up
 from gquery.options import GPU_BACKENDS, check_repeat
 from gquery.plan import MODES
 from gquery.sources import LineitemSource
@@ -399,19 +400,12 @@ def open(data, pinned: bool | None = None, one_shot: bool = False, name: str | N
         raise UsageError(f"pinned must be True, False or None, got {pinned!r}")
 
     if pinned is None:  # whether a GPU is usable is learnt on its thread, not waited for here
-        memory = None if _no_driver() else _EngineMemory(checked=False)
+        memory = None if no_pycuda() else _EngineMemory(checked=False)
     else:
         memory = _EngineMemory(checked=True) if pinned else None
     path = data if isinstance(data, (str, os.PathLike, LineitemSource)) else None  # files found when DuckDB is asked
     return TableHandle(open_table(data, memory=memory, every_column=True), memory is not None, source=path,
                        one_shot=one_shot, name=name if name is not None else table_name_of(data), part=part)
-
-
-def _no_driver() -> bool:
-    """No pycuda, so no GPU: known at once, without starting the driver."""
-    import importlib.util
-
-    return importlib.util.find_spec("pycuda") is None
 
 
 def close(table) -> None:
