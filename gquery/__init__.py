@@ -19,6 +19,12 @@ _SQL_ERRORS = ("OutOfClass", "UnknownName", "SqlSyntaxError")  # from gquery.sql
 def open(data, pinned=None, name=None):  # noqa: A001
     """gquery.open(path) → an opened table, named as its files name it (trips.parquet: FROM trips) or
     `name`; table.sql(text) → Answer, table.query(z) → the mission's Answer. See gquery.api."""
+    if pinned is None or pinned is True:  # the driver's start and GPU 0's context (a few hundred ms) from now,
+        # on a thread of their own, while the engine's modules import (NumPy's among them)
+        from gquery.gpu.warm import no_pycuda, warm_up
+
+        if not no_pycuda():
+            warm_up()
     from gquery import api
 
     return api.open(data, pinned, name=name)

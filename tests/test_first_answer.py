@@ -254,3 +254,40 @@ def test_a_processs_first_query_that_does_not_parse_says_so_in_one_line_and_exit
     assert done.returncode == 1 and done.stderr == "" and time.monotonic() - started < 60
     said = json.loads(done.stdout)["error"]
     assert "\n" not in said and "Traceback" not in done.stdout
+
+
+WARM_UP_ORDER = """
+import importlib.abc, json, sys, types
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])  # a pycuda package of nothing: find_spec finds it, and a GPU may be there
+seen = {}
+
+class Watch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "gquery.api" and "api" not in seen:
+            warm = sys.modules.get("gquery.gpu.warm")
+            seen["api"] = warm is not None and warm.warming._thread is not None
+        return None
+
+sys.meta_path.insert(0, Watch())
+import gquery
+gquery.open(sys.argv[2])
+print(json.dumps(seen))
+"""
+
+
+def test_gquery_open_begins_the_drivers_warm_up_before_it_imports_the_engines_modules(sf001, tmp_path):
+    """The driver's start and GPU 0's context take a few hundred ms, on a thread of their own: gquery.open begins them
+    before importing gquery.api (NumPy and the engine's modules, ~0.1 s), so a fresh process's first answer waits for
+    the longer of the two, not their sum. Here without a driver: the warm-up's thread finds none and ends."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "pycuda").mkdir()
+    (tmp_path / "pycuda" / "__init__.py").write_text("")
+    path = store.ensure_store(sf001, echo=lambda m: None)
+    done = subprocess.run([sys.executable, "-c", WARM_UP_ORDER, str(tmp_path), str(path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"api": True}
