@@ -8,12 +8,12 @@ import hashlib
 import os
 import re
 import shutil
-import sys
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from gquery.cachefiles import write_whole
 from gquery.errors import GqueryError
 
 CUDA_DIR = Path(__file__).parent / "cuda"
@@ -172,7 +172,7 @@ def _cubin(b: Build, arch: str, which: str, key: tuple) -> bytes:
         code = path.read_bytes()
     except OSError:
         code = _compile(b, arch, which, included, options)
-        _write(path, code)
+        write_whole(path, code, "kernels compile again in each process")
     with _cubins_lock:
         if len(_cubins) >= CUBINS_KEPT:
             _cubins.clear()
@@ -200,24 +200,6 @@ def _compile(b: Build, arch: str, which: str, headers: dict[str, str], options: 
             lines = [line for line in r.stderr.splitlines() if line.strip()]
             raise GqueryError(f"nvcc could not compile {b.source}: {' | '.join(lines[:3])}")
         return out.read_bytes()
-
-
-_unwritable: set = set()
-
-
-def _write(path: Path, code: bytes) -> None:
-    """Written whole or not at all: another process may be reading the same key. A cache that cannot be
-    written costs compiles, not answers: said once a folder, on stderr."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-        tmp.write_bytes(code)
-        os.replace(tmp, path)
-    except OSError as e:
-        if path.parent not in _unwritable:
-            _unwritable.add(path.parent)
-            print(f"gquery: the kernel cache {path.parent} cannot be written ({e.strerror or e}): kernels compile "
-                  f"again in each process", file=sys.stderr)
 
 
 def _compiler_id(which: str) -> str:

@@ -1,0 +1,31 @@
+"""Files of gquery's caches on disk (compiled kernels, parsed texts): each written whole or not at all, as
+another process may be reading the same key, and a folder that cannot be written said once, on stderr (a
+cache that cannot be written costs work again in each process, never an answer)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+_unwritable: set = set()
+
+
+def write_whole(path: Path, data: bytes, without: str) -> None:
+    """Write `data` at `path` through a file of this process and thread renamed into place; where the folder
+    cannot be written, say once what `without` it costs (for example "kernels compile again in each process")."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError as e:
+        if path.parent not in _unwritable:
+            _unwritable.add(path.parent)
+            print(f"gquery: the {_kind(path)} cache {path.parent} cannot be written ({e.strerror or e}): {without}",
+                  file=sys.stderr)
+
+
+def _kind(path: Path) -> str:
+    return {".cubin": "kernel", ".query": "query"}.get(path.suffix, "file")
