@@ -28,9 +28,11 @@ import functools
 import inspect
 import os
 import re
+import sys
 import threading
 import time
 
+from gquery import textcache
 from gquery.errors import GqueryError, UsageError, deep_expressions
 from gquery.gpu.device import GpuUnavailable, device_thread, parse_gpus, probe
 from gquery.gpu.warm import no_pycuda, warm_up
@@ -143,6 +145,12 @@ class TableHandle:
     def rows(self) -> int:
         return self.data.rows
 
+    @functools.cached_property
+    def _table_key(self) -> str:
+        from gquery.answer import schema_of
+
+        return textcache.table_key(self.name, schema_of(self.data))
+
     def _live(self):
         with self._lock:
             if self._closed:
@@ -186,7 +194,7 @@ class TableHandle:
             columns, where = held[0].columns, text.lower().find("where")
             ahead = named_columns(text, columns)
             read_ahead(list(held), ahead, named_columns(text[where:], columns) if where >= 0 else ())
-        from gquery import answer, sql  # (sqlglot's import waits for a first query, beside the GPU's context)
+        from gquery import answer
 
         if backend == "duckdb":  # DuckDB alone, over the files the table was opened from, read in place
             if self.source is None or not self.source.files:
@@ -201,10 +209,18 @@ class TableHandle:
             return asked
         if query is None and isinstance(text, str):
             query = self._parsed.get(text)
+            if query is None and "gquery.sql" not in sys.modules:  # parsed in an earlier process: no sqlglot to
+                # import (once it is, a parse of a known shape is as quick as the file's read)
+                query = textcache.load(text, self.name, self._table_key)
+                if query is not None and len(self._parsed) < PARSED_KEPT:
+                    self._parsed[text] = query
         if query is None:
+            from gquery import sql  # (sqlglot's import waits for a first query, beside the GPU's context)
+
             query = sql.parse_shaped(text, answer.schema_of(data), self.name, self._shapes)
             if len(self._parsed) < PARSED_KEPT:
                 self._parsed[text] = query
+                textcache.keep(text, self._table_key, query)
         answer.check_casts_over(query, data)  # (a cast past its type in this table: refused, as DuckDB refuses it)
         parsed = time.perf_counter()
         reason = gpu_reason() if backend != "cpu" else "backend cpu"

@@ -21,6 +21,10 @@ def write_whole(path: Path, data: bytes, without: str) -> None:
         tmp.write_bytes(data)
         os.replace(tmp, path)
     except OSError as e:
+        try:
+            tmp.unlink(missing_ok=True)  # (a disk that filled leaves no part of a file)
+        except OSError:
+            pass
         if path.parent not in _unwritable:
             _unwritable.add(path.parent)
             print(f"gquery: the {_kind(path)} cache {path.parent} cannot be written ({e.strerror or e}): {without}",

@@ -17,6 +17,9 @@ from gquery import sources, tpch
 if "GQUERY_STORE_DIR" not in os.environ:
     os.environ["GQUERY_STORE_DIR"] = tempfile.mkdtemp(prefix="gquery-test-stores-")
     atexit.register(shutil.rmtree, os.environ["GQUERY_STORE_DIR"], True)
+if "GQUERY_QUERY_CACHE" not in os.environ:  # and the texts it keeps parsed (gquery.textcache), alike
+    os.environ["GQUERY_QUERY_CACHE"] = tempfile.mkdtemp(prefix="gquery-test-queries-")
+    atexit.register(shutil.rmtree, os.environ["GQUERY_QUERY_CACHE"], True)
 
 
 def pytest_collection_modifyitems(config, items):
