@@ -74,9 +74,10 @@ def test_the_cycle_finder_finds_one():
 # The layers, lowest first: a module imports only from its own layer or below (at module level or
 # inside a function). A sub-package is one unit; a new module names its layer here.
 LAYERS = [
-    ("foundation", "errors exact host timing profile reports query schema sources parameters"),
+    ("foundation", "errors exact host timing profile reports query schema sources parameters cachefiles"),
     ("data: sources, schema, encodings, the store", "encodings contract columns table arrow store tpch"),
-    ("the query: SQL to Query (DuckDB's keywords), pruning, results, the CPU reference", "keywords sql prune result cpu ladder"),
+    ("the query: SQL to Query (DuckDB's keywords; texts parsed before, on disk), pruning, results, the CPU reference",
+     "keywords sql textcache prune result cpu ladder"),
     ("the modes, the link's costs, the ladder's chunk geometry", "plan"),
     ("engines: the GPU (device, memory, codegen, fused plan, kernels, executor, several GPUs), DuckDB",
      "gpu reference"),

@@ -49,6 +49,7 @@ def test_a_text_asked_again_in_a_fresh_process_is_answered_without_sqlglot(sf001
 
 def test_another_tables_name_or_schema_is_another_key(table, tmp_path, monkeypatch):
     monkeypatch.setenv("GQUERY_QUERY_CACHE", str(tmp_path))
+    monkeypatch.setattr(textcache, "_written", 0)  # (this test process's earlier tests wrote their own first texts)
     schema = schema_of(table)
     key = textcache.table_key("lineitem", schema)
     textcache.keep(MISSION, key, sql.parse(MISSION, schema))
