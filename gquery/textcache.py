@@ -43,13 +43,17 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gquery" / "queries"
 
 
-def table_key(name: str, schema) -> str:
-    """What of a table a parse reads: its name and its schema (each column's name and type, and those left out)."""
-    return json.dumps([name, schema.to_json(), _code()])  # (json: a name with a NUL is still one key)
+def table_key(name: str, schema) -> str | None:
+    """What of a table a parse reads: its name and its schema (each column's name and type, and those left out),
+    with what the parser's code is (_code); None where that cannot be known: nothing is then kept or read."""
+    code = _code()
+    return None if code is None else json.dumps([name, schema.to_json(), code])  # (json: a NUL in a name is one key)
 
 
-def load(text: str, table: str, key: str):
+def load(text: str, table: str, key: str | None):
     """The Query of a text parsed before over a table of this key, or None."""
+    if key is None:
+        return None
     try:
         data = (cache_dir() / _name(text, key)).read_bytes()
     except (OSError, ValueError):  # (ValueError: a text with a NUL is no file name's, nor any query's)
@@ -63,12 +67,12 @@ def load(text: str, table: str, key: str):
     return found
 
 
-def keep(text: str, key: str, query) -> None:
+def keep(text: str, key: str | None, query) -> None:
     """Keep a text's Query to be written as the process exits (write_kept), where this process has kept fewer than
     KEPT_A_PROCESS: a write on the text's own call (its pickle, a file made and renamed) cost a new text 0.2-0.5 ms on
     the H200 host, against a floor of 2."""
     global _written
-    if len(text) > LONGEST_TEXT:
+    if key is None or len(text) > LONGEST_TEXT:
         return
     with _lock:
         if _written >= KEPT_A_PROCESS:
@@ -129,18 +133,22 @@ class _Nodes(pickle.Unpickler):
 
 
 @functools.cache
-def _code() -> str:
+def _code() -> str | None:
     """What a parse depends on besides the text and table: gquery's modules, sqlglot's and DuckDB's (a release
     rewrites them all), and Python's version, each file by its size and modification time (found without
-    importing sqlglot or DuckDB: their imports are what a hit saves)."""
+    importing sqlglot or DuckDB: their imports are what a hit saves). None where a package's files cannot be
+    found (imported without a spec): then no text is kept or read."""
     import importlib.util
 
     files = sorted(Path(__file__).parent.glob("*.py"))
-    for package in ("sqlglot", "duckdb"):
-        spec = importlib.util.find_spec(package)
-        if spec is not None and spec.origin:
-            files += sorted(Path(spec.origin).parent.glob("*.py"))
     stamp = [sys.version]
+    for package in ("sqlglot", "duckdb"):
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            return None
+        stamp.append(f"{package} at {spec.origin if spec is not None else 'none'}")  # (its absence is in the key too)
+        files += sorted(Path(spec.origin).parent.glob("*.py")) if spec is not None and spec.origin else []
     for f in files:
         try:
             s = f.stat()

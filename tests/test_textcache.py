@@ -147,3 +147,23 @@ def test_a_process_writes_its_first_texts_alone_and_the_folder_is_cut_to_its_new
     names = sorted(p.name for p in tmp_path.glob("*.query"))
     assert len(names) == 4 + 5  # the newer half of the 8, and this process's first 5
     assert [n for n in names if n.startswith("0" * 63)] == [f"{k:064x}.query" for k in range(4, 8)]
+
+
+def test_a_parser_whose_files_cannot_be_found_keeps_and_reads_nothing(table, tmp_path, monkeypatch):
+    """sqlglot imported without a spec (its files unknown, so a changed parser could not change the key): no text is
+    kept or read, and nothing raises."""
+    import types
+
+    monkeypatch.setenv("GQUERY_QUERY_CACHE", str(tmp_path))
+    monkeypatch.setattr(textcache, "_pending", [])
+    monkeypatch.setattr(textcache, "_written", 0)
+    textcache._code.cache_clear()
+    monkeypatch.setitem(sys.modules, "sqlglot", types.ModuleType("sqlglot"))  # (__spec__ None: find_spec raises)
+    try:
+        key = textcache.table_key("lineitem", schema_of(table))
+        assert key is None
+        textcache.keep(MISSION, key, None)
+        textcache.write_kept()
+        assert textcache.load(MISSION, "lineitem", key) is None and list(tmp_path.iterdir()) == []
+    finally:
+        textcache._code.cache_clear()
