@@ -164,9 +164,10 @@ def parts_of(data) -> list[Table]:
     raise GqueryError(f"cannot query a {type(data).__name__}")
 
 
-def check_casts_over(query: Query, data) -> None:
-    """query.check_casts against the table's values: each part's exact least and greatest (its zone maps; a
-    window's parts opened for them alone). Nothing to do for a query without a cast that may not hold its argument."""
+def check_values_over(query: Query, data) -> None:
+    """The values DuckDB refuses to compute in this table, refused alike: query.check_casts against the table's
+    values, each part's exact least and greatest (its zone maps; a window's parts opened for them alone). Nothing
+    to do for a query without a cast that may not hold its argument."""
     if not query.narrowing_casts:
         return
     names = sorted({c for cast in query.narrowing_casts for c in cast.arg.columns()})
