@@ -74,6 +74,15 @@ QUERIES = [
 ]
 
 
+def stored(engine, folder, data: pa.Table) -> tuple:
+    """A hand-made lineitem file in `folder`, through the store into the engine's memory, and DuckDB over it."""
+    folder.mkdir()
+    pq.write_table(data, folder / "lineitem.parquet")
+    source = find_lineitem(folder)
+    table = store.open_store(store.ensure_store(source, echo=lambda m: None), engine.memory)
+    return table, DuckDBTable(source, list(table.columns), threads=2)
+
+
 @pytest.fixture(scope="module")
 def engine():
     from gquery.gpu.executor import Engine, close_last
@@ -85,12 +94,7 @@ def engine():
 
 @pytest.mark.parametrize("name", list(files()))
 def test_hand_made_files_equal_the_cpu_reference_and_duckdb(engine, tmp_path, name):
-    folder = tmp_path / name
-    folder.mkdir()
-    pq.write_table(files()[name], folder / "lineitem.parquet")
-    source = find_lineitem(folder)
-    table = store.open_store(store.ensure_store(source, echo=lambda m: None), engine.memory)
-    duck = DuckDBTable(source, list(table.columns), threads=2)
+    table, duck = stored(engine, tmp_path / name, files()[name])
     on_gpu = 0
     try:
         for k, text in enumerate(QUERIES):
@@ -140,12 +144,7 @@ def test_bigint_keys_over_their_whole_range_group_on_the_gpu_as_duckdb_groups_th
         "l_discount": pa.array([D(int(v)).scaleb(-2) for v in rng.integers(0, 11, rows)], pa.decimal128(15, 2)),
         "l_shipdate": pa.array(rng.integers(8000, 10500, rows).astype(np.int32), pa.date32()),
         "l_returnflag": pa.array(rng.choice(["A", "N", "R"], rows))})
-    folder = tmp_path / "bigint-ends"
-    folder.mkdir()
-    pq.write_table(data, folder / "lineitem.parquet")
-    source = find_lineitem(folder)
-    table = store.open_store(store.ensure_store(source, echo=lambda m: None), engine.memory)
-    duck = DuckDBTable(source, list(table.columns), threads=2)
+    table, duck = stored(engine, tmp_path / "bigint-ends", data)
     try:
         for k, text in enumerate(WIDE_KEY_QUERIES):
             query = sql.parse(text, table.schema)
@@ -158,3 +157,4 @@ def test_bigint_keys_over_their_whole_range_group_on_the_gpu_as_duckdb_groups_th
     finally:
         duck.close()
         engine.memory.release_table(table)
+
