@@ -22,7 +22,7 @@ from gquery.gpu.codegen import NotOnGpu, accumulator_index, null_digit  # noqa: 
 from gquery.gpu.fused import compile_plan, empty_run, loaded, possible_builds, runner_of  # noqa: F401 (api asks loaded)
 from gquery.gpu.fusedplan import plan_fused
 from gquery.host import host_threads
-from gquery.query import Query, check_casts
+from gquery.query import Query, check_casts, check_dates
 from gquery.result import ColumnarPartial, Partial, Result, aggregate_funcs, finalize, python_values
 from gquery.table import COMPILE_AHEAD, READ_AHEAD, PartedTable, Table, exiting
 
@@ -165,14 +165,20 @@ def parts_of(data) -> list[Table]:
 
 
 def check_values_over(query: Query, data) -> None:
-    """The values DuckDB refuses to compute in this table, refused alike: query.check_casts against the table's
-    values, each part's exact least and greatest (its zone maps; a window's parts opened for them alone). Nothing
-    to do for a query without a cast that may not hold its argument."""
-    if not query.narrowing_casts:
-        return
-    names = sorted({c for cast in query.narrowing_casts for c in cast.arg.columns()})
-    found = [t.ranges(names) for t in parts_of(data)]
-    check_casts(query, {n: (min(r[n][0] for r in found), max(r[n][1] for r in found)) for n in names})
+    """The values DuckDB refuses to compute in this table, refused alike: query.check_casts and query.check_dates
+    against the table's values, each part's exact least and greatest (its zone maps; a window's parts opened for
+    them alone; a DATE column's finite days, Column.finite_range). Nothing to do for a query without a cast that
+    may not hold its argument, or a date plus days."""
+    if query.narrowing_casts:
+        names = sorted({c for cast in query.narrowing_casts for c in cast.arg.columns()})
+        found = [t.ranges(names) for t in parts_of(data)]
+        check_casts(query, {n: (min(r[n][0] for r in found), max(r[n][1] for r in found)) for n in names})
+    if query.date_shifts:
+        ranges = {}
+        for n in sorted({c for shift in query.date_shifts for c in shift.columns()}):
+            found = [r for t in parts_of(data) if (r := t.columns[n].finite_range()) is not None]
+            ranges[n] = (min(r[0] for r in found), max(r[1] for r in found)) if found else None  # (None: no finite day)
+        check_dates(query, ranges)
 
 
 def schema_of(data):

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from gquery.exact import INT64_MAX, INT64_MIN, LOW32
-from gquery.query import (FLIPPED, Aggregate, And, Arith, Cast, Column, Compare, Expr, InList, IsNull, Literal, Negate,
-                          Not, Or, Query, bounds, magnitude, scale_of)
+from gquery.query import (DATE_INFINITY, FLIPPED, Aggregate, And, Arith, Cast, Column, Compare, Expr, InList, IsNull,
+                          Literal, Negate, Not, Or, Query, bounds, date_shifted, magnitude, scale_of)
 from gquery.result import Partial, initial_state
 from gquery.schema import as_dictionary
 
@@ -218,8 +218,18 @@ class _Rows:
                 return self._computed(e, lambda x, y: x * y, [(e.left, 1), (e.right, 1)])
             s = scale_of(e.type)
             operands = [(e.left, 10 ** (s - scale_of(e.left.type))), (e.right, 10 ** (s - scale_of(e.right.type)))]
-            return self._computed(e, (lambda x, y: x + y) if e.op == "+" else (lambda x, y: x - y), operands)
+            found = self._computed(e, (lambda x, y: x + y) if e.op == "+" else (lambda x, y: x - y), operands)
+            return self._infinity_kept(date_shifted(e), found) if e.type.name == "DATE" else found
         raise TypeError(f"{type(e).__name__} is not a value the CPU reference computes")
+
+    def _infinity_kept(self, date: Expr, shifted: Values) -> Values:
+        """A date plus days (`shifted`) where the date is DuckDB's infinity or -infinity: that date, as DuckDB keeps
+        it (a constant date is a finite one)."""
+        days = self.value(date)
+        if isinstance(days, int):
+            return shifted
+        infinite = np.abs(days) == DATE_INFINITY
+        return np.where(infinite, days, shifted) if infinite.any() else shifted
 
     def _computed(self, e: Expr, op, operands: list[tuple[Expr, int]]) -> Values:
         """op over the operands (each times its power of ten), in int64 where e's range and each

@@ -488,6 +488,15 @@ class Query:
         return tuple(dict.fromkeys(node for e in self._exprs() for node in e.walk()
                                    if isinstance(node, Cast) and not _holds(node.type, node.arg.type)))
 
+    @cached_property
+    def date_shifts(self) -> tuple["Arith", ...]:
+        """The dates plus or minus days (date_shifted): DuckDB keeps an infinite date infinite and raises where a
+        finite one lands past its dates, so each is checked against the table's finite dates (check_dates) and
+        computed so (cpu.py; the fused kernel leaves a table holding infinite dates to the CPU); found once a
+        query."""
+        return tuple(dict.fromkeys(node for e in self._exprs() for node in e.walk()
+                                   if isinstance(node, Arith) and node.type.name == "DATE"))
+
     def _exprs(self):
         if self.where is not None:
             yield self.where
@@ -582,6 +591,12 @@ _DAY_VALUES = _DayValues()
 
 PYTHON_DAYS = ((datetime.date.min - EPOCH).days, (datetime.date.max - EPOCH).days)  # 0001-01-01 .. 9999-12-31
 DATE_INFINITY = 2**31 - 1  # DuckDB's 'infinity' date; its client gives it as 9999-12-31 (and -infinity as 0001-01-01)
+LAST_FINITE_DAY = DATE_INFINITY - 1  # DuckDB's finite dates are the days -LAST_FINITE_DAY .. LAST_FINITE_DAY
+
+
+def date_shifted(shift: "Arith") -> "Expr":
+    """The DATE side of a date plus or minus days (Query.date_shifts: DATE + INTEGER, INTEGER + DATE, DATE - INTEGER)."""
+    return shift.left if shift.left.type.name == "DATE" else shift.right
 
 
 def _date(days: int):
@@ -650,6 +665,23 @@ def check_casts(query: "Query", ranges: dict[str, tuple[int, int]]) -> None:
             shown = Decimal(past).scaleb(-scale_of(cast.arg.type)) if cast.arg.type.is_decimal else past
             raise GqueryError(f"{cast}: this table holds values of {cast.arg} past {cast.type} ({shown}); DuckDB "
                               "raises a conversion error where it casts one")
+
+
+def check_dates(query: "Query", ranges: dict[str, tuple[int, int]]) -> None:
+    """Raise where a date plus or minus days (Query.date_shifts) may land past DuckDB's finite dates among the values the
+    table's columns hold (`ranges`: a DATE column's least and greatest finite day, Column.finite_range; an infinite
+    date stays infinite, as DuckDB keeps it): DuckDB raises 'Date out of range' where it computes such a day, and a day
+    past them is no date of its type (the day 2^31 - 1 is its infinity). Where every day lies within, the query is
+    answered; where one may not, it is refused, whichever rows the query selects (as check_casts refuses a cast)."""
+    for shift in query.date_shifts:
+        if any(ranges[c] is None for c in shift.columns()):  # no row, or every date infinite: every one stays so
+            continue
+        lo, hi = bounds(shift, ranges)
+        if lo < -LAST_FINITE_DAY or hi > LAST_FINITE_DAY:
+            past = lo if lo < -LAST_FINITE_DAY else hi
+            raise GqueryError(f"{shift}: this table's values put it past DuckDB's dates (day {past:,}, beyond "
+                              f"{'-' if past < 0 else ''}{LAST_FINITE_DAY:,}); DuckDB raises 'Date out of range' where it "
+                              "computes such a date")
 
 
 def bounds(e: Expr, ranges: dict[str, tuple[int, int]]) -> tuple[int, int]:

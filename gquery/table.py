@@ -27,7 +27,7 @@ import numpy as np
 from gquery.columns import LineitemColumns
 from gquery.contract import QUERY_COLUMNS
 from gquery.encodings import ENCODINGS, FRAME_ROWS, Indexed, Packed, Plain, Sliced, encode_column, frame_view, index_key
-from gquery.query import BIGINT, INTEGER_TYPES, SqlType, decimal
+from gquery.query import BIGINT, DATE_INFINITY, INTEGER_TYPES, SqlType, decimal
 from gquery.schema import Dictionary, Schema, as_dictionary
 
 KEY, QUANTITY, PRICE = QUERY_COLUMNS
@@ -146,6 +146,7 @@ class Column:
     _narrowest: int | None = field(default=None, repr=False, compare=False)  # narrowest_frame(), found once
     _zone_order: ZoneOrder | None = field(default=None, repr=False, compare=False)  # zone_order(), made once
     _common: tuple | None = field(default=None, repr=False, compare=False)  # (common_range(),), found once
+    _finite: tuple | None = field(default=None, repr=False, compare=False)  # (finite_range(),), found once
     on_disk: dict = field(default_factory=dict, repr=False, compare=False)  # stored encoding → bytes its read takes
     nulls: int = 0  # rows that hold NULL (their values hold the column's smallest: schema.engine_values)
     _valid: np.ndarray | None = field(default=None, repr=False, compare=False)  # validity(), once read
@@ -312,6 +313,20 @@ class Column:
             found = (int(lo.max()), int(hi.min())) if len(lo) else None
             self._common = (found if found is not None and found[0] <= found[1] else None,)
         return self._common[0]
+
+    def finite_range(self) -> tuple[int, int] | None:
+        """range(), but a DATE column's without DuckDB's infinity and -infinity: its least and greatest finite day,
+        found once from its values where an end is infinite (a NULL holds the column's smallest: finite, or
+        -infinity); None where it holds no finite day, or no row. What a date plus days starts from (query.check_dates)."""
+        found = self.range()
+        if found is None or self.type is None or self.type.name != "DATE" or \
+                -DATE_INFINITY < found[0] and found[1] < DATE_INFINITY:
+            return found
+        if self._finite is None:
+            values = np.asarray(self.values(), dtype=np.int64)
+            finite = values[np.abs(values) != DATE_INFINITY]
+            self._finite = ((int(finite.min()), int(finite.max())) if len(finite) else None,)
+        return self._finite[0]
 
     def narrowest_frame(self) -> int:
         """The fewest bits a row any of its packed frames takes (the low byte of a frame's second metadata field):

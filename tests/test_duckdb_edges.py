@@ -153,3 +153,40 @@ def test_a_string_column_not_utf8_is_left_out_saying_why(tmp_path):
     with pytest.raises(GqueryError, match="column s is not held by the engines: a string is not UTF-8"):
         table.sql("SELECT MAX(s) FROM t9", backend="cpu")
     assert table.sql("SELECT SUM(n) FROM t9", backend="cpu", check=False).rows == [(3,)]
+
+
+INFINITE_DAYS = [0, 2**31 - 1, -(2**31 - 1), 10_000, None]  # DuckDB's infinity and -infinity among finite dates
+
+
+@pytest.fixture
+def infinite(tmp_path):
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"d": pa.array(INFINITE_DAYS, pa.int32()).cast(pa.date32()),
+                             "i": pa.array([1, 5, -5, 2, 3], pa.int32()), "g": pa.array([1, 1, 2, 2, 2], pa.int8())}), path)
+    return path
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT MAX(d + 1), MIN(d - 1), MIN(1 + d) FROM d",
+    "SELECT g, MAX(d + i), MIN(d - i) FROM d GROUP BY g ORDER BY g",
+    "SELECT COUNT(*) FROM d WHERE d + 1 > DATE '2000-01-01'",
+    "SELECT COUNT(*) FROM d WHERE d - 3 < DATE '1960-01-01'",
+    "SELECT MAX((d + 1) - DATE '2000-01-01'), MIN(d - DATE '2000-01-01') FROM d",
+    "SELECT MAX(d - 2147483646) FROM d WHERE d > DATE '1971-01-01'",
+])
+def test_an_infinite_date_plus_days_stays_infinite_as_duckdb_keeps_it(infinite, sql):
+    """DuckDB's infinity and -infinity dates plus or minus days are themselves (its client's 9999-12-31 and
+    0001-01-01), compared as the largest and smallest dates; a finite date's sum is its day. A date minus a date is
+    the days between their values, infinity's too."""
+    assert gquery.open(str(infinite)).sql(sql, backend="cpu", check=False).rows == duck_rows(infinite, "d", sql)
+
+
+@pytest.mark.parametrize("sql", ["SELECT MAX(d + 2147483646) FROM d", "SELECT MIN(d - i - 2147483646) FROM d",
+                                 "SELECT COUNT(*) FROM d WHERE d + 2147483647 > DATE '9999-12-31'"])
+def test_a_date_plus_days_past_duckdbs_dates_in_the_table_is_refused(infinite, sql):
+    """A finite date whose sum may pass DuckDB's dates (its day 2^31 - 1 is infinity) is DuckDB's 'Date out of range':
+    refused in one line, from the table's finite dates, whichever rows are selected."""
+    with pytest.raises(duckdb.OutOfRangeException):
+        duck_rows(infinite, "d", sql)
+    with pytest.raises(GqueryError, match="past DuckDB's dates"):
+        gquery.open(str(infinite)).sql(sql, backend="cpu", check=False)

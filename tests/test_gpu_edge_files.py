@@ -158,3 +158,43 @@ def test_bigint_keys_over_their_whole_range_group_on_the_gpu_as_duckdb_groups_th
         duck.close()
         engine.memory.release_table(table)
 
+
+DATE_SHIFTS = [  # a date plus or minus days: infinity and -infinity stay so (DuckDB's), a finite date's sum its day
+    "SELECT MAX(l_shipdate + 30), MIN(l_shipdate - l_suppkey), COUNT(*) FROM lineitem WHERE l_shipdate + 1 > DATE '1970-01-01'",
+    "SELECT l_returnflag, MIN(l_shipdate + l_suppkey), MAX(l_shipdate - 7) FROM lineitem GROUP BY 1 ORDER BY 1",
+]
+
+
+@pytest.mark.parametrize("infinite", [False, True])
+def test_dates_plus_days_on_the_gpu_and_over_infinite_dates_on_the_cpu(engine, tmp_path, infinite):
+    """A date plus days over finite dates is the fused kernel's; over a table holding DuckDB's infinity or
+    -infinity (which such a sum keeps) it is left to the CPU reference, saying why in one line. Both DuckDB's rows."""
+    rng = np.random.default_rng(3)
+    rows = 3000
+    days = rng.integers(-3000, 30000, rows).astype(np.int64)
+    if infinite:
+        days[[5, 1500, 2999]] = [2**31 - 1, -(2**31 - 1), 2**31 - 1]
+    data = pa.table({
+        "l_suppkey": pa.array(rng.integers(-100, 100, rows), pa.int16()),
+        "l_quantity": pa.array([D(1)] * rows, pa.decimal128(15, 2)),
+        "l_extendedprice": pa.array([D(2)] * rows, pa.decimal128(15, 2)),
+        "l_discount": pa.array([D(0)] * rows, pa.decimal128(15, 2)),
+        "l_shipdate": pa.array(days.astype(np.int32), pa.int32()).cast(pa.date32()),
+        "l_returnflag": pa.array(rng.choice(["A", "N", "R"], rows))})
+    table, duck = stored(engine, tmp_path / f"shifts-{infinite}", data)
+    try:
+        for k, text in enumerate(DATE_SHIFTS):
+            query = sql.parse(text, table.schema)
+            want = answer.cpu_answer(query, table)
+            theirs = duck.run_sql(text, repeat=1)
+            assert theirs.unavailable is None and same(want.result, theirs.rows, True), (text, want.rows, theirs.rows)
+            if infinite:
+                with pytest.raises(NotOnGpu, match="infinity or -infinity") as refused:
+                    answer.gpu_answer(query, table, engine, MODES[k], repeat=1, warmup=False)
+                assert "\n" not in str(refused.value)
+            else:
+                got = answer.gpu_answer(query, table, engine, MODES[k], repeat=1, warmup=False)
+                assert got.rows == want.rows, (text, got.rows, want.rows)
+    finally:
+        duck.close()
+        engine.memory.release_table(table)
