@@ -282,23 +282,27 @@ def _check_held(name: str, values, t: SqlType) -> None:
 
 def _decimal_array(values: list, arrow):
     """A decimal128 array of unscaled integers: each one's low word, its sign the high word, where all fit int64;
-    else each one's 128-bit two's complement (a HUGEINT past 38 digits, as DuckDB's Arrow holds one). None where one
-    is NULL (Python's Decimals make those)."""
+    else each one's 128-bit two's complement (a HUGEINT past 38 digits, as DuckDB's Arrow holds one, which Python's
+    Decimals could not give to a decimal128(38, 0)); a NULL a value of none, its validity bit clear."""
     import pyarrow as pa
 
+    nulls = None if isinstance(values, np.ndarray) else [v is None for v in values]
+    validity, null_count = None, 0
+    if nulls is not None and any(nulls):
+        null_count = sum(nulls)
+        validity = pa.py_buffer(np.packbits(~np.array(nulls), bitorder="little"))
+        values = [0 if v is None else v for v in values]
     try:
         low = np.array(values, dtype=np.int64)
     except OverflowError:
-        if any(v is None for v in values):
-            return None
         mask = (1 << 64) - 1
         words = np.array([(v & mask, v >> 64 & mask) for v in map(int, values)], dtype=np.uint64)
-        return pa.Array.from_buffers(arrow, len(values), [None, pa.py_buffer(words)])
-    except TypeError:
+    except TypeError:  # (not the engines' integers: pa.array makes it of the client's values)
         return None
-    words = np.empty((len(low), 2), dtype=np.int64)
-    words[:, 0], words[:, 1] = low, low >> 63
-    return pa.Array.from_buffers(arrow, len(low), [None, pa.py_buffer(words)])
+    else:
+        words = np.empty((len(low), 2), dtype=np.int64)
+        words[:, 0], words[:, 1] = low, low >> 63
+    return pa.Array.from_buffers(arrow, len(values), [validity, pa.py_buffer(words)], null_count=null_count)
 
 
 def arrow_type(t: SqlType):

@@ -190,3 +190,17 @@ def test_a_date_plus_days_past_duckdbs_dates_in_the_table_is_refused(infinite, s
         duck_rows(infinite, "d", sql)
     with pytest.raises(GqueryError, match="past DuckDB's dates"):
         gquery.open(str(infinite)).sql(sql, backend="cpu", check=False)
+
+
+def test_an_arrow_column_of_hugeint_values_past_38_digits_holds_its_nulls(tmp_path):
+    """A HUGEINT column past 38 digits (DuckDB's decimal128(38, 0) holds its 128 bits) with a NULL: the Arrow table
+    is DuckDB's, its NULL a NULL."""
+    path = tmp_path / "h.parquet"
+    pq.write_table(pa.table({"x": pa.array([0, None, 2], pa.int16()), "g": pa.array([0, 1, 2], pa.int8())}), path)
+    sql = "SELECT g, MIN(x + 99999999999999999999999999999999999999) FROM h GROUP BY g ORDER BY g"
+    mine = gquery.open(str(path)).sql(sql, backend="cpu", check=False).arrow()
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW h AS SELECT * FROM read_parquet('{path}')")
+    theirs = con.sql(sql).arrow()
+    theirs = theirs.read_all() if hasattr(theirs, "read_all") else theirs
+    assert mine.schema == theirs.schema and mine.to_pylist() == theirs.to_pylist() and mine.column(1).null_count == 1
