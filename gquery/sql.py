@@ -620,7 +620,9 @@ _CLAUSES = {TokenType.FROM, TokenType.WHERE, TokenType.GROUP_BY, TokenType.ORDER
 _ENDS = _CLAUSES | {TokenType.R_PAREN}  # what a clause's or AS's first word cannot be (a comma: an empty item)
 _NEED_MORE = {TokenType.GROUP_BY, TokenType.ORDER_BY, TokenType.WHERE, TokenType.LIMIT, TokenType.ALIAS}
 _DIRECTIONS = {TokenType.ASC, TokenType.DESC}
-_LOOKED_AT = {TokenType.COMMA, TokenType.DOT, TokenType.BETWEEN, TokenType.IDENTIFIER, *_NEED_MORE, *_DIRECTIONS}
+_LOOKED_AT = {TokenType.COMMA, TokenType.DOT, TokenType.BETWEEN, TokenType.IDENTIFIER, TokenType.INTERVAL, *_NEED_MORE,
+              *_DIRECTIONS}
+_SIGNS = {TokenType.DASH, TokenType.PLUS}
 
 
 def _check_tokens(tokens: list) -> None:
@@ -628,7 +630,8 @@ def _check_tokens(tokens: list) -> None:
     up, an empty list item (a comma after a comma, a parenthesis, SELECT, SELECT ALL or BY: a trailing one is DuckDB's
     too), a clause or AS with nothing after it (GROUP BY at the end, GROUP BY ORDER BY 1, FROM t AS), two directions
     or two NULLS orders on one ORDER BY item, an empty quoted name, a BETWEEN without its AND, a point apart from the
-    digits after it (. 5)."""
+    digits after it (. 5), a sign after INTERVAL (INTERVAL -1 DAY: DuckDB's amount is a number, a string, a name or
+    parenthesized)."""
     depth = 0
     for k, (token, depth) in enumerate(_nested(tokens)):
         kind = token.token_type
@@ -654,6 +657,9 @@ def _check_tokens(tokens: list) -> None:
             raise SqlSyntaxError(f'syntax error at or near "{token.text}": an ORDER BY item of two directions')
         elif kind == TokenType.VAR and token.text.upper() == "NULLS" and k > 1 and tokens[k - 2].text.upper() == "NULLS":
             raise SqlSyntaxError(f'syntax error at or near "{token.text}": an ORDER BY item of two NULLS orders')
+        elif kind == TokenType.INTERVAL and after is not None and after.token_type in _SIGNS:
+            raise SqlSyntaxError(f'syntax error at or near "{after.text}": an INTERVAL\'s amount is a number, a string, a '
+                                 'name or parenthesized (INTERVAL (-1) DAY)')
         elif kind == TokenType.IDENTIFIER and token.text == "":
             raise SqlSyntaxError('zero-length delimited identifier: a quoted name holds at least one character')
     if depth:
@@ -1260,6 +1266,9 @@ class _Binder:
 
     def _interval_literal(self, node: exp.Interval) -> _Interval:
         unit = node.args.get("unit")
+        if unit is not None and isinstance(node.this, exp.Binary):  # INTERVAL 1 + 1 DAY: no DuckDB syntax
+            raise SqlSyntaxError(f'syntax error at or near "{unit.name}": an INTERVAL\'s amount of more than one term is '
+                                 'parenthesized (INTERVAL (1 + 1) DAY)')
         amount = _unparenthesized(node.this)
         if unit is None:
             text = amount.this if isinstance(amount, exp.Literal) and amount.is_string else ""

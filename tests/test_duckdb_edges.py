@@ -70,6 +70,10 @@ REFUSED_TEXTS = [  # DuckDB's parser refuses each (a percent LIMIT it answers, g
     ('SELECT SUM(g) AS "" FROM t3', "zero-length delimited identifier"),
     ("SELECT all, COUNT(*) FROM t3 GROUP BY all", 'near ","'),
     ("SELECT SUM(t3.g) FROM t3 AS m", "unknown table t3 in t3.g"),
+    ("SELECT COUNT(*) FROM t3 WHERE DATE '2000-02-29' + INTERVAL -1 DAY > DATE '2000-01-01'", 'near "-"'),
+    ("SELECT COUNT(*) FROM t3 WHERE DATE '2000-02-29' - INTERVAL +1 DAY > DATE '2000-01-01'", 'near "\\+"'),
+    ("SELECT COUNT(*) FROM t3 WHERE DATE '2000-02-29' + INTERVAL -(1) YEAR > DATE '2000-01-01'", 'near "-"'),
+    ("SELECT COUNT(*) FROM t3 WHERE DATE '2000-02-29' + INTERVAL 1 + 1 DAY > DATE '2000-01-01'", 'near "DAY"'),
 ]
 
 
@@ -80,6 +84,9 @@ def test_a_text_duckdb_refuses_or_gquery_does_not_hold_is_one_line(four, sql, sa
 
 
 @pytest.mark.parametrize("sql", ["SELECT ALL SUM(g) FROM t3", "SELECT SUM(g) FROM t3 GROUP BY ALL",
+                                 "SELECT COUNT(*) FROM t3 WHERE DATE '2000-02-29' + INTERVAL (-1) DAY > DATE '2000-02-28'",
+                                 "SELECT COUNT(*) FROM t3 WHERE DATE '2000-02-29' - INTERVAL '-1' DAY > DATE '2000-02-29'",
+                                 "SELECT COUNT(*) FROM t3 WHERE DATE '2000-02-29' + INTERVAL (1 + 1) DAY > DATE '2000-03-01'",
                                  "SELECT SUM(g) FROM t3 AS m, ", "SELECT SUM(m.g) FROM t3 AS m",
                                  "SELECT g, COUNT(*) FROM t3 GROUP BY g ORDER BY g DESC NULLS FIRST, 2 ASC NULLS LAST"])
 def test_texts_duckdb_takes_are_answered_as_it_answers_them(four, tmp_path, sql):
