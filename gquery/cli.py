@@ -26,7 +26,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                        "planner scans each table by its frames (a column by its top byte where that reads less) or a "
                        "column's bucket lists into a generated kernel, "
                        "and each answer is checked against DuckDB.")
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)  # pipes get whole tables
+out = Console(highlight=False, width=None if sys.stdout is not None and sys.stdout.isatty() else 200)  # pipes get whole tables
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 DATA_DIR = typer.Option(None, "--data-dir", help="Folder of generated datasets (default: $GQUERY_DATA_DIR, else ./dbgen_data).")
@@ -189,6 +189,8 @@ class Output:
             raise UsageError("--output parquet writes a file: give --out FILE")
         if path is not None and path.is_dir():
             raise UsageError(f"--out {path}: a folder, not a file")
+        if path is None and sys.stdout is None:  # (started with its standard output closed)
+            raise UsageError("standard output is closed: give --out FILE for the answer")
         return cls(form, path)
 
     def write(self, *, obj: dict, rows_arrow, print_table) -> None:

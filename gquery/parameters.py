@@ -122,6 +122,9 @@ def literal(value) -> str:
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, int):  # a negative one in parentheses: after a minus, -5 would begin a comment (--5)
+        if value.bit_length() > 13_000:  # (about 3,900 digits: Python writes at most 4,300; DuckDB's widest holds 39)
+            raise ParameterError(f"an integer parameter of {value.bit_length():,} bits: DuckDB's widest integer, HUGEINT, "
+                                 "holds 128")
         return str(value) if value >= 0 else f"({value})"
     if isinstance(value, Decimal):
         if not value.is_finite():

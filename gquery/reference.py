@@ -117,6 +117,8 @@ class DuckDBTable:
         try:
             started = time.perf_counter()
             cursor = self.con.execute(sql, parameters)
+            if cursor is None or cursor.description is None:  # (an empty text, or a comment alone: no statement)
+                raise GqueryError("no SQL statement: DuckDB ran nothing that answers rows")
             rows = cursor.fetchall()
             answer = SqlAnswer(rows, [d[0] for d in cursor.description], [str(d[1]) for d in cursor.description],
                                first_query_ms=(time.perf_counter() - started) * 1e3)

@@ -798,16 +798,32 @@ def number_literal(text: str, negative: bool) -> Literal:
         whole, fraction = digits.split(".")
         width = len(whole) + len(fraction)
         if width > MAX_DECIMAL_WIDTH:
-            raise refuse(f"a decimal literal of more than {MAX_DECIMAL_WIDTH} digits ({text}: DuckDB reads it as DOUBLE)")
+            raise refuse(f"a decimal literal of more than {MAX_DECIMAL_WIDTH} digits ({_cut(text)}: DuckDB reads it as DOUBLE)")
         value = int(whole + fraction or "0")
         return Literal(-value if negative else value, SqlType("DECIMAL", width, len(fraction)))
-    value = -int(digits) if negative else int(digits)
+    value = -_integer(digits, "an integer literal") if negative else _integer(digits, "an integer literal")
     if value == -(2**31) and _integer_minimum_is_bigint():
         return Literal(value, SqlType("BIGINT"))
     try:
         return Literal(value, integer_literal_type(value))
     except ValueError:
-        raise refuse(f"an integer literal wider than HUGEINT ({text})") from None
+        raise refuse(f"an integer literal wider than HUGEINT ({_cut(text)})") from None
+
+
+def _cut(text: str) -> str:
+    """A literal's text as an error line shows it: at most 40 characters."""
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+MAX_DIGITS = 4000  # digits of an integer read (Python reads at most 4,300 from text; DuckDB's widest holds 39)
+
+
+def _integer(digits: str, what: str) -> int:
+    """The integer of a literal's digits, refused in one line past MAX_DIGITS (none of DuckDB's integer types holds
+    so many; Python's int() would raise past 4,300)."""
+    if len(digits) > MAX_DIGITS:
+        raise refuse(f"{what} of {len(digits):,} digits (DuckDB's widest integer, HUGEINT, holds 39)")
+    return int(digits)
 
 
 @functools.cache
@@ -927,8 +943,12 @@ class _Binder:
         sql = _statement_text(self.text)
         nulls_first = tuple(k for k, o in enumerate(select.args["order"].expressions) if o.args.get("nulls_first")) \
             if order_by else ()
-        return Query(sql, outputs, where, group_by, order_by, limit, self.table, tuple(dict.fromkeys(self.notes)),
-                     nulls_first)
+        query = Query(sql, outputs, where, group_by, order_by, limit, self.table, tuple(dict.fromkeys(self.notes)),
+                      nulls_first)
+        if not self.schema.types and not query.columns():  # COUNT(*) alone: the engines count a column's rows
+            left = ", ".join(f"{name}: {why}" for name, why in self.schema.left_out.items())
+            raise refuse(f"a query of a table whose every column the engines leave out ({left or 'it has none'})")
+        return query
 
     def scope(self, select: exp.Select) -> None:
         """The names the clauses may use: the table's (and its alias), and the select list's aliases."""
@@ -1088,7 +1108,7 @@ class _Binder:
         node = _unparenthesized(count) if count is not None else None
         if not (isinstance(node, exp.Literal) and not node.is_string and node.this.replace("_", "").isdigit()):
             raise refuse(f"LIMIT other than a non-negative integer ({_short(limit)})")
-        value = int(node.this.replace("_", ""))
+        value = _integer(node.this.replace("_", ""), "a LIMIT")
         if value >= 2**63:
             raise refuse(f"LIMIT past BIGINT ({value}: DuckDB raises a conversion error)")
         return value
@@ -1277,7 +1297,7 @@ class _Binder:
                 raise refuse(f"the interval {_short(node)} (gquery reads n DAY|WEEK|MONTH|QUARTER|YEAR|HOUR|MINUTE|SECOND)")
             total = _Interval()
             for n, u in parts:
-                total = total + self._interval_unit(int(n), u, node)
+                total = total + self._interval_unit(_integer(n.lstrip("+-"), "an interval") * (-1 if n[0] == "-" else 1), u, node)
             return total
         if isinstance(amount, exp.Literal):
             text = amount.this.strip()
@@ -1288,7 +1308,8 @@ class _Binder:
             text = str(value.value)
         if not re.fullmatch(r"[-+]?\d+", text):
             raise refuse(f"an interval of a fractional or non-numeric amount ({_short(node)})")
-        return self._interval_unit(int(text), unit.name, node)
+        return self._interval_unit(_integer(text.lstrip("+-"), "an interval") * (-1 if text[0] == "-" else 1), unit.name,
+                                   node)
 
     def _interval_unit(self, n: int, unit: str, node: exp.Expression) -> _Interval:
         key = unit.upper()

@@ -326,3 +326,64 @@ def test_an_expression_deeper_than_gquery_walks_is_one_line():
     with pytest.raises(GqueryError, match="nests its expressions deeper") as e:
         table.sql("SELECT SUM(a) FROM t WHERE " + "(" * 3000 + "a < 5" + ")" * 3000, backend="cpu")
     assert "\n" not in str(e.value)
+
+
+EMPTY_TEXTS = ["", "   ", "-- a comment alone", ";"]
+
+
+@pytest.mark.parametrize("text", EMPTY_TEXTS)
+@pytest.mark.parametrize("backend", ["auto", "duckdb", "cpu"])
+def test_a_text_of_no_statement_is_one_line(tmp_path, text, backend):
+    """No statement (an empty text, blanks, a comment, a semicolon alone): one line from every backend, DuckDB's
+    too (its cursor gave none, and gquery raised AttributeError)."""
+    r = gquery("run", "--data", parquet(tmp_path, "t"), "--sql", text, "--backend", backend, "--repeat", "1")
+    assert "no SQL statement" in one_error(r, 1)
+
+
+def test_a_table_of_no_column_the_engines_hold_is_duckdbs_or_one_line(tmp_path):
+    """COUNT(*) over a file whose every column the engines leave out (a double): DuckDB answers it under auto; the
+    CPU reference refuses in one line (it counted the rows of a column it had none of: StopIteration)."""
+    path = tmp_path / "doubles.parquet"
+    pq.write_table(pa.table({"f": [1.5, 2.5]}), path)
+    assert "every column the engines leave out (f: type double" in one_error(
+        gquery("run", "--data", path, "--sql", "SELECT COUNT(*) FROM doubles", "--backend", "cpu"), 1)
+    r = gquery("run", "--data", path, "--sql", "SELECT COUNT(*) FROM doubles", "--json", "--repeat", "1")
+    assert r.returncode == 0 and "Traceback" not in r.stderr and __import__("json").loads(r.stdout)["rows"] == [[2]]
+    import gquery as api
+
+    with pytest.raises(api.GqueryError, match="every column the engines leave out"):
+        api.open(pa.table({})).sql("SELECT COUNT(*) FROM lineitem", backend="cpu")
+
+
+@pytest.mark.parametrize("sql,said", [
+    ("SELECT COUNT(*) FROM t WHERE l_suppkey < {d}", "an integer literal of 5,000 digits"),
+    ("SELECT COUNT(*) FROM t LIMIT {d}", "a LIMIT of 5,000 digits"),
+    ("SELECT SUM(l_suppkey) FROM t WHERE DATE '1995-01-01' + INTERVAL '{d}' DAY > DATE '1995-01-01'", "an interval of 5,000"),
+    ("SELECT COUNT(*) FROM t WHERE l_suppkey < 1.{d}", "a decimal literal of more than 38 digits (1.9999"),
+])
+def test_a_number_of_thousands_of_digits_is_one_line(tmp_path, sql, said):
+    """Literals past Python's 4,300 digits read from text (it raised ValueError): refused in one line, short."""
+    r = gquery("run", "--data", parquet(tmp_path, "t"), "--sql", sql.format(d="9" * 5000), "--backend", "cpu")
+    line = one_error(r, 1)
+    assert said in line and len(line) < 300, line
+    import gquery as api
+
+    statement = api.open(str(parquet(tmp_path, "t"))).prepare("SELECT COUNT(*) FROM t WHERE l_suppkey < ?")
+    with pytest.raises(api.GqueryError, match="an integer parameter of 16,610 bits"):
+        statement.run(10**5000, backend="cpu")
+    with pytest.raises(api.GqueryError, match="an integer literal of 100,000 digits"):
+        statement.run(Decimal("1e99999"), backend="cpu")
+
+
+def test_a_closed_standard_output_is_one_line(tmp_path):
+    """Started with its standard output closed, run says where the answer could go (it raised AttributeError on
+    sys.stdout, None) and writes it with --out."""
+    command = [sys.executable, "-m", "gquery", "run", "--data", str(parquet(tmp_path, "t")), "--z", "3", "--backend", "cpu"]
+    for extra in ([], ["--json"]):
+        r = subprocess.run(command + extra, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, close_fds=True,
+                           preexec_fn=lambda: os.close(1), timeout=600)
+        assert "standard output is closed" in one_error(r, 2)
+    out = tmp_path / "answer.json"
+    r = subprocess.run(command + ["--json", "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True, preexec_fn=lambda: os.close(1), timeout=600)
+    assert r.returncode == 0 and "Traceback" not in r.stderr and '"rows"' in out.read_text()
