@@ -735,7 +735,8 @@ def finish_parted(path: Path | str, parts: int, echo=print) -> Path:
                              "of one table as one schema (DuckDB casts each file to the first one's types)")
         elif m.get("sorted_by") != sorted_by:
             _fail(path, f"part {part.name} has another sort column than part 1")
-        entries.append({"name": part.name, "rows": int(m["rows"]), "bytes": _buffer_bytes(m)})
+        # (its manifest's checksum: a part of another store of as many rows, copied in its place, is not this one)
+        entries.append({"name": part.name, "rows": int(m["rows"]), "bytes": _buffer_bytes(m), "checksum": m["checksum"]})
         rows += int(m["rows"])
         sources += m.get("source", [])
     manifest = {"format": FORMAT, "version": VERSION, "rows": rows, "schema": schema, "sorted_by": sorted_by,
@@ -785,6 +786,12 @@ def _open_parted(path: Path, manifest: dict, memory, check_source: bool, window:
     for p in paths:
         if not is_store(p):
             _fail(path, f"part {p.name} is missing")
+    part_manifests = [_manifest(p) for p in paths]
+    for p, entry, part_manifest in zip(paths, manifest["parts"], part_manifests):
+        if "checksum" in entry and part_manifest.get("checksum") != entry["checksum"]:  # (a store written before
+            # parts' checksums were recorded opens as it did)
+            _fail(path, f"part {p.name} is not the part this store was made of (its manifest differs from the one "
+                        "recorded: another store's part in its place?)")
     if window is not None:
         if window < 1:
             raise GqueryError(f"window must be at least 1 part, got {window}")
@@ -792,8 +799,7 @@ def _open_parted(path: Path, manifest: dict, memory, check_source: bool, window:
         table.largest = _PartedBounds(table)
         return table
     tables = []
-    for p, n in zip(paths, part_rows):
-        part_manifest = _manifest(p)
+    for p, n, part_manifest in zip(paths, part_rows, part_manifests):
         if part_manifest.get("schema") != manifest.get("schema"):
             _fail(path, f"part {p.name} has another schema than the store")
         t = _open_single(p, part_manifest, memory, check_source)

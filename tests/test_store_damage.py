@@ -125,3 +125,32 @@ def test_a_query_reads_only_the_columns_it_needs(written, tmp_path):
     assert t.columns["l_quantity"].values().tolist() == values["l_quantity"].tolist()
     with pytest.raises(store.StoreError, match="l_shipdate.words.bin is corrupt"):
         t.columns["l_shipdate"].values()
+
+
+def test_a_part_of_another_store_in_a_parts_place_is_refused(tmp_path):
+    """A parted store records each part's manifest: another store's part of as many rows, copied in a part's place,
+    is refused in one line (it was read as this store's, and the sum was another table's), whether the parts are
+    held at open or read a window at a time."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gquery.tpch import find_lineitem
+
+    stores = {}
+    for name, base in (("a", 0), ("b", 1000)):
+        folder = tmp_path / name / "t"
+        folder.mkdir(parents=True)
+        for k in (1, 2):
+            pq.write_table(pa.table({"x": pa.array([base + 10 * k + i for i in range(2000)], pa.int64())}),
+                           folder / f"p{k}.parquet")
+        stores[name] = store.ensure_store(find_lineitem(folder), echo=lambda m: None)
+    assert store.is_parted(stores["a"])
+    assert store.open_store(stores["a"]).rows == 4000
+    swapped = store.part_path(stores["a"], 2)
+    shutil.rmtree(swapped)
+    shutil.copytree(store.part_path(stores["b"], 2), swapped)
+    for window in (None, 1):
+        with pytest.raises(store.StoreError, match="part part-00002.gq is not the part this store was made of"):
+            store.open_store(stores["a"], window=window)
