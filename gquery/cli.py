@@ -97,6 +97,8 @@ def encode(data: Path = typer.Option(..., "--data", help="A parquet/.tbl file or
         path = store.ensure_store(source, echo=note, sort_by=sort_by)
     else:
         path = to or store.store_path_for(source)
+        if not force:
+            store.refuse_replacing(path, source)
         if len(source.files) > 1:
             store.write_parted(source, path, echo=note, sort_by=sort_by, columns=names, key=key)
         else:

@@ -241,6 +241,7 @@ def store_for(source: LineitemSource, echo=print, where: Path | str | None = Non
     path = Path(where) if where is not None else near if beside else store.cache_path_for(source)
     if store.is_store(path) and store.built_from(path, source):
         return path, []
+    store.refuse_replacing(path, source)
     t0 = time.perf_counter()
     echo(f"{path} was built from other files: rebuilding it from {source}" if store.is_store(path)
          else f"building the store of {source} in {path}" + ("" if beside or where is not None else

@@ -877,6 +877,27 @@ def source_files(path: Path | str) -> list[Path]:
     return [Path(s["path"]) for s in manifest.get("source", []) if Path(s["path"]).exists()]
 
 
+def refuse_replacing(path: Path | str, source) -> None:
+    """StoreError where `path` holds a store of another table whose files are gone: none of the files it was built
+    from is one of `source`'s, and it names none (its parquet was not kept) or one no longer there, so replacing it
+    would lose a table no file holds. A store of any of these files (stale, damaged, of another order, of a folder
+    that gained a part), or of files still there to build it again, is rebuilt; a store whose manifest cannot be
+    read holds nothing to lose."""
+    path = Path(path)
+    if not is_store(path):
+        return
+    try:
+        recorded = {Path(s["path"]).resolve() for s in _manifest(path).get("source", [])}
+    except (StoreError, KeyError, TypeError, ValueError):
+        return
+    if recorded & {Path(f).resolve() for f in source.files} or recorded and all(f.exists() for f in recorded):
+        return
+    named = f"built from {sorted(map(str, recorded))[0]}{' and others' * (len(recorded) > 1)}, no longer there" \
+        if recorded else "whose files were not kept"
+    raise StoreError(f"{path}: a store of another table ({named}); not replacing it with {source}'s: remove it, "
+                     "or give gquery encode --force")
+
+
 def ensure_store(source, echo=print, sort_by: str | None = None, path: Path | str | None = None) -> Path:
     """The store of a parquet/.tbl source at `path` (default beside it): kept when whole, fresh and of
     the asked order, else (re)built from it. A source of several files becomes a parted store, a part
@@ -892,6 +913,7 @@ def ensure_store(source, echo=print, sort_by: str | None = None, path: Path | st
             echo(f"{path}: ordered by {_manifest(path).get('sorted_by') or 'its source'}; rebuilding it ordered by "
                  f"{sort_by or 'its source'}")
         except StoreError as e:
+            refuse_replacing(path, source)
             echo(f"{e}; rebuilding it from {source}")
     if len(source.files) > 1:
         return write_parted(source, path, echo=echo, sort_by=sort_by)

@@ -53,3 +53,27 @@ def test_encode_gives_any_column_the_bucket_lists_and_the_planner_scans_a_narrow
     assert bad.returncode == 1 and "Traceback" not in bad.stderr and not (tmp_path / "bad.gq").exists()
     assert [ln for ln in bad.stderr.splitlines() if ln.startswith("gquery: error:")] == \
         ["gquery: error: --index l_tax: not among the stored columns"]
+
+
+def test_a_store_of_a_table_whose_files_are_gone_is_never_replaced_without_force(tmp_path):
+    """A store whose parquet was not kept (generate --parts) holds a table no file holds: run --store and encode
+    --out of another file refuse to replace it, in one line, and it stays whole; encode --force replaces it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gquery import store
+
+    assert gquery("generate", "--sf", "0.02", "--parts", "2", "--data-dir", tmp_path / "gen").returncode == 0
+    kept = tmp_path / "gen" / "sf0.02" / "lineitem.gq"
+    rows = store.open_store(kept).rows
+    other = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"a": [1, 2, 3]}), other)
+    for args in (["run", "--data", other, "--store", kept, "--sql", "SELECT SUM(a) FROM t", "--backend", "cpu"],
+                 ["encode", "--data", other, "--out", kept]):
+        r = gquery(*args)
+        errors = [line for line in r.stderr.splitlines() if line.startswith("gquery: error:")]
+        assert r.returncode == 1 and "Traceback" not in r.stderr and len(errors) == 1, r.stderr
+        assert "a store of another table (whose files were not kept); not replacing it" in errors[0]
+        assert store.open_store(kept).rows == rows and store.is_parted(kept)
+    assert gquery("encode", "--data", other, "--out", kept, "--force").returncode == 0
+    assert store.open_store(kept).rows == 3
