@@ -191,6 +191,9 @@ class Output:
             raise UsageError("--output parquet writes a file: give --out FILE")
         if path is not None and path.is_dir():
             raise UsageError(f"--out {path}: a folder, not a file")
+        if path is not None and (path.is_symlink() or path.exists() and not path.is_file()):  # (written whole, by a
+            # rename: it would replace the link, pipe or device itself)
+            raise UsageError(f"--out {path}: a link, a pipe or a device, not a file (leave --out out for standard output)")
         if path is None and sys.stdout is None:  # (started with its standard output closed)
             raise UsageError("standard output is closed: give --out FILE for the answer")
         return cls(form, path)

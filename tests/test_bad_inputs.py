@@ -387,3 +387,19 @@ def test_a_closed_standard_output_is_one_line(tmp_path):
     r = subprocess.run(command + ["--json", "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                        text=True, preexec_fn=lambda: os.close(1), timeout=600)
     assert r.returncode == 0 and "Traceback" not in r.stderr and '"rows"' in out.read_text()
+
+
+@pytest.mark.parametrize("kind", ["a link", "a pipe"])
+def test_out_that_is_no_regular_file_is_one_line_and_left_as_it_is(tmp_path, kind):
+    """--out a symbolic link or a FIFO: refused before any work (the answer is written whole, by a rename, which
+    replaced the link or pipe itself with a file), and left as it was."""
+    target = tmp_path / "target.csv"
+    target.write_text("kept\n")
+    out = tmp_path / "out.csv"
+    if kind == "a link":
+        out.symlink_to(target)
+    else:
+        os.mkfifo(out)
+    r = gquery("run", "--data", parquet(tmp_path, "t"), "--z", "3", "--backend", "cpu", "--output", "csv", "--out", out)
+    assert "a link, a pipe or a device, not a file" in one_error(r, 2)
+    assert (out.is_symlink() if kind == "a link" else stat.S_ISFIFO(out.lstat().st_mode)) and target.read_text() == "kept\n"
