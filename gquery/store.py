@@ -34,6 +34,7 @@ page-locked in place (registered), not copied.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -235,6 +236,21 @@ def _dictionary_buffers(dictionary: Dictionary) -> tuple[np.ndarray, np.ndarray]
     return data[offsets[0]:offsets[-1]], offsets - offsets[0]
 
 
+def _remove_left_behind(path: Path) -> None:
+    """The temporary folders of this store's earlier writes whose process is gone (killed: nothing removed them),
+    removed; a live process's is its own."""
+    for left in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):
+        pid = left.name.rsplit("-", 1)[1]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(left, ignore_errors=True)
+        except OSError:  # (another user's process: alive)
+            pass
+
+
 def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | None = None, key: str | None = KEY,
                 columns=None) -> Path:
     """Encode a table's columns (a Table, or a parquet/.tbl source read a column at a time), write them
@@ -261,6 +277,7 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
         raise GqueryError(f"--sort-by {sort_by}: {schema.left_out.get(sort_by, 'no such column')}"
                           if sort_by not in schema.types else f"--sort-by {sort_by}: not among the stored columns")
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    _remove_left_behind(path)
     shutil.rmtree(tmp, ignore_errors=True)
     ahead = ThreadPoolExecutor(1, thread_name_prefix="gquery-encode-ahead")
     try:

@@ -254,3 +254,23 @@ def test_encoding_says_how_far_it_has_come(sf001, tmp_path, monkeypatch):
     columns = len(store.open_store(tmp_path / "lineitem.gq").columns)
     assert progress[0] == f"encoding lineitem.gq: 0 of {columns} columns done, l_orderkey next"
     assert len(progress) == columns and progress[-1].startswith(f"encoding lineitem.gq: {columns - 1} of {columns}")
+
+
+def test_a_killed_writes_temporary_folder_is_removed_by_the_next_write(sf001, tmp_path):
+    """A write killed before its rename leaves its temporary folder (.NAME.tmp-PID): the next write of the store
+    removes those of processes gone, and leaves a live process's."""
+    import subprocess
+    import sys
+
+    from gquery.tpch import find_lineitem
+
+    source = find_lineitem(sf001.files[0])
+    path = tmp_path / "mine.gq"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    left = tmp_path / f".mine.gq.tmp-{gone.pid}"
+    (left / "part").mkdir(parents=True)
+    live = tmp_path / ".mine.gq.tmp-1"  # (pid 1 is alive)
+    live.mkdir()
+    store.write_store(source, path, source, echo=lambda m: None)
+    assert store.is_store(path) and not left.exists() and live.exists()
