@@ -74,6 +74,9 @@ def connect(data, name: str | None = None, **options) -> "Connection":
     if unknown:  # said now, not at the first execute
         raise ProgrammingError(f"unknown option(s) {', '.join(sorted(unknown))}: a query takes "
                                f"{', '.join(api.sql_options())}")
+    for option, allowed in (("backend", api.BACKENDS), ("mode", api.MODES)):
+        if option in options and options[option] not in allowed:  # (a typo said now too)
+            raise ProgrammingError(f"{option} must be one of {', '.join(allowed)}, got {options[option]!r}")
     try:
         return Connection(api.open(data, name=name), options)
     except GqueryError as e:

@@ -134,6 +134,10 @@ def test_a_failed_execute_leaves_no_result_and_an_unknown_option_is_said_at_conn
     with pytest.raises(dbapi.ProgrammingError, match="unknown option.s. bogus: a query takes backend, mode") as caught:
         gquery.connect(sf001.files[0], bogus=1)
     assert "\n" not in str(caught.value)
+    with pytest.raises(dbapi.ProgrammingError, match="backend must be one of auto, gpu, cpu, duckdb, got 'zzz'"):
+        gquery.connect(sf001.files[0], backend="zzz")  # (said at the first execute, before)
+    with pytest.raises(dbapi.ProgrammingError, match="mode must be one of"):
+        gquery.connect(sf001.files[0], mode="warp")
 
 
 @pytest.mark.parametrize("sql, params, bound", [
