@@ -221,7 +221,7 @@ class TableHandle:
             if len(self._parsed) < PARSED_KEPT:
                 self._parsed[text] = query
                 textcache.keep(text, self._table_key, query)
-        answer.check_values_over(query, data)  # (a cast past its type in this table: refused, as DuckDB refuses it)
+        answer.check_values_over(query, data)  # (a cast or a date past its type here: refused, as DuckDB refuses it)
         parsed = time.perf_counter()
         reason = gpu_reason() if backend != "cpu" else "backend cpu"
         if backend == "gpu" and reason is not None:

@@ -316,7 +316,7 @@ def run_sql(source: LineitemSource, text, *, backend: str = "auto", modes=("pinn
         outcome.build_notes += notes
         table = store.open_store(path)
     outcome.rows = table.rows
-    answer.check_values_over(outcome.query, table)  # (a cast past its type in this table: refused, as DuckDB refuses it)
+    answer.check_values_over(outcome.query, table)  # (a cast or a date past its type: refused, as DuckDB refuses it)
     use_gpu = backend in ("auto", "gpu") and outcome.gpu_reason is None
     if not use_gpu:
         a = answer.cpu_answer(outcome.query, table, f"GPU not used: {outcome.gpu_reason}" if backend == "auto" else None)

@@ -801,7 +801,8 @@ def number_literal(text: str, negative: bool) -> Literal:
             raise refuse(f"a decimal literal of more than {MAX_DECIMAL_WIDTH} digits ({_cut(text)}: DuckDB reads it as DOUBLE)")
         value = int(whole + fraction or "0")
         return Literal(-value if negative else value, SqlType("DECIMAL", width, len(fraction)))
-    value = -_integer(digits, "an integer literal") if negative else _integer(digits, "an integer literal")
+    value = _integer(digits, "an integer literal")
+    value = -value if negative else value
     if value == -(2**31) and _integer_minimum_is_bigint():
         return Literal(value, SqlType("BIGINT"))
     try:
@@ -819,8 +820,8 @@ MAX_DIGITS = 4000  # digits of an integer read (Python reads at most 4,300 from 
 
 
 def _integer(digits: str, what: str) -> int:
-    """The integer of a literal's digits, refused in one line past MAX_DIGITS (none of DuckDB's integer types holds
-    so many; Python's int() would raise past 4,300)."""
+    """The integer of a literal's digits (a sign before them taken), refused in one line past MAX_DIGITS (none of
+    DuckDB's integer types holds so many; Python's int() would raise past 4,300)."""
     if len(digits) > MAX_DIGITS:
         raise refuse(f"{what} of {len(digits):,} digits (DuckDB's widest integer, HUGEINT, holds 39)")
     return int(digits)
@@ -1297,7 +1298,7 @@ class _Binder:
                 raise refuse(f"the interval {_short(node)} (gquery reads n DAY|WEEK|MONTH|QUARTER|YEAR|HOUR|MINUTE|SECOND)")
             total = _Interval()
             for n, u in parts:
-                total = total + self._interval_unit(_integer(n.lstrip("+-"), "an interval") * (-1 if n[0] == "-" else 1), u, node)
+                total = total + self._interval_unit(_integer(n, "an interval"), u, node)
             return total
         if isinstance(amount, exp.Literal):
             text = amount.this.strip()
@@ -1308,8 +1309,7 @@ class _Binder:
             text = str(value.value)
         if not re.fullmatch(r"[-+]?\d+", text):
             raise refuse(f"an interval of a fractional or non-numeric amount ({_short(node)})")
-        return self._interval_unit(_integer(text.lstrip("+-"), "an interval") * (-1 if text[0] == "-" else 1), unit.name,
-                                   node)
+        return self._interval_unit(_integer(text, "an interval"), unit.name, node)
 
     def _interval_unit(self, n: int, unit: str, node: exp.Expression) -> _Interval:
         key = unit.upper()

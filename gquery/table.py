@@ -314,13 +314,19 @@ class Column:
             self._common = (found if found is not None and found[0] <= found[1] else None,)
         return self._common[0]
 
+    def holds_infinite_dates(self) -> bool:
+        """Whether a DATE column holds DuckDB's infinity or -infinity (its range reaches the day 2^31 - 1 or its
+        negative), from its zone maps."""
+        found = self.range()
+        return found is not None and self.type is not None and self.type.name == "DATE" and \
+            max(-found[0], found[1]) >= DATE_INFINITY
+
     def finite_range(self) -> tuple[int, int] | None:
         """range(), but a DATE column's without DuckDB's infinity and -infinity: its least and greatest finite day,
         found once from its values where an end is infinite (a NULL holds the column's smallest: finite, or
         -infinity); None where it holds no finite day, or no row. What a date plus days starts from (query.check_dates)."""
         found = self.range()
-        if found is None or self.type is None or self.type.name != "DATE" or \
-                -DATE_INFINITY < found[0] and found[1] < DATE_INFINITY:
+        if not self.holds_infinite_dates():
             return found
         if self._finite is None:
             values = np.asarray(self.values(), dtype=np.int64)

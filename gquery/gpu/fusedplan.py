@@ -46,7 +46,7 @@ from gquery.prune import (ALWAYS, BLOCKED_FRAMES, CHECK, NEVER, ClassesGiven, Es
                           StretchEstimate, SummaryEstimate, classify_counted, compare_classes_together, compare_summary,
                           decided_buckets, every_frame, every_frame_classed, frame_zones, joined_once, kept,
                           last_fractions, lower, narrowed, per_piece_together, sampled_fraction, string_sides, summarized)
-from gquery.query import DATE_INFINITY, And, Expr, Query
+from gquery.query import And, Expr, Query
 
 # Two touched runs become one chunk when the ruled-out frames between them cost the link less than a
 # chunk's own fixed cost (its copies, events and launch: ~60 us, about 3 MB of the link): they are shipped
@@ -912,8 +912,8 @@ class _Shaped:
         nullable = frozenset(n for t in tables for n in names if t.columns[n].nulls)  # read with their validity
         ranges_by_table = [t.ranges(names) for t in tables]
         for shift in query.date_shifts:  # DuckDB keeps an infinite date infinite; the kernel adds the days to it
-            for t, r in zip(tables, ranges_by_table):
-                if any(t.columns[c].type.name == "DATE" and max(-r[c][0], r[c][1]) >= DATE_INFINITY for c in shift.columns()):
+            for t in tables:
+                if any(t.columns[c].holds_infinite_dates() for c in shift.columns()):
                     raise NotOnGpu(f"{shift} adds days to dates this table holds as DuckDB's infinity or -infinity, which "
                                    "such a sum keeps: the CPU reference computes it")
         ranges = {n: (min(r[n][0] for r in ranges_by_table), max(r[n][1] for r in ranges_by_table)) for n in names}
