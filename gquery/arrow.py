@@ -29,6 +29,19 @@ def _first_line(e: Exception) -> str:
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
+def source_schema(source: LineitemSource) -> Schema:
+    """A source's schema, from its first file's metadata alone (a .tbl file's is dbgen's): what a command checks
+    names against before it reads a column."""
+    if source.format != "parquet":
+        return read_schema(TBL_SCHEMA)
+    import pyarrow.parquet as pq
+
+    try:
+        return read_schema(pq.read_schema(source.files[0]))
+    except (pa.ArrowException, OSError) as e:
+        raise GqueryError(f"{source.files[0]}: cannot read parquet: {_first_line(e)}") from None
+
+
 class ColumnReader:
     """A source's schema (from the first file's metadata) and its columns one at a time."""
 

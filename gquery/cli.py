@@ -67,12 +67,13 @@ def generate(sf: float = typer.Option(..., "--sf", help="Scale factor, 0.01 to 1
              fmt: str = typer.Option("parquet", "--format", help="parquet, or tbl (dbgen's pipe format)."),
              parts: Optional[int] = typer.Option(None, "--parts", help="Generate and encode in this many parts, one at a time [default: one part per SF 10 above SF 10]."),
              keep_parquet: bool = typer.Option(False, "--keep-parquet", help="Keep each part's parquet in lineitem/ (by default it is deleted once encoded)."),
+             check: bool = typer.Option(False, "--check", help="Read a store generated part by part whole, checking every buffer against its checksums, and generate its damaged parts again."),
              data_dir: Optional[Path] = DATA_DIR):
     """Generate TPC-H lineitem with tpchgen-cli and encode its store (both reused when complete).
     Above SF 10, or with --parts, part by part: a rerun resumes where a stopped one ended."""
     from gquery import store, tpch
 
-    source = tpch.generate(sf, data_dir, fmt=fmt, parts=parts, keep_parquet=keep_parquet, echo=note)
+    source = tpch.generate(sf, data_dir, fmt=fmt, parts=parts, keep_parquet=keep_parquet, echo=note, check=check)
     path = source.path if store.is_store(source.path) else store.ensure_store(source, echo=note)
     n = len(source.files)
     kept = f"{n} {source.format} file{'s' * (n > 1)} in {source.files[0].parent}" if n else f"no {source.format} kept"
@@ -91,8 +92,17 @@ def encode(data: Path = typer.Option(..., "--data", help="A parquet/.tbl file or
     from gquery.tpch import find_lineitem
 
     source = find_lineitem(data)
-    names = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    names = None if columns is None else [c.strip() for c in columns.split(",") if c.strip()]
+    if names == []:
+        raise UsageError("--columns names no column: give them comma-separated, or leave the option out for every column")
     key = store.KEY if index is None else None if index.strip().lower() == "none" else index.strip()
+    if names is not None or sort_by is not None or index is not None:  # names in any ASCII case, as SQL binds them
+        from gquery.arrow import source_schema
+
+        schema = source_schema(source)
+        names = None if names is None else [schema.named(n) for n in names]
+        sort_by = None if sort_by is None else schema.named(sort_by)
+        key = key if key in (None, store.KEY) else schema.named(key)
     if to is None and not force and names is None and index is None:
         path = store.ensure_store(source, echo=note, sort_by=sort_by)
     else:
@@ -191,6 +201,8 @@ class Output:
             raise UsageError("--output parquet writes a file: give --out FILE")
         if path is not None and path.is_dir():
             raise UsageError(f"--out {path}: a folder, not a file")
+        if path is not None and not path.parent.is_dir():  # (said now, not after the query, of a temporary file)
+            raise UsageError(f"--out {path}: no such folder {path.parent}")
         if path is not None and (path.is_symlink() or path.exists() and not path.is_file()):  # (written whole, by a
             # rename: it would replace the link, pipe or device itself)
             raise UsageError(f"--out {path}: a link, a pipe or a device, not a file (leave --out out for standard output)")
@@ -423,9 +435,10 @@ def bandwidth(size_mb: int = typer.Option(256, "--size-mb", help="Bytes per copy
     from gquery.gpu.bandwidth import measure
     from gquery.gpu.device import require
     from gquery.gpu.memory import GpuMemory
+    from gquery.options import check_positive, check_repeat
 
-    if size_mb < 1 or repeat < 1:
-        raise UsageError("--size-mb and --repeat must be positive")
+    check_positive(size_mb=size_mb)
+    check_repeat(repeat)
     info = require()
     limits = measure(GpuMemory(), size_mb << 20, repeat)
     if as_json:
@@ -467,10 +480,10 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
     from gquery.bench.ladder import LadderRunner
     from gquery.plan import MODES
     from gquery.plots import plot_ladder, plot_run
+    from gquery.options import check_repeat
     from gquery.reference import DuckDBTable
 
-    if repeat < 1:
-        raise UsageError("--repeat must be at least 1")
+    check_repeat(repeat)
     for p in (plot,):
         if p is not None and p.suffix.lower() != ".png":
             raise UsageError(f"--plot writes a PNG: give a path ending in .png, got {p}")

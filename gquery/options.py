@@ -17,10 +17,15 @@ def check_positive(**flags: int | None) -> None:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
 
 
+MAX_REPEAT = 100_000  # timed runs a call asks at most: more is a typo, not a measurement (it would run for days)
+
+
 def check_repeat(repeat: int) -> None:
-    """Timed runs: at least one (the CLI, the API and the benchmarks ask it alike)."""
+    """Timed runs: at least one and at most MAX_REPEAT (the CLI, the API and the benchmarks ask it alike)."""
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise UsageError(f"repeat must be at least 1, got {repeat!r}")
+    if repeat > MAX_REPEAT:
+        raise UsageError(f"repeat must be at most {MAX_REPEAT:,}, got {repeat:,}")
 
 
 def run_gpus(gpus, backend: str, chunk_rows: int | None, echo) -> int:

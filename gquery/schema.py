@@ -169,6 +169,13 @@ class Schema:
             raise KeyError(f"column {name} is not held by the engines: {self.left_out[name]}")
         raise KeyError(f"no column {name}")
 
+    def named(self, name: str) -> str:
+        """The column's name as the data writes it, for a name written in any ASCII case (as SQL binds a name:
+        folded); the name itself where no column is so named (its caller says so)."""
+        if name in self.types or name in self.left_out:
+            return name
+        return next((n for n in (*self.types, *self.left_out) if folded(n) == folded(name)), name)
+
     def to_json(self) -> dict:
         return {"types": {n: [t.name, t.width, t.scale] for n, t in self.types.items()}, "left_out": self.left_out}
 

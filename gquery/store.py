@@ -65,7 +65,12 @@ TRAILER_ROWS = 3  # after a column's frame metadata: what its values mean, writt
 
 
 class StoreError(GqueryError):
-    """A store that is missing pieces, corrupt, inconsistent or stale."""
+    """A store that is missing pieces, corrupt, inconsistent or stale; `what`: what is wrong, without the advice
+    on mending it (a caller that mends it says what it does instead)."""
+
+    def __init__(self, message: str, what: str | None = None):
+        super().__init__(message)
+        self.what = what or message
 
 
 def is_store(path: Path | str) -> bool:
@@ -123,7 +128,8 @@ def size_text(nbytes: float) -> str:
 
 
 def _fail(path: Path, why: str):
-    raise StoreError(f"{path}: {why}; rebuild it with 'gquery encode --data <parquet or .tbl>'")
+    raise StoreError(f"{path}: {why}; rebuild it with 'gquery encode --data <parquet or .tbl>' (a store gquery generate "
+                     "wrote part by part: 'gquery generate --sf SF --check' writes its damaged parts again)", f"{path}: {why}")
 
 
 # --- checksums ------------------------------------------------------------------------------------------
@@ -705,7 +711,7 @@ def part_rows(path: Path | str, part: int, source_file: Path | None = None, echo
     try:
         rows = check_store(p)
     except StoreError as e:
-        echo(f"{e}; writing it again")
+        echo(f"{e.what}; writing it again")
         return None
     if source_file is not None and source_files(p) != [Path(source_file).resolve()]:
         echo(f"{p}: not built from {source_file}; writing it again")
@@ -931,7 +937,7 @@ def ensure_store(source, echo=print, sort_by: str | None = None, path: Path | st
                  f"{sort_by or 'its source'}")
         except StoreError as e:
             refuse_replacing(path, source)
-            echo(f"{e}; rebuilding it from {source}")
+            echo(f"{e.what}; rebuilding it from {source}")
     if len(source.files) > 1:
         return write_parted(source, path, echo=echo, sort_by=sort_by)
     return write_store(source, path, source, echo=echo, sort_by=sort_by)

@@ -91,14 +91,18 @@ def find_lineitem(path: Path | str) -> LineitemSource:
             return LineitemSource(path, "tbl", (path,))
         raise GqueryError(f"{path}: not a table's file (expected .parquet or .tbl)")
     if not path.is_dir():
-        raise GqueryError(f"{path}: no such file or folder")
+        raise GqueryError(f"{path}: no such file or folder" if not path.exists() else
+                          f"{path}: not a table's file (expected .parquet or .tbl)")
     for name in ("lineitem.parquet", "lineitem.tbl", PART_DIRS["parquet"], PART_DIRS["tbl"]):
         if (path / name).exists():
             return find_lineitem(path / name)
     parquet = sorted(p for p in path.iterdir() if p.suffix == ".parquet" and p.is_file())
+    tbl = sorted(p for p in path.iterdir() if _is_tbl(p) and p.is_file())
+    if parquet and tbl:  # (which is the table is not the folder's to say)
+        raise GqueryError(f"{path}: holds both .parquet and .tbl files: give one format's files, as a glob "
+                          f"({path / '*.parquet'}) or a file")
     if parquet:
         return LineitemSource(path, "parquet", tuple(parquet))
-    tbl = sorted(p for p in path.iterdir() if _is_tbl(p) and p.is_file())
     if tbl:
         return LineitemSource(path, "tbl", tuple(tbl))
     whole = _whole_store(path)  # a dataset generated part by part, its parquet deleted
@@ -285,10 +289,11 @@ def _run_tpchgen(cmd: list[str], tmp: Path, expected_bytes: float, progress: boo
 
 
 def generate(sf: float, data_dir: Path | str | None = None, *, fmt: str = "parquet", parts: int | None = None,
-             keep_parquet: bool = False, progress: bool | None = None, echo=print) -> LineitemSource:
+             keep_parquet: bool = False, progress: bool | None = None, echo=print, check: bool = False) -> LineitemSource:
     """Generate lineitem at this SF unless a complete dataset is there; return its source. Above
     SF 10, or with `parts`, parquet is generated part by part into the encoded store (see
-    generate_parts); otherwise one tpchgen-cli run writes the file(s), renamed into place."""
+    generate_parts); otherwise one tpchgen-cli run writes the file(s), renamed into place. `check`: a complete
+    store generated part by part is read whole and its damaged parts generated again (mend_parts)."""
     sf = check_sf(sf)
     if fmt not in FORMATS:
         raise UsageError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -304,6 +309,11 @@ def generate(sf: float, data_dir: Path | str | None = None, *, fmt: str = "parqu
     if found is not None:
         if parts is not None and _part_count(found) != parts:
             echo(f"{found}: already generated, reused as it is (delete it to generate it in {parts} parts)")
+        if check and fmt == "parquet":
+            from gquery import store
+
+            if Path(found.path) == final_dir / store.STORE_NAME and store.is_parted(found.path):
+                return mend_parts(sf, final_dir, sys.stderr.isatty() if progress is None else progress, echo)
         return found
     _make_root(root)
     _remove_stale_temps(root)
@@ -342,13 +352,43 @@ def generate(sf: float, data_dir: Path | str | None = None, *, fmt: str = "parqu
     return find_lineitem(final_dir / final_name)
 
 
+def mend_parts(sf: float, final_dir: Path, progress: bool = False, echo=print) -> LineitemSource:
+    """A complete store generated part by part, read whole: each part checked against its checksums (and, where
+    its parquet is kept, built from that file: store.part_rows). Parts found damaged or missing are generated and
+    written again, as a stopped generation resumes (generate_parts), its manifest written once they are whole;
+    a store found whole is left as it is. tpchgen-cli writes a part as it wrote it first: the same rows."""
+    from gquery import store
+
+    path = final_dir / store.STORE_NAME
+    parts = store.part_count(path)
+    kept = [final_dir / PART_DIRS["parquet"] / f"lineitem.{k}.parquet" for k in range(1, parts + 1)]
+    keep_parquet = all(f.is_file() for f in kept)
+    done = {k: n for k, f in enumerate(kept, start=1)
+            if (n := store.part_rows(path, k, f if keep_parquet else None, echo)) is not None}
+    if len(done) == parts:
+        echo(f"{path}: every part read and checked, whole ({sum(done.values()):,} rows)")
+        return store.as_source(path)
+    _mark_generating(path, parts, keep_parquet)
+    (path / "manifest.json").unlink(missing_ok=True)  # (no store until its parts are whole again)
+    return generate_parts(sf, final_dir, parts, keep_parquet=keep_parquet, progress=progress, echo=echo, checked=done)
+
+
+def _mark_generating(path: Path, parts: int, keep_parquet: bool) -> None:
+    """The store folder marked a generation in progress (in_progress reads it): a rerun resumes it."""
+    path.mkdir(parents=True, exist_ok=True)
+    marker = path / f".{GENERATING}.tmp-{os.getpid()}"
+    marker.write_text(json.dumps({"parts": parts, "keep_parquet": keep_parquet}) + "\n")
+    os.replace(marker, path / GENERATING)
+
+
 def generate_parts(sf: float, final_dir: Path, parts: int, *, keep_parquet: bool = False, progress: bool = False,
-                   echo=print) -> LineitemSource:
+                   echo=print, checked: dict | None = None) -> LineitemSource:
     """lineitem as a parted store (final_dir/lineitem.gq), one tpchgen-cli part at a time: each part
     generated, encoded, verified and written atomically, and its parquet deleted
     (or, with keep_parquet, moved into lineitem/ first) before the next starts, so the disk holds
     the store and one part's parquet, and memory one part. Parts already whole are kept: a rerun
-    does only what is missing. Returns the store as a source (store.as_source)."""
+    does only what is missing (`checked`: the parts already found whole, and their rows; mend_parts'). Returns the
+    store as a source (store.as_source)."""
     from gquery import store
 
     root = final_dir.parent
@@ -364,8 +404,9 @@ def generate_parts(sf: float, final_dir: Path, parts: int, *, keep_parquet: bool
     if path.is_dir():
         _remove_stale_temps(path, (".*.tmp-*", ".*.old-*"))
     # a part kept as parquet counts only where its store was built from that file
-    done = {k: n for k in range(1, parts + 1)
-            if (n := store.part_rows(path, k, kept_file(k) if keep_parquet else None, echo)) is not None}
+    done = checked if checked is not None else {
+        k: n for k in range(1, parts + 1)
+        if (n := store.part_rows(path, k, kept_file(k) if keep_parquet else None, echo)) is not None}
     todo = [k for k in range(1, parts + 1) if k not in done]
     fresh = sum(not kept_file(k).is_file() for k in todo)  # parts tpchgen-cli must write
     part_sf = sf / parts
@@ -374,10 +415,7 @@ def generate_parts(sf: float, final_dir: Path, parts: int, *, keep_parquet: bool
     _check_free_space(store_bytes + parquet_bytes, f"SF {sf:g} in {parts} parts ({len(todo)} to encode: "
                       f"store {store_bytes / 1e9:.1f} GB, parquet {parquet_bytes / 1e9:.1f} GB)", root)
     binary = tpchgen_binary()
-    path.mkdir(parents=True, exist_ok=True)
-    marker = path / f".{GENERATING}.tmp-{os.getpid()}"
-    marker.write_text(json.dumps({"parts": parts, "keep_parquet": keep_parquet}) + "\n")
-    os.replace(marker, path / GENERATING)
+    _mark_generating(path, parts, keep_parquet)
     if keep_parquet:
         _move_old_tbl_parts(final_dir, echo)
     echo(f"generating TPC-H lineitem SF {sf:g} part by part ({parts} part{'s' * (parts > 1)} of SF {part_sf:g}; "

@@ -75,6 +75,8 @@ BAD_FILES = {  # name: (how to make it, what the one line must say)
     ".tbl with three decimals": (lambda d: tbl(d, q="1.234"), "Rescaling Decimal value would cause data loss"),
     ".tbl with a short row": (lambda d: write_bytes(d / "short.tbl", b"1|2|3|4|1.00|2.00\n"), "Expected 17 columns"),
     "not a table's file": (lambda d: write_bytes(d / "x.csv", b"a,b"), "not a table's file"),
+    "a device, not a file": (lambda d: Path("/dev/null"), "/dev/null: not a table's file"),
+    "a folder of parquet and .tbl": (lambda d: mixed(d / "mixed"), "mixed: holds both .parquet and .tbl files"),
 }
 # Files the mission's own road once refused (its input contract: int32 keys, DECIMAL(p,2) factors, no
 # NULL): on the one road they are tables like any other, answered exactly and checked against DuckDB
@@ -114,6 +116,14 @@ def truncated(folder: Path) -> Path:
     whole = parquet(folder, "whole").read_bytes()
     (folder / "whole.parquet").unlink()
     return write_bytes(folder / "truncated.parquet", whole[: len(whole) // 2])
+
+
+def mixed(folder: Path) -> Path:
+    """A folder of a parquet file and a .tbl file: which is the table, the folder does not say."""
+    folder.mkdir()
+    parquet(folder, "part-1")
+    tbl(folder).rename(folder / "part-2.tbl")
+    return folder
 
 
 def tbl(folder: Path, key="1", q="1.00", p="2.00") -> Path:
@@ -215,6 +225,7 @@ def test_zero_rows_is_null_not_an_error(tmp_path):
     (["run", "--sf", "0.01", "--z", "1", "--gpus", "0"], 2, "--gpus must be a positive integer"),
     (["run", "--sf", "0.01", "--z", "1", "--mode", "warp"], 2, "mode must be one of"),
     (["run", "--sf", "0.01", "--z", "1", "--repeat", "0"], 2, "repeat must be at least 1"),
+    (["run", "--sf", "0.01", "--z", "1", "--repeat", "1000000000000"], 2, "repeat must be at most 100,000"),
     pytest.param(["run", "--sf", "0.01", "--z", "1", "--backend", "gpu"], 1, "no usable GPU", marks=no_gpu_only),
     pytest.param(["run", "--sf", "0.01", "--z", "1", "--backend", "gpu", "--json"], 1, "no usable GPU",
                  marks=no_gpu_only),
@@ -403,3 +414,12 @@ def test_out_that_is_no_regular_file_is_one_line_and_left_as_it_is(tmp_path, kin
     r = gquery("run", "--data", parquet(tmp_path, "t"), "--z", "3", "--backend", "cpu", "--output", "csv", "--out", out)
     assert "a link, a pipe or a device, not a file" in one_error(r, 2)
     assert (out.is_symlink() if kind == "a link" else stat.S_ISFIFO(out.lstat().st_mode)) and target.read_text() == "kept\n"
+
+
+def test_out_in_a_missing_folder_is_one_line_before_any_work(tmp_path):
+    """--out in a folder that is not there: said before the query, naming the folder (the write named its temporary
+    file, after the query had run)."""
+    out = tmp_path / "missing" / "answer.csv"
+    r = gquery("run", "--data", parquet(tmp_path, "t"), "--z", "3", "--backend", "cpu", "--output", "csv", "--out", out)
+    assert one_error(r, 2) == f"gquery: error: --out {out}: no such folder {out.parent}"
+    assert "DuckDB: " not in r.stderr and not out.parent.exists()

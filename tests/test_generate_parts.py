@@ -207,3 +207,32 @@ def test_encode_of_a_folder_of_parts_says_parts(kept, tmp_path):
     assert len(store.as_source(path).files) == 3
     (parts / "lineitem.2.parquet").unlink()  # DuckDB must not answer over some of the parts
     assert store.as_source(path).files == ()
+
+
+def test_check_reads_a_generated_store_whole_and_generates_its_damaged_part_again(tmp_path, single):
+    """A store generated part by part keeps no parquet to encode again: a damaged part is said in one line naming
+    generate --check, which reads every part against its checksums and generates the damaged one again (the
+    others kept as they are); a store found whole is left as it is."""
+    data = tmp_path / "data"
+    assert gquery("generate", "--sf", SF, "--parts", PARTS, "--data-dir", data).returncode == 0
+    path = data / "sf0.03" / "lineitem.gq"
+    first = store.part_path(path, 1) / "manifest.json"
+    before = first.stat().st_mtime_ns
+    words = store.part_path(path, 2) / "l_quantity.words.bin"
+    damaged = bytearray(words.read_bytes())
+    damaged[len(damaged) // 2] ^= 0xFF
+    words.write_bytes(bytes(damaged))
+    r = gquery("run", "--data", path, "--z", "150", "--backend", "cpu")
+    assert "'gquery generate --sf SF --check' writes its damaged parts again" in one_error(r, 1)
+    assert "part 2/3" not in gquery("generate", "--sf", SF, "--data-dir", data).stderr  # reused unread, as before
+    r = gquery("generate", "--sf", SF, "--data-dir", data, "--check")
+    assert r.returncode == 0, r.stderr
+    assert "l_quantity.words.bin is corrupt (checksum); writing it again" in r.stderr
+    assert "part 2/3:" in r.stderr and "part 1/3:" not in r.stderr and "part 3/3:" not in r.stderr
+    assert first.stat().st_mtime_ns == before and not (path / tpch.GENERATING).exists() and no_temps(data)
+    table = store.open_store(path)
+    assert table.parts == PARTS and table.rows == rows_of(single)
+    for z in ZS:
+        assert cpu_mission(table, z) == duckdb(single, z)
+    again = gquery("generate", "--sf", SF, "--data-dir", data, "--check")
+    assert again.returncode == 0 and f"{path}: every part read and checked, whole ({rows_of(single):,} rows)" in again.stderr

@@ -77,3 +77,21 @@ def test_a_store_of_a_table_whose_files_are_gone_is_never_replaced_without_force
         assert store.open_store(kept).rows == rows and store.is_parted(kept)
     assert gquery("encode", "--data", other, "--out", kept, "--force").returncode == 0
     assert store.open_store(kept).rows == 3
+
+
+def test_encode_takes_column_names_in_any_case_and_refuses_an_empty_list(sf001, tmp_path):
+    """--columns, --sort-by and --index name columns as SQL does, in any ASCII case (the store keeps the data's own
+    names); --columns "" names none, refused in one line (it stored every column)."""
+    from gquery import store
+
+    out = tmp_path / "upper.gq"
+    r = gquery("encode", "--data", sf001.files[0], "--out", out, "--columns", "L_SUPPKEY,L_Quantity,l_shipdate",
+               "--sort-by", "L_SHIPDATE", "--index", "L_SuppKey")
+    assert r.returncode == 0, r.stderr
+    table = store.open_store(out)
+    assert list(table.columns) == ["l_suppkey", "l_quantity", "l_shipdate"] and table.sorted_by == "l_shipdate"
+    assert table.columns["l_suppkey"].has("indexed")
+    empty = gquery("encode", "--data", sf001.files[0], "--out", tmp_path / "none.gq", "--columns", " , ")
+    assert empty.returncode == 2 and not (tmp_path / "none.gq").exists()
+    assert [ln for ln in empty.stderr.splitlines() if ln.startswith("gquery: error:")] == \
+        ["gquery: error: --columns names no column: give them comma-separated, or leave the option out for every column"]
