@@ -181,7 +181,7 @@ class _Lazy:
 class TablePlan:
     """One table's share of the plan: its constants, its frames' classes, its chunks. The chunks of a plan's tables
     are cut together when first asked for (`cut`, _chunks'): a plan whose every table is scanned by index never
-    cuts them (FusedPlan._beats_frames weighs its lists against `frames_floor`)."""
+    cuts them (_Costs.beats_frames weighs its lists against `frames_floor`)."""
 
     table: object = field(repr=False)
     constants: tuple[int, ...]
@@ -302,10 +302,11 @@ class FusedPlan:
         # times the runs, every other scan's at least theirs): chosen warm, and kept
         if runs is not None and not self._reads_disk(*self._decide(None, scan)):
             runs = None
-        plan, by_index = self._decide(runs, scan)
+        costs = _Costs(self.spec, runs)  # (each table's bytes weighed once this call, whichever step asks)
+        plan, by_index = self._decide(runs, scan, costs)
         key = (scan, plan is self, tuple(by_index))
         same = self._cold.get(key)  # the same scans chosen by an earlier call: its tables, and the runs it queued
-        chosen = plan._with_index_scans(by_index, runs, scan, None if same is None else same.tables)
+        chosen = plan._with_index_scans(by_index, costs, scan, None if same is None else same.tables)
         if same is not None:
             chosen._launches = same._launches  # the same tables read the same way: a run replays what they queued
         for tp in chosen.tables:  # top bytes still on disk read here, on the asking thread (not the GPU's)
@@ -325,52 +326,43 @@ class FusedPlan:
 
     def _encodings_read(self, plan: "FusedPlan", by_index: list[bool]) -> list[tuple]:
         """(column, encoding) a choice reads, its tables' (_table_reads) together."""
-        return [r for tp, ix in zip(plan.tables, by_index) for r in self._table_reads(tp, ix)]
-
-    def _table_reads(self, tp: "TablePlan", by_index: bool) -> list[tuple]:
-        """(column, encoding) a table reads: by index its lists and the other columns' packed words, by frames
-        each column's packed words, or a sliced column's top bytes."""
-        columns = tp.table.columns
-        if by_index:
-            opt = tp.index_option
-            return [(columns[opt.column], "indexed")] + [(columns[c], "packed") for c in _index_columns(self.spec, opt)]
-        return [(columns[c], "sliced" if tp.sliced is not None and c == tp.sliced.column else "packed")
-                for c in _frame_columns(self.spec, tp)]
+        return [r for tp, ix in zip(plan.tables, by_index) for r in _table_reads(self.spec, tp, ix)]
 
     def reads(self) -> list[tuple]:
         """(column, encoding) this chosen plan's run reads."""
         return self._encodings_read(self, [tp.index is not None for tp in self.tables])
 
-    def _decide(self, runs: int | None, scan: str) -> tuple["FusedPlan", tuple[bool, ...]]:
+    def _decide(self, runs: int | None, scan: str, costs: "_Costs | None" = None) -> tuple["FusedPlan", tuple[bool, ...]]:
         """The frames packed or by top byte, then for each table whether by index: weighed, nothing read. The
-        warm choice (`runs` None) weighs the plan's bytes alone: found once."""
+        warm choice (`runs` None) weighs the plan's bytes alone: found once. `costs`: the asking call's, of these runs."""
         if runs is None:
             found = self._decided.get(scan)
             if found is None:
-                found = self._decided[scan] = self._weighed(None, scan)
+                found = self._decided[scan] = self._weighed(_Costs(self.spec, None), scan)
             return found
-        return self._weighed(runs, scan)
+        return self._weighed(costs or _Costs(self.spec, runs), scan)
 
-    def _weighed(self, runs: int | None, scan: str) -> tuple["FusedPlan", tuple[bool, ...]]:
-        plan = self._choose_top(runs, scan)
+    def _weighed(self, costs: "_Costs", scan: str) -> tuple["FusedPlan", tuple[bool, ...]]:
+        plan = self._choose_top(costs, scan)
         by_index = []
         for tp in plan.tables:
             if tp.index_option is None or scan in ("frames", "sliced"):
                 by_index.append(False)
             else:
-                by_index.append(scan == "index" or (scan == "auto" and plan._beats_frames(tp, runs)))
+                by_index.append(scan == "index" or (scan == "auto" and costs.beats_frames(tp)))
         return plan, tuple(by_index)
 
-    def _with_index_scans(self, by_index: list[bool], runs: int | None, scan: str,
+    def _with_index_scans(self, by_index: list[bool], costs: "_Costs", scan: str,
                           tables: list | None = None) -> "FusedPlan":
         """This plan with the tables chosen to be scanned by index given their index scans (the lists read), and
         the reason. `tables`: those an earlier call made of the same choice, reused."""
         options = [tp for tp in self.tables if tp.index_option is not None]
         if not options or scan in ("frames", "sliced"):
             return self
+        runs = costs.runs
         cut = all(tp.cut.made for tp in options)  # (else the frames' floor: where the lists beat it, never cut)
-        index_bytes = sum(self._index_cost(tp, runs) for tp in options)
-        frames_bytes = sum(self._frames_cost(tp, runs, floor=not cut) for tp in options)
+        index_bytes = sum(costs.index(tp) for tp in options)
+        frames_bytes = sum(costs.frames(tp, floor=not cut) for tp in options)
         if tables is None:
             tables = [_replaced(tp, index=_index_scan(tp, self.spec) if ix else None)
                       if tp.index_option is not None else tp for tp, ix in zip(self.tables, by_index)]
@@ -383,21 +375,22 @@ class FusedPlan:
                 f"by frames{per}{self._top_floor_note()}")
         return dataclasses.replace(self, tables=tables, scan_note="\n".join(filter(None, (self.scan_note, note))))
 
-    def _choose_top(self, runs: int | None, scan: str) -> "FusedPlan":
+    def _choose_top(self, costs: "_Costs", scan: str) -> "FusedPlan":
         """The frame loop's tables with the predicate column packed (as planned) or read by its top byte."""
         if self.top_plans is None or scan in ("frames", "index"):
             return self
-        if scan == "auto" and self._indexed_anyway(runs):
+        if scan == "auto" and self._indexed_anyway(costs):
             return self  # (the frames never cut, packed or by top byte: a new constant's plan reads the lists alone)
-        top = sum(self._frames_cost(tp, runs) for tp in self.by_top)
+        runs = costs.runs
+        top = sum(costs.frames(tp) for tp in self.by_top)
         # the packed frames cut only where their floor, over the runs, does not already lose to the top bytes (SF 100's
         # ten parts a few suppliers past Z = 1 as generated: 1.5 MB by top byte, at least 3.3 MB packed; a cut took about
         # 1 ms of a new constant's plan)
         packed_floor = (runs or 1) * sum(tp.frames_floor for tp in self.tables)
         if runs is not None and not top < packed_floor:  # what is still on disk weighed too
-            packed_floor = sum(self._frames_cost(tp, runs, floor=True) for tp in self.tables)
+            packed_floor = sum(costs.frames(tp, floor=True) for tp in self.tables)
         cut = scan != "auto" or not top < packed_floor or self.tables[0].cut.made
-        packed = sum(self._frames_cost(tp, runs) for tp in self.tables) if cut else packed_floor
+        packed = sum(costs.frames(tp) for tp in self.tables) if cut else packed_floor
         if scan == "auto" and packed <= top:
             return self
         sliced = self.by_top[0].sliced
@@ -413,44 +406,19 @@ class FusedPlan:
             return ""
         return f" packed (by their top bytes at least {sum(self.top_plans.floors) / 1e6:,.1f} MB)"
 
-    def _indexed_anyway(self, runs: int | None) -> bool:
+    def _indexed_anyway(self, costs: "_Costs") -> bool:
         """Whether every table's index scan reads fewer bytes than its frames would, packed and by top byte alike
         (found from their floors where it reads fewer than those: TablePlan.frames_floor), or the table has no
-        frame to read either way (a part the zone maps rule out): `runs` as choose's. The choice then scans every
-        table by index where it reads any, whichever way the frames are read."""
-        return all(not tp.touched or (tp.index_option is not None
-                                      and self._index_cost(tp, runs) < self._frames_cost(top, runs, floor=True)
-                                      and self._beats_frames(tp, runs))
+        frame to read either way (a part the zone maps rule out): weighed over choose's runs. The choice then scans
+        every table by index where it reads any, whichever way the frames are read."""
+        return all(not tp.touched or (tp.index_option is not None and costs.index(tp) < costs.frames(top, floor=True)
+                                      and costs.beats_frames(tp))
                    for tp, top in zip(self.tables, self.by_top))
 
     @property
     def by_top(self) -> list | None:
         """Each table's plan with the frame loop's predicate column read by its top byte (SlicedScan), or None."""
         return None if self.top_plans is None else self.top_plans.tables()
-
-    def _frames_cost(self, tp: "TablePlan", runs: int | None, floor: bool = False) -> float:
-        """Bytes a table's frames read over the link: a warm run's, or over `runs` runs with what is still on
-        disk weighed COLD_READ_WEIGHT (the top bytes and low bits of a sliced column, the others' words). `floor`:
-        the least they can be, found without cutting the frames (TablePlan.frames_floor)."""
-        bytes_ = tp.frames_floor if floor else tp.stream_bytes + tp.zero_copy_bytes
-        if runs is None:
-            return bytes_
-        return bytes_ * runs + COLD_READ_WEIGHT * sum(c.cold_bytes(e) for c, e in self._table_reads(tp, False))
-
-    def _index_cost(self, tp: "TablePlan", runs: int | None) -> float:
-        """Bytes a table's index scan reads over the link: a warm run's (`runs` None), or over `runs` runs, a byte
-        still on disk weighed COLD_READ_WEIGHT."""
-        index = tp.index_option.link_bytes
-        if runs is not None:
-            index = index * runs + COLD_READ_WEIGHT * sum(c.cold_bytes(e) for c, e in self._table_reads(tp, True))
-        return index
-
-    def _beats_frames(self, tp: "TablePlan", runs: int | None) -> bool:
-        """Whether a table's index scan reads fewer bytes than its frames would: found without cutting the frames
-        where it reads fewer than their floor (every table of Z >= 30 as generated at SF 100: ten parts' 586,000
-        frames cut for a plan that reads none of them took most of a new constant's 20 ms plan)."""
-        index = self._index_cost(tp, runs)
-        return index < self._frames_cost(tp, runs, floor=True) or index < self._frames_cost(tp, runs)
 
     def worth_reading(self) -> list[tuple]:
         """(column, encoding) a warm run would scan by where this plan does not, found from the estimates
@@ -569,6 +537,56 @@ class FusedPlan:
                 "index_scans": [{"column": t.index.column, "entries": t.index.entries} for t in self.tables if t.index],
                 "by_top_byte": sorted({t.sliced.column for t in self.tables if t.sliced is not None and t.index is None}),
                 "steps": [list(s) for s in self.steps()], "reasons": self.why, "kept_from": self.kept_from}
+
+
+def _table_reads(spec: KernelSpec, tp: TablePlan, by_index: bool) -> list[tuple]:
+    """(column, encoding) a table reads: by index its lists and the other columns' packed words, by frames
+    each column's packed words, or a sliced column's top bytes."""
+    columns = tp.table.columns
+    if by_index:
+        opt = tp.index_option
+        return [(columns[opt.column], "indexed")] + [(columns[c], "packed") for c in _index_columns(spec, opt)]
+    return [(columns[c], "sliced" if tp.sliced is not None and c == tp.sliced.column else "packed")
+            for c in _frame_columns(spec, tp)]
+
+
+class _Costs:
+    """The bytes each table's scans read over the link, weighed for one choice (FusedPlan.choose): a warm run's
+    (`runs` None), or over `runs` runs with a byte still on disk weighed COLD_READ_WEIGHT. A choice weighs each of
+    ten parts' scans several times (packed against top bytes, then each table by index): what is still on disk is
+    found once a table, not at every weighing (it changes only between calls, as the background reads land)."""
+
+    def __init__(self, spec: KernelSpec, runs: int | None):
+        self.spec, self.runs = spec, runs
+        self._on_disk: dict = {}  # (id(tp), by index) → (tp, its reads' bytes still on disk): tp kept, so its id is its own
+
+    def _cold_bytes(self, tp: TablePlan, by_index: bool) -> int:
+        found = self._on_disk.get((id(tp), by_index))
+        if found is None:
+            found = self._on_disk[id(tp), by_index] = (tp, sum(c.cold_bytes(e) for c, e in _table_reads(self.spec, tp, by_index)))
+        return found[1]
+
+    def frames(self, tp: TablePlan, floor: bool = False) -> float:
+        """Bytes a table's frames read (the top bytes and low bits of a sliced column, the others' words). `floor`: the
+        least they can be, found without cutting the frames (TablePlan.frames_floor)."""
+        bytes_ = tp.frames_floor if floor else tp.stream_bytes + tp.zero_copy_bytes
+        if self.runs is None:
+            return bytes_
+        return bytes_ * self.runs + COLD_READ_WEIGHT * self._cold_bytes(tp, False)
+
+    def index(self, tp: TablePlan) -> float:
+        """Bytes a table's index scan reads."""
+        index = tp.index_option.link_bytes
+        if self.runs is not None:
+            index = index * self.runs + COLD_READ_WEIGHT * self._cold_bytes(tp, True)
+        return index
+
+    def beats_frames(self, tp: TablePlan) -> bool:
+        """Whether a table's index scan reads fewer bytes than its frames would: found without cutting the frames
+        where it reads fewer than their floor (every table of Z >= 30 as generated at SF 100: ten parts' 586,000
+        frames cut for a plan that reads none of them took most of a new constant's 20 ms plan)."""
+        index = self.index(tp)
+        return index < self.frames(tp, floor=True) or index < self.frames(tp)
 
 
 def _stretches(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
