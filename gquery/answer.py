@@ -23,7 +23,7 @@ from gquery.gpu.fused import compile_plan, empty_run, loaded, possible_builds, r
 from gquery.gpu.fusedplan import plan_fused
 from gquery.host import host_threads
 from gquery.query import Query, check_casts, check_dates
-from gquery.result import ColumnarPartial, Partial, Result, aggregate_funcs, finalize, python_values
+from gquery.result import ColumnarPartial, Partial, Result, aggregate_funcs, finalize, pandas_frame, python_values
 from gquery.table import COMPILE_AHEAD, READ_AHEAD, PartedTable, Table, exiting
 
 PLANS_KEPT = 1024  # fused plans a table keeps (a plan holds its chunks): queries past it are planned each time
@@ -105,12 +105,13 @@ class Answer:
         return self.result.arrow()
 
     def df(self):
-        """The answer as a pandas DataFrame (pandas must be installed), by way of Arrow, as DuckDB's .df()."""
+        """The answer as a pandas DataFrame (pandas must be installed), by way of Arrow, typed as DuckDB's .df() types
+        it (result.pandas_frame): an integer column with a NULL as pandas' nullable integers, exact, not doubles."""
         try:
-            import pandas  # noqa: F401 (pyarrow's to_pandas needs it)
+            import pandas
         except ImportError as e:
             raise GqueryError(f"Answer.df() needs pandas ({e}); install it with pip install pandas") from None
-        return self.arrow().to_pandas()
+        return pandas_frame(pandas, self.arrow(), [t for _, t in self.result.columns])
 
     def pl(self):
         """The answer as a polars DataFrame (polars must be installed), by way of Arrow, as DuckDB's .pl()."""

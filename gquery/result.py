@@ -305,6 +305,39 @@ def _decimal_array(values: list, arrow):
     return pa.Array.from_buffers(arrow, len(values), [validity, pa.py_buffer(words)], null_count=null_count)
 
 
+def pandas_frame(pd, table, types: list[SqlType]):
+    """An answer's Arrow table as the pandas DataFrame DuckDB's .df() makes of it (`pd`: pandas): an integer or BOOLEAN
+    column as NumPy's type of its width, or pandas' nullable one where it holds a NULL (its values exact: a double
+    would round an integer past 2^53); DECIMAL and HUGEINT as doubles (each the nearest to the exact value); DATE and
+    TIMESTAMP as datetime64[us] (a date past 9999 too); VARCHAR as pandas makes a column of strings; NULL as pandas'
+    missing value of the column's type; two columns of one name, the second x_1 (schema.column_names), as DuckDB's."""
+    import pyarrow as pa
+
+    from gquery.schema import column_names
+
+    out = []
+    for k, t in enumerate(types):
+        column = table.column(k).combine_chunks()
+        nulls = column.null_count > 0
+        if t.is_integer and t.name != "HUGEINT" or t.name == "BOOLEAN":
+            values = column.fill_null(False if t.name == "BOOLEAN" else 0).to_numpy(zero_copy_only=False)
+            if nulls:
+                mask = column.is_null().to_numpy(zero_copy_only=False)
+                values = (pd.arrays.BooleanArray if t.name == "BOOLEAN" else pd.arrays.IntegerArray)(values, mask)
+        elif t.is_decimal or t.name == "HUGEINT":
+            values = np.array([np.nan if v is None else float(v) for v in column.to_pylist()], np.float64)
+        elif t.is_temporal:
+            values = column.cast(pa.timestamp("us")).to_numpy(zero_copy_only=False)
+        elif t.name == "DOUBLE":
+            values = column.to_numpy(zero_copy_only=False)
+        else:
+            values = column.to_pylist()
+        out.append(pd.Series(values, name=k))
+    frame = pd.concat(out, axis=1)
+    frame.columns = column_names(table.column_names)
+    return frame
+
+
 def arrow_type(t: SqlType):
     """The Arrow type DuckDB's .arrow() gives a column of SQL type t."""
     import pyarrow as pa

@@ -113,6 +113,32 @@ def test_pandas_and_polars_where_installed_else_one_line(opened):
         assert list(frame.columns) == a.columns and len(frame) == len(a.rows)
 
 
+def test_df_is_duckdbs_df(tmp_path):
+    """a.df() is typed as DuckDB's .df() types the same answer, value for value: an integer column with a NULL as
+    pandas' nullable integers (as doubles, 2^63 - 1 was 2^63 and 2^53 + 1 was 2^53), DECIMAL as doubles, dates as
+    datetime64 (one past 9999 too: it raised), a repeated name's second column x_1."""
+    pytest.importorskip("pandas", reason="a.df() needs pandas")
+    path = tmp_path / "r.parquet"
+    pq.write_table(pa.table({
+        "k": pa.array([1, 1, 2], pa.int32()), "x": pa.array([2**63 - 1, 2**53 + 1, None], pa.int64()),
+        "d": pa.array([datetime.date(9999, 12, 31), datetime.date(2000, 1, 1), None], pa.date32()),
+        "s": pa.array(["a", None, "é"]), "q": pa.array([Decimal("1.25"), None, Decimal("-3.10")], pa.decimal128(15, 2)),
+        "u": pa.array([1, None, 255], pa.uint8())}), path)
+    t = gquery.open(path)
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW r AS SELECT * FROM read_parquet('{path}')")
+    for text in ("SELECT k, MAX(x), MIN(x), MIN(d), MAX(d + 1), MIN(s), SUM(q), MAX(u), COUNT(*) AS n, COUNT(x) AS N "
+                 "FROM r GROUP BY k ORDER BY k",
+                 "SELECT SUM(x), MIN(d), MAX(s), AVG(q) FROM r WHERE k > 5", "SELECT k, COUNT(*) FROM r WHERE k > 5 GROUP BY k",
+                 "SELECT SUM(x + 1) AS big FROM r WHERE x > 10"):
+        ours, theirs = t.sql(text, backend="cpu", check=False).df(), con.execute(text).df()
+        assert list(map(str, ours.dtypes)) == list(map(str, theirs.dtypes)), text
+        assert list(ours.columns) == list(theirs.columns), text
+        assert str(ours.to_dict("list")) == str(theirs.to_dict("list")), text
+    assert t.sql("SELECT MAX(x) FROM r WHERE k = 1", backend="cpu").df().iloc[0, 0] == 2**63 - 1
+    t.close()
+
+
 def test_the_errors_a_user_acts_on_come_from_gquery(opened):
     t, _ = opened
     assert issubclass(gquery.UsageError, gquery.GqueryError) and issubclass(gquery.OutOfClass, gquery.GqueryError)
