@@ -9,6 +9,7 @@ group); the parts' partials are added in Python and finalized once into the rows
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -141,6 +142,8 @@ class Answer:
 
 
 def json_value(v):
+    """A cell as JSON holds it: a DECIMAL's exact text, a date's ISO text, a double that is no JSON number (NaN,
+    +-Infinity: DuckDB's MIN of a double column may be one) as its name, quoted; else the value."""
     import datetime
     from decimal import Decimal
 
@@ -148,6 +151,8 @@ def json_value(v):
         return str(v)
     if isinstance(v, (datetime.date, datetime.datetime)):
         return v.isoformat()
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if v != v else "Infinity" if v > 0 else "-Infinity"
     return v
 
 

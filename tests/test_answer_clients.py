@@ -99,6 +99,19 @@ def test_json_text_and_the_object_it_writes(opened):
     assert datetime.date.fromisoformat(row[2]) == a.rows[0][2] and isinstance(row[3], float)
 
 
+def test_json_holds_no_double_json_cannot_hold(tmp_path):
+    """NaN and infinities (DuckDB's answer over a double column) are written as their names, quoted: JSON has no such
+    number (json.dumps wrote NaN and Infinity, which strict parsers refuse)."""
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"f": pa.array([float("nan"), float("inf"), -float("inf"), 1.5])}), path)
+    t = gquery.open(path)
+    a = t.sql("SELECT MIN(f), MAX(f), MIN(f) FILTER (WHERE f < 0) FROM f", backend="duckdb")
+    assert math.isnan(a.rows[0][1]) and a.rows[0][0] == -math.inf
+    row = json.loads(a.to_json(), parse_constant=lambda c: pytest.fail(f"{c} is no JSON"))["rows"][0]
+    assert row == ["-Infinity", "NaN", "-Infinity"]
+    t.close()
+
+
 def test_pandas_and_polars_where_installed_else_one_line(opened):
     t, _ = opened
     a = t.sql(named_sql("q6"), backend="cpu", check=False)
