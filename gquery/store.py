@@ -750,12 +750,19 @@ def finish_parted(path: Path | str, parts: int, echo=print) -> Path:
             schema, sorted_by = m["schema"], m.get("sorted_by")
         elif m["schema"]["types"] != schema["types"]:  # the files disagree: no rebuild mends it, so no store is left
             first, other = schema["types"], m["schema"]["types"]
-            named = lambda t: "absent" if t is None else str(SqlType(*t))  # noqa: E731
-            differ = [f"{c} {named(first.get(c))} in part 1, {named(other.get(c))} in part {k}"
+
+            def named(t, left_out: dict, c: str) -> str:  # a column a part holds, leaves out (saying why), or lacks
+                return str(SqlType(*t)) if t is not None else f"left out ({left_out[c]})" if c in left_out else "absent"
+            differ = [f"{c} {named(first.get(c), schema.get('left_out', {}), c)} in part 1, "
+                      f"{named(other.get(c), m['schema'].get('left_out', {}), c)} in part {k}"
                       for c in dict.fromkeys([*first, *other]) if first.get(c) != other.get(c)]
+            unequal = [c for c in dict.fromkeys([*first, *other]) if first.get(c) != other.get(c)]
+            kept = [c for c in first if c not in unequal]
             shutil.rmtree(path, ignore_errors=True)
             raise StoreError(f"{path}: its files disagree on their columns ({'; '.join(differ)}): gquery reads the files "
-                             "of one table as one schema (DuckDB casts each file to the first one's types)")
+                             "of one table as one schema (DuckDB casts each file to the first one's types)"
+                             + (f"; 'gquery encode --columns {','.join(kept)}' stores the columns they agree on"
+                                if kept else ""))
         elif m.get("sorted_by") != sorted_by:
             _fail(path, f"part {part.name} has another sort column than part 1")
         # (its manifest's checksum: a part of another store of as many rows, copied in its place, is not this one)
@@ -823,7 +830,8 @@ def _open_parted(path: Path, manifest: dict, memory, check_source: bool, window:
         return table
     tables = []
     for p, n, part_manifest in zip(paths, part_rows, part_manifests):
-        if part_manifest.get("schema") != manifest.get("schema"):
+        if (part_manifest.get("schema") or {}).get("types") != (manifest.get("schema") or {}).get("types"):  # (why a
+            # column is left out may differ by part: one part's values past int64, another's stored without it)
             _fail(path, f"part {p.name} has another schema than the store")
         t = _open_single(p, part_manifest, memory, check_source)
         if t.rows != n:

@@ -1,6 +1,8 @@
 """Where DuckDB reads names, limits, casts and files otherwise than the common case: gquery answers as DuckDB does,
 or refuses in one line where DuckDB refuses (an outside audit found each of these answered otherwise)."""
 
+from decimal import Decimal
+
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -149,6 +151,40 @@ def test_parts_of_one_string_column_in_several_arrow_types_are_one_column(tmp_pa
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert "its files disagree on their columns (s TINYINT in part 1, SMALLINT in part 2)" in run.stderr.splitlines()[-1]
     assert not any(stores.iterdir()) if stores.exists() else True  # no store half made
+
+
+def test_parts_that_hold_a_column_another_part_leaves_out_say_why_and_how_to_store_the_rest(tmp_path):
+    """A column one part holds and another leaves out (its values past int64 there; or all NULL, typed null) makes no
+    store of the folder: the line says why each part has it as it does and names the --columns that store what the
+    parts agree on; that store opens (its parts say differently why the column is left out) and answers as DuckDB."""
+    import subprocess
+    import sys
+
+    from gquery.reference import DuckDBTable
+    from gquery.sources import LineitemSource
+
+    for name, second in (("wide", pa.array([Decimal("123456789012345678901234.56")], pa.decimal128(38, 2))),
+                         ("empty", pa.array([None], pa.null()))):
+        folder = tmp_path / name
+        folder.mkdir()
+        first = pa.array([Decimal("1.50")], pa.decimal128(38, 2)) if name == "wide" else pa.array(["b"])
+        pq.write_table(pa.table({"d": first, "g": pa.array([1], pa.int64())}), folder / "p0.parquet")
+        pq.write_table(pa.table({"d": second, "g": pa.array([2], pa.int64())}), folder / "p1.parquet")
+        cli = [sys.executable, "-m", "gquery", "encode", "--data", str(folder), "--out"]
+        run = subprocess.run(cli + [str(tmp_path / f"{name}.gq")], capture_output=True, text=True)
+        line = run.stderr.splitlines()[-1]
+        held = "DECIMAL(38,2)" if name == "wide" else "VARCHAR"
+        why = "a value is outside int64 once unscaled" if name == "wide" else "type null is not one the engines hold"
+        assert run.returncode == 1 and f"(d {held} in part 1, left out ({why}" in line, run.stderr
+        assert line.endswith("'gquery encode --columns g' stores the columns they agree on")
+        assert not (tmp_path / f"{name}.gq").exists()
+        run = subprocess.run(cli + [str(tmp_path / f"{name}-g.gq"), "--columns", "g"], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        t = gquery.open(str(tmp_path / f"{name}-g.gq"))
+        text = f"SELECT g, COUNT(*) FROM {name} GROUP BY g ORDER BY g"
+        duck = DuckDBTable(LineitemSource(folder, "parquet", tuple(sorted(folder.iterdir()))), ["g"], name=name)
+        assert t.sql(text, backend="cpu", check=False).rows == duck.run_sql(text, repeat=1).rows == [(1, 1), (2, 1)]
+        duck.close()
 
 
 def test_a_string_column_not_utf8_is_left_out_saying_why(tmp_path):
