@@ -17,12 +17,53 @@ NotSupportedError for what a read-only engine of one table does not do.
 
 from __future__ import annotations
 
+import datetime
+import time
+
 from gquery import parameters as parameters_
 from gquery.errors import GqueryError
 
 apilevel = "2.0"
 threadsafety = 2  # threads may share the module and connections (a table answers any thread), not cursors
 paramstyle = "qmark"
+
+# PEP 249's constructors: the values a parameter takes (a Binary or a Time is refused in one line, as no column the
+# engines hold is one)
+Date, Time, Timestamp, Binary = datetime.date, datetime.time, datetime.datetime, bytes
+
+
+def DateFromTicks(ticks: float) -> datetime.date:  # noqa: N802 (PEP 249's names)
+    return Date(*time.localtime(ticks)[:3])
+
+
+def TimeFromTicks(ticks: float) -> datetime.time:  # noqa: N802
+    return Time(*time.localtime(ticks)[3:6])
+
+
+def TimestampFromTicks(ticks: float) -> datetime.datetime:  # noqa: N802
+    return Timestamp(*time.localtime(ticks)[:6])
+
+
+class _TypeObject:
+    """PEP 249's type object: equal to each type code (description's second field, the SQL type as DuckDB names it,
+    'DECIMAL(15,2)' say) of its kind."""
+
+    def __init__(self, *names: str, prefixes: tuple = ()):
+        self.names, self.prefixes = frozenset(names), prefixes
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, str) and (other in self.names or other.startswith(self.prefixes))
+
+    def __hash__(self) -> int:
+        return hash(self.names)
+
+
+STRING = _TypeObject("VARCHAR")
+NUMBER = _TypeObject("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                     "UBIGINT", "DOUBLE", "FLOAT", prefixes=("DECIMAL",))
+DATETIME = _TypeObject("DATE", "TIMESTAMP", "TIME")
+BINARY = _TypeObject("BLOB")
+ROWID = _TypeObject()  # (a table of the class has no row id column)
 
 
 class Error(GqueryError):
@@ -175,6 +216,8 @@ class Cursor:
     def fetchmany(self, size: int | None = None) -> list[tuple]:
         self._answered()
         size = self.arraysize if size is None else size
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise ProgrammingError(f"fetchmany takes a number of rows, got {size!r}")
         rows = self._rows[self._at:self._at + max(0, size)]
         self._at += len(rows)
         return rows
@@ -201,6 +244,12 @@ class Cursor:
 
     def __iter__(self):
         return iter(self.fetchone, None)
+
+    def __enter__(self) -> "Cursor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def _live(self) -> None:
         if self._closed:

@@ -25,6 +25,28 @@ def test_module_globals_are_pep_249s():
     assert issubclass(dbapi.Error, gquery.GqueryError) and issubclass(dbapi.Warning, Exception)
 
 
+def test_type_objects_constructors_and_a_cursor_in_a_with(con):
+    """PEP 249's type objects equal description's type codes of their kind (DuckDB's do too); its constructors make
+    the values a parameter takes; a cursor closes at the end of a with; fetchmany of no number of rows is one line."""
+    with con.cursor() as cur:
+        cur.execute("SELECT l_returnflag, COUNT(*), SUM(l_quantity), MIN(l_shipdate), AVG(l_tax) FROM lineitem "
+                    "WHERE l_shipdate < ? GROUP BY 1 ORDER BY 1", (dbapi.Date(1995, 1, 1),))
+        codes = [d[1] for d in cur.description]
+        assert codes == ["VARCHAR", "BIGINT", "DECIMAL(38,2)", "DATE", "DOUBLE"]
+        assert codes == [dbapi.STRING, dbapi.NUMBER, dbapi.NUMBER, dbapi.DATETIME, dbapi.NUMBER]
+        assert dbapi.STRING != "BIGINT" and dbapi.NUMBER != "VARCHAR" and dbapi.DATETIME != "DOUBLE"
+        assert all(code != dbapi.ROWID and code != dbapi.BINARY for code in codes)
+        for size in ("2", 2.5, True):
+            with pytest.raises(dbapi.ProgrammingError, match="fetchmany takes a number of rows"):
+                cur.fetchmany(size)
+    with pytest.raises(dbapi.InterfaceError, match="cursor is closed"):
+        cur.fetchall()
+    assert dbapi.DateFromTicks(0) == datetime.date.fromtimestamp(0)
+    assert dbapi.TimestampFromTicks(86_400.5) == datetime.datetime.fromtimestamp(86_400).replace(microsecond=0)
+    assert dbapi.TimeFromTicks(3_600) == datetime.datetime.fromtimestamp(3_600).time()
+    assert dbapi.Binary(b"x") == b"x" and dbapi.Timestamp(2020, 1, 2) == datetime.datetime(2020, 1, 2)
+
+
 def test_execute_with_parameters_is_the_same_query_written_out(con, sf001):
     cur = con.cursor()
     cur.execute("SELECT l_returnflag, COUNT(*), SUM(l_quantity) FROM lineitem WHERE l_shipdate < ? AND l_discount > ? "
