@@ -24,7 +24,7 @@ from gquery.gpu.fused import compile_plan, empty_run, loaded, possible_builds, r
 from gquery.gpu.fusedplan import plan_fused
 from gquery.host import host_threads
 from gquery.query import Query, check_casts, check_dates
-from gquery.result import ColumnarPartial, Partial, Result, aggregate_funcs, finalize, pandas_frame, python_values
+from gquery.result import ColumnarPartial, OtherType, Partial, Result, aggregate_funcs, finalize, pandas_frame, python_values
 from gquery.table import COMPILE_AHEAD, READ_AHEAD, PartedTable, Table, exiting
 
 PLANS_KEPT = 1024  # fused plans a table keeps (a plan holds its chunks): queries past it are planned each time
@@ -230,16 +230,19 @@ def duckdb_answer(text: str, source, name: str, repeat: int = 1, parameters: lis
 
     ref = DuckDBTable(source, [], name=name, in_place=True)
     try:
-        d = ref.run_sql(text, repeat=repeat, parameters=parameters)
+        d = ref.run_sql(text, repeat=repeat, parameters=parameters, arrow=True)
     finally:
         ref.close()
     if d.unavailable:
         raise GqueryError(f"DuckDB cannot answer: {d.unavailable}")
-    try:
-        columns = [(c, sql_type_of(t)) for c, t in zip(d.columns, d.types)]
-    except ValueError as e:
-        raise GqueryError(f"DuckDB answered a column gquery's answers do not hold ({e}): ask DuckDB itself") from None
-    return Answer(text, None, Result(columns, list(d.rows)), "duckdb", times_ms=sorted(d.times_ms))
+
+    def typed(name: str):  # a type the engines do not hold, by DuckDB's name: any answer DuckDB gives is one
+        try:
+            return sql_type_of(name)
+        except ValueError:
+            return OtherType(name)
+    columns = [(c, typed(t)) for c, t in zip(d.columns, d.types)]
+    return Answer(text, None, Result(columns, list(d.rows), arrow_table=d.arrow), "duckdb", times_ms=sorted(d.times_ms))
 
 
 # --- the GPU ----------------------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import os
 import re
 import statistics
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -50,6 +51,7 @@ class SqlAnswer:
     times_ms: list[float] = field(default_factory=list)
     first_query_ms: float | None = None
     unavailable: str | None = None  # DuckDB's one-line reason where it raised an out-of-range error
+    arrow: object | None = None  # its own pyarrow.Table of the answer, where asked for (run_sql's `arrow`)
 
     @property
     def median_ms(self) -> float | None:
@@ -106,10 +108,12 @@ class DuckDBTable:
         self.columns = names
         self.load_s = time.perf_counter() - started
 
-    def run_sql(self, sql: str, repeat: int = 5, warmup: int = 1, parameters: list | None = None) -> SqlAnswer:
+    def run_sql(self, sql: str, repeat: int = 5, warmup: int = 1, parameters: list | None = None,
+                arrow: bool = False) -> SqlAnswer:
         """The answer and timings of `sql` (with its `parameters`, a prepared statement's, where it has them): the
         first run timed cold (and counted as a warm-up), then the rest of the warm-ups, then `repeat` timed runs,
-        each result fully fetched."""
+        each result fully fetched. `arrow`: the cold run fetches DuckDB's own Arrow table of the answer (its types,
+        and dates past Python's years, as DuckDB holds them), and the first timed run the rows."""
         import duckdb
 
         if repeat < 1:
@@ -119,15 +123,20 @@ class DuckDBTable:
             cursor = self.con.execute(sql, parameters)
             if cursor is None or cursor.description is None:  # (an empty text, or a comment alone: no statement)
                 raise GqueryError("no SQL statement: DuckDB ran nothing that answers rows")
-            rows = cursor.fetchall()
-            answer = SqlAnswer(rows, [d[0] for d in cursor.description], [str(d[1]) for d in cursor.description],
-                               first_query_ms=(time.perf_counter() - started) * 1e3)
+            with warnings.catch_warnings():  # (DuckDB's note that a DB-API result's Arrow is a copy: a small answer's)
+                warnings.simplefilter("ignore")
+                table = cursor.to_arrow_table() if arrow else None
+            answer = SqlAnswer(None if arrow else cursor.fetchall(), [d[0] for d in cursor.description],
+                               [str(d[1]) for d in cursor.description], first_query_ms=(time.perf_counter() - started) * 1e3,
+                               arrow=table)
             for _ in range(max(warmup - 1, 0)):
                 self.con.execute(sql, parameters).fetchall()
             for _ in range(repeat):
                 started = time.perf_counter()
-                self.con.execute(sql, parameters).fetchall()
+                rows = self.con.execute(sql, parameters).fetchall()
                 answer.times_ms.append((time.perf_counter() - started) * 1e3)
+                if answer.rows is None:
+                    answer.rows = rows
         except duckdb.OutOfRangeException as e:
             return SqlAnswer([], [], [], unavailable=_first_line(e))
         except duckdb.Error as e:

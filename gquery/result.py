@@ -169,16 +169,32 @@ def _joined(columns: list):
 
 
 # --- the answer ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OtherType:
+    """A column type DuckDB answers that the engines do not hold (UBIGINT, LIST, INTERVAL, BLOB, ...), by DuckDB's
+    name: backend duckdb's answer holds it, its rows as DuckDB's client gives them, its Arrow table DuckDB's own."""
+
+    name: str
+    width: int = 0
+    scale: int = 0
+    is_integer = is_decimal = is_numeric = is_temporal = is_unsigned = False
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class Result:
     """The answer's columns (name, SQL type) and rows of Python values as DuckDB's client gives them;
     `raw`, where the engines made it, the same cells as the engines hold them (unscaled integers, day
     and microsecond counts), from which arrow() builds its arrays without Python's Decimals and dates.
-    An engine's answer is made as columns (Result.of_columns): its rows are made when first read."""
+    An engine's answer is made as columns (Result.of_columns): its rows are made when first read.
+    `arrow_table`: DuckDB's own Arrow table of its answer (backend duckdb), which arrow() gives as it is."""
 
     def __init__(self, columns: list[tuple[str, SqlType]], rows: list[tuple] | None = None,
-                 raw: list[tuple] | None = None, *, cells: list[list] | None = None, raw_cells: list[list] | None = None):
+                 raw: list[tuple] | None = None, *, cells: list[list] | None = None, raw_cells: list[list] | None = None,
+                 arrow_table=None):
         self.columns = columns
-        self._rows, self._raw = rows, raw
+        self._rows, self._raw, self._arrow = rows, raw, arrow_table
         self._cells, self._raw_cells = cells, raw_cells  # a list a column: the client's values, the engines'
 
     @classmethod
@@ -225,6 +241,9 @@ class Result:
         timestamp[us], DOUBLE, VARCHAR, BOOLEAN. Made from the engines' values where it has them: an
         unscaled int64 is a decimal128's low word, a day count a date32's."""
         import pyarrow as pa
+
+        if self._arrow is not None:
+            return self._arrow
 
         arrays = []
         for i, (name, t) in enumerate(self.columns):
@@ -330,6 +349,8 @@ def pandas_frame(pd, table, types: list[SqlType]):
             values = column.cast(pa.timestamp("us")).to_numpy(zero_copy_only=False)
         elif t.name == "DOUBLE":
             values = column.to_numpy(zero_copy_only=False)
+        elif isinstance(t, OtherType):  # (backend duckdb's: as pyarrow gives it to pandas)
+            values = column.to_pandas()
         else:
             values = column.to_pylist()
         out.append(pd.Series(values, name=k))

@@ -99,6 +99,24 @@ def test_json_text_and_the_object_it_writes(opened):
     assert datetime.date.fromisoformat(row[2]) == a.rows[0][2] and isinstance(row[3], float)
 
 
+def test_backend_duckdb_answers_any_type_it_answers_with_its_own_arrow(tmp_path):
+    """backend="duckdb" is DuckDB alone: a type the engines do not hold (UBIGINT, a LIST, an INTERVAL) is answered
+    by DuckDB's name (it was refused), and a.arrow() is DuckDB's own Arrow table (a date past 9999 raised)."""
+    path = tmp_path / "o.parquet"
+    pq.write_table(pa.table({"u": pa.array([1, 2**64 - 1], pa.uint64()), "i": pa.array([1, 2], pa.int8()),
+                             "d": pa.array([datetime.date(9999, 12, 31), None], pa.date32())}), path)
+    t = gquery.open(path)
+    text = "SELECT MAX(u), LIST(i), INTERVAL 1 DAY AS iv, MAX(d + 1) FROM o"
+    a = t.sql(text, backend="duckdb")
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW o AS SELECT * FROM read_parquet('{path}')")
+    assert a.rows == con.execute(text).fetchall() and a.rows[0][0] == 2**64 - 1 and a.rows[0][3] == "10000-01-01"
+    assert [str(ty) for _, ty in a.result.columns] == ["UBIGINT", "TINYINT[]", "INTERVAL", "DATE"]
+    assert a.arrow().equals(duck_arrow(con, text))
+    assert json.loads(a.to_json())["types"] == ["UBIGINT", "TINYINT[]", "INTERVAL", "DATE"]
+    t.close()
+
+
 def test_json_holds_no_double_json_cannot_hold(tmp_path):
     """NaN and infinities (DuckDB's answer over a double column) are written as their names, quoted: JSON has no such
     number (json.dumps wrote NaN and Infinity, which strict parsers refuse)."""
