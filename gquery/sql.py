@@ -588,6 +588,9 @@ def _pluses(node: exp.Expression) -> int:
     return node.meta.get(UNARY_PLUS, 0)
 
 
+_SQLGLOT_NODE = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]+\.(\w+)'>")
+
+
 def _one_statement(text: str) -> exp.Expression:
     dialect = sqlglot.Dialect.get_or_raise("duckdb")
     try:
@@ -596,8 +599,9 @@ def _one_statement(text: str) -> exp.Expression:
         parser.UNARY_PARSERS = _unary_parsers(type(parser))
         parser._parse_types = _types_written(parser)
         statements = [s for s in parser.parse(tokens, text) if s is not None]
-    except sqlglot.errors.SqlglotError as e:
-        raise SqlSyntaxError(f"syntax error: {_first_line(e)}") from None
+    except sqlglot.errors.SqlglotError as e:  # (sqlglot names its own classes where a node lacks a part: `k < ??`)
+        said = _SQLGLOT_NODE.sub(lambda m: f"{m[2].upper()} lacks an operand", _first_line(e))
+        raise SqlSyntaxError(f"syntax error: {said}") from None
     _check_tokens(tokens)
     for statement in statements:
         _check_aliases(statement, tokens)
@@ -942,8 +946,8 @@ class _Binder:
         order_by = self._order_by(select.args.get("order"), items, outputs)
         limit = self._limit(select.args.get("limit"))
         sql = _statement_text(self.text)
-        nulls_first = tuple(k for k, o in enumerate(select.args["order"].expressions) if o.args.get("nulls_first")) \
-            if order_by else ()
+        written = select.args["order"].expressions if order_by else ()  # (ORDER BY ALL: one written, every output ordered)
+        nulls_first = tuple(k for k in range(len(order_by)) if written[min(k, len(written) - 1)].args.get("nulls_first"))
         query = Query(sql, outputs, where, group_by, order_by, limit, self.table, tuple(dict.fromkeys(self.notes)),
                       nulls_first)
         if not self.schema.types and not query.columns():  # COUNT(*) alone: the engines count a column's rows
@@ -1068,6 +1072,11 @@ class _Binder:
         if order is None:
             return ()
         self._no_parameter(order, "ORDER BY")
+        first = order.expressions[0].this if len(order.expressions) == 1 else None
+        if isinstance(first, exp.Var) and first.name.upper() == "ALL":  # DuckDB's ORDER BY ALL: every output, left to right
+            if "all" in self.columns:  # (sqlglot reads "all" quoted as ALL: a column of that name is not ordered by)
+                raise refuse('ORDER BY ALL over a table with a column named "all"')
+            return tuple((i, bool(order.expressions[0].args.get("desc"))) for i in range(len(outputs)))
         keys = []
         for ordered in order.expressions:
             node = _unparenthesized(ordered.this)

@@ -247,3 +247,26 @@ def test_an_arrow_column_of_hugeint_values_past_38_digits_holds_its_nulls(tmp_pa
     theirs = con.sql(sql).arrow()
     theirs = theirs.read_all() if hasattr(theirs, "read_all") else theirs
     assert mine.schema == theirs.schema and mine.to_pylist() == theirs.to_pylist() and mine.column(1).null_count == 1
+
+
+def test_order_by_all_orders_by_every_output_as_duckdb_does(tmp_path):
+    """DuckDB's ORDER BY ALL orders by every output, left to right, in the direction and NULL order written (it was
+    refused as `VAR (ALL)`); a table with a column named "all" is refused in one line (sqlglot reads "all" quoted as
+    ALL). A text sqlglot cannot parse says so without sqlglot's own class names."""
+    path = tmp_path / "r.parquet"
+    pq.write_table(pa.table({"k": pa.array([1, 1, 2, None], pa.int32()), "s": pa.array(["a", None, "c", "a"])}), path)
+    t = gquery.open(path)
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW r AS SELECT * FROM read_parquet('{path}')")
+    for order in ("ALL", "ALL DESC", "ALL NULLS FIRST", "ALL DESC NULLS LAST", "ALL DESC LIMIT 2"):
+        for select in ("k, s, COUNT(*)", "COUNT(*), s", "s, MIN(k)"):
+            group = ", ".join(str(i + 1) for i, c in enumerate(select.split(", ")) if "(" not in c)
+            text = f"SELECT {select} FROM r GROUP BY {group} ORDER BY {order}"
+            assert t.sql(text, backend="cpu", check=False).rows == con.execute(text).fetchall(), text
+    named = tmp_path / "n.parquet"
+    pq.write_table(pa.table({"all": pa.array([2, 1], pa.int32())}), named)
+    with pytest.raises(GqueryError, match='ORDER BY ALL over a table with a column named "all"'):
+        gquery.open(named).sql('SELECT "all", COUNT(*) FROM n GROUP BY 1 ORDER BY "all"', backend="cpu")
+    with pytest.raises(GqueryError, match=r"^syntax error: COALESCE lacks an operand\. Line 1") as refused:
+        t.sql("SELECT COALESCE() FROM r", backend="cpu")
+    assert "sqlglot" not in str(refused.value)
