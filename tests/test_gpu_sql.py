@@ -40,6 +40,7 @@ QUERIES = [
     "SELECT l_suppkey, l_quantity, COUNT(*), SUM(l_quantity * l_extendedprice), MIN(l_shipdate) FROM lineitem "
     "GROUP BY l_suppkey, l_quantity ORDER BY 4 DESC, 1, 2 LIMIT 20",
     "SELECT l_quantity, COUNT(*), AVG(l_extendedprice) FROM lineitem WHERE l_quantity > 24.5 GROUP BY l_quantity",
+    "SELECT l_returnflag, l_linestatus, COUNT(*) FROM lineitem WHERE l_suppkey < 300 GROUP BY 1, 2 ORDER BY ALL DESC",
     # NULL in predicates: rewritten at binding into the rows where the predicate is TRUE
     "SELECT COUNT(*), SUM(l_quantity) FROM lineitem WHERE l_suppkey < 100 OR l_tax = NULL",
     "SELECT l_returnflag, COUNT(*) FROM lineitem WHERE NOT (l_quantity > 10 AND NULL) AND l_returnflag IN ('A', NULL, 'R') "
