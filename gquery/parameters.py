@@ -138,7 +138,10 @@ def literal(value) -> str:
         return f"DATE '{value.isoformat()}'"
     if isinstance(value, str):
         return "'" + value.replace("'", "''") + "'"
-    raise ParameterError(f"a parameter of type {type(value).__name__} has no SQL literal")
+    kind = type(value)  # (NumPy's bool is named bool too: its module said, numpy.bool is not Python's)
+    named = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__.split('.')[0]}.{kind.__name__}"
+    raise ParameterError(f"a parameter of type {named} has no SQL literal (pass a Python int, Decimal, str, date, "
+                         "datetime, bool or None)")
 
 
 def parameter_type(value) -> SqlType | None:

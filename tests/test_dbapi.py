@@ -4,6 +4,7 @@ description, and PEP 249's exceptions carrying gquery's one-line messages."""
 import datetime
 from decimal import Decimal
 
+import numpy as np
 import pytest
 
 import gquery
@@ -110,6 +111,8 @@ def test_iterating_a_cursor_and_the_mission(con):
     ("SELECT COUNT(*) FROM lineitem", (1,), dbapi.ProgrammingError, "1 parameter(s) given for 0 ?"),
     ("SELECT COUNT(*) FROM lineitem WHERE l_tax < ?", (0.5,), dbapi.ProgrammingError, "a float parameter (0.5)"),
     ("SELECT COUNT(*) FROM lineitem WHERE l_tax < ?", ({1},), dbapi.ProgrammingError, "type set has no SQL literal"),
+    ("SELECT COUNT(*) FROM lineitem WHERE l_tax < ?", (np.bool_(True),), dbapi.ProgrammingError,
+     "type numpy.bool has no SQL literal (pass a Python int, Decimal, str, date, datetime, bool or None)"),
     ("SELECT COUNT(*) FROM lineitem WHERE l_tax < ?", 5, dbapi.ProgrammingError, "must be a sequence"),
     ("SELECT SUM(l_nope) FROM lineitem", None, dbapi.ProgrammingError, "unknown column l_nope"),
     ("SELECT COUNT(*) FROM orders", None, dbapi.ProgrammingError, "unknown table orders"),
