@@ -1,15 +1,34 @@
 """Files of gquery's caches on disk (compiled kernels, parsed texts): each written whole or not at all, as
 another process may be reading the same key, and a folder that cannot be written said once, on stderr (a
-cache that cannot be written costs work again in each process, never an answer)."""
+cache that cannot be written costs work again in each process, never an answer). Each file begins with a digest
+of what follows: a byte damaged on disk makes the file a miss (made again), never another kernel or query (a
+parsed text's constant changed by one byte still unpickles, and would be answered)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import threading
 from pathlib import Path
 
 _unwritable: set = set()
+DIGEST_BYTES = 16
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=DIGEST_BYTES).digest()
+
+
+def read_whole(path: Path) -> bytes | None:
+    """What write_whole wrote at `path`, or None where there is no such file, it cannot be read, or its digest
+    is not its contents' (a damaged file, or one an older gquery wrote without a digest)."""
+    try:
+        data = path.read_bytes()
+    except (OSError, ValueError):  # (ValueError: a name with a NUL is no file's)
+        return None
+    body = data[DIGEST_BYTES:]
+    return body if len(data) > DIGEST_BYTES and data[:DIGEST_BYTES] == _digest(body) else None
 
 
 def write_whole(path: Path, data: bytes, without: str) -> None:
@@ -18,7 +37,7 @@ def write_whole(path: Path, data: bytes, without: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(data)
+        tmp.write_bytes(_digest(data) + data)
         os.replace(tmp, path)
     except OSError as e:
         try:

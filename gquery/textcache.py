@@ -5,9 +5,10 @@ critical path while the GPU's context is made beside it), as a compiled kernel i
 A file is keyed by the text, the table's name and schema, and what a parse depends on beyond them: gquery's
 modules, sqlglot and DuckDB as installed (their files' sizes and times) and Python's version; so a changed
 parser or a changed table is another key. A file is read as gquery's query nodes alone (nothing else is
-unpickled), and it must hold the text it is named for: a damaged or foreign file is a miss, parsed and written
-again. Only a process's first KEPT_A_PROCESS texts are written, as it exits (a loop over generated texts leaves a
-bounded trace, and no call waits for a write), and the folder is cut to its newest half once it holds FILES_KEPT."""
+unpickled), and it must hold its digest (cachefiles) and the text it is named for: a damaged or foreign file is a
+miss, parsed and written again. Only a process's first KEPT_A_PROCESS texts are written, as it exits (a loop over
+generated texts leaves a bounded trace, and no call waits for a write), and the folder is cut to its newest half once
+it holds FILES_KEPT."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import threading
 from pathlib import Path
 
 from gquery import query as _query
-from gquery.cachefiles import write_whole
+from gquery.cachefiles import read_whole, write_whole
 
 KEPT_A_PROCESS = 64  # texts a process writes: its first ones, those a fresh process would wait for sqlglot to parse
 LONGEST_TEXT = 4096  # characters of a text kept at most: a tree pickles recursively, so none deeper than ~2,000 levels
@@ -54,9 +55,8 @@ def load(text: str, table: str, key: str | None):
     """The Query of a text parsed before over a table of this key, or None."""
     if key is None:
         return None
-    try:
-        data = (cache_dir() / _name(text, key)).read_bytes()
-    except (OSError, ValueError):  # (ValueError: a text with a NUL is no file name's, nor any query's)
+    data = read_whole(cache_dir() / _name(text, key))
+    if data is None:
         return None
     try:
         found = _Nodes(io.BytesIO(data)).load()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from gquery.cachefiles import write_whole
+from gquery.cachefiles import read_whole, write_whole
 from gquery.errors import GqueryError
 
 CUDA_DIR = Path(__file__).parent / "cuda"
@@ -168,9 +168,8 @@ def _cubin(b: Build, arch: str, which: str, key: tuple) -> bytes:
     options = b.nvrtc_options(arch) if which == "nvrtc" else b.nvcc_options()
     digest = hashlib.sha256("\0".join([b.text(), *included.values(), *options, arch, _compiler_id(which)]).encode()).hexdigest()
     path = cache_dir() / f"{digest}.cubin"
-    try:
-        code = path.read_bytes()
-    except OSError:
+    code = read_whole(path)
+    if code is None:  # (none yet, or damaged: a byte changed in a cubin may still load, and compute another thing)
         code = _compile(b, arch, which, included, options)
         write_whole(path, code, "kernels compile again in each process")
     with _cubins_lock:
