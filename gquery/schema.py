@@ -273,6 +273,8 @@ def engine_values(column: pa.ChunkedArray | pa.Array, t: SqlType) -> tuple[np.nd
         column = column.cast(column.type.value_type)
     if holds_strings(column.type):  # one string type from here on (Arrow finds no smallest value of a string_view)
         column = column.cast(pa.large_string())
+    if pa.types.is_decimal(column.type) and column.type.byte_width < 16:  # decimal32/64: Arrow finds no min of them
+        column = column.cast(pa.decimal128(column.type.precision, column.type.scale))
     if not column.null_count:
         return (*_values(column, t), None)
     valid = np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), dtype=bool)

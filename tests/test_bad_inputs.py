@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import gquery
+from gquery import api
 from gquery.gpu.device import probe
 
 HAS_GPU = probe()[0] is not None
@@ -160,6 +161,24 @@ def test_files_the_mission_once_refused_are_answered_and_checked(tmp_path, case)
     duck = duckdb.sql(f"SELECT SUM(l_quantity * l_extendedprice) FROM {reader(path)} WHERE l_suppkey < 30").fetchall()
     assert out["rows"] == [[None if v is None else str(v) if isinstance(v, Decimal) else v for v in duck[0]]]
     assert out["check"] is True or (out["backend"] == "duckdb" and out["why"])
+
+
+@pytest.mark.parametrize("narrow", [pa.decimal32(7, 2), pa.decimal64(15, 2), pa.decimal64(18, 0)], ids=str)
+def test_decimal32_and_decimal64_columns_are_held_as_decimals(tmp_path, narrow):
+    """pyarrow's 4- and 8-byte decimals (written into a parquet file's Arrow schema since pyarrow 18): opening
+    such a file, or such a table, raised Arrow's 'min_max has no kernel' from the column's zone maps."""
+    values = [Decimal("1.50"), None, Decimal("-3.25"), Decimal("99.99")]
+    if narrow.scale == 0:
+        values = [None if v is None else Decimal(int(v * 100)) for v in values]
+    table = pa.table({"k": pa.array([1, 2, 3, 4], pa.int32()), "d": pa.array(values, narrow)})
+    pq.write_table(table, tmp_path / "narrow.parquet")
+    sql = "SELECT SUM(d), MIN(d), MAX(d), COUNT(d), SUM(k * d) FROM narrow WHERE d > 0 OR k = 2"
+    want = duckdb.sql(sql.replace("FROM narrow", f"FROM read_parquet('{tmp_path / 'narrow.parquet'}')")).fetchall()
+    encoded = gquery("encode", "--data", tmp_path / "narrow.parquet", "--out", tmp_path / "narrow.gq")
+    assert encoded.returncode == 0, encoded.stderr
+    for source in (tmp_path / "narrow.parquet", table, tmp_path / "narrow.gq"):
+        got = api.open(source, name="narrow").sql(sql, backend="cpu")
+        assert got.rows == want
 
 
 def exact(pairs) -> str:
