@@ -201,7 +201,24 @@ def _in_hole(hole: exp.Placeholder, node: exp.Expression) -> None:
     pluses = _pluses(hole)
     if pluses:
         node.meta[UNARY_PLUS] = pluses
-    hole.replace(node)
+    _swapped(hole, node)
+
+
+def _swapped(old: exp.Expression, new: exp.Expression) -> exp.Expression:
+    """old's place in its parent given to new, as old.replace(new) does, in a step: where old is one of a list
+    (an IN list's constants), sqlglot's replace sets the parent of each of the list's nodes again (an IN list of
+    4,000 constants took 15 s to bind)."""
+    parent, key, index = old.parent, old.arg_key, old.index
+    held = parent.args.get(key) if parent is not None else None
+    if index is None or not isinstance(held, list) or not hasattr(parent, "_hash"):
+        return old.replace(new)
+    node = parent
+    while node is not None and node._hash is not None:  # (as Expr.set: a hash cached above is stale)
+        node._hash, node = None, node.parent
+    held[index] = new
+    new.parent, new.arg_key, new.index = parent, key, index
+    old.parent = old.arg_key = old.index = None
+    return new
 
 
 def _placed_literal(literals: list[str], spans, k: int) -> exp.Expression:
@@ -406,7 +423,7 @@ def _rebound(shape: _Shape, text: str, spans: list[tuple[int, int]], schema: Sch
             yield placed[0][1] if isinstance(node, exp.Placeholder) else node  # (itself a placeholder: its literal)
         finally:
             for hole, literal in reversed(placed):
-                literal.replace(hole)
+                _swapped(literal, hole)
 
     first = shape.query
     where, limit, notes, outputs, order_by = first.where, first.limit, first.notes, first.outputs, first.order_by
@@ -1386,10 +1403,9 @@ class _Binder:
         if self.plus_written and _plus_in(node):
             raise refuse(f"a unary plus of a BOOLEAN ({_short(node)}: DuckDB has +(x) for numbers only)")
         node = _unparenthesized(node)
-        if isinstance(node, exp.And):
-            return _conjunction(And, [self._predicate(node.this), self._predicate(node.expression)])
-        if isinstance(node, exp.Or):
-            return _conjunction(Or, [self._predicate(node.this), self._predicate(node.expression)])
+        if isinstance(node, (exp.And, exp.Or)):
+            kind = And if isinstance(node, exp.And) else Or
+            return _conjunction(kind, [self._predicate(term) for term in _chained(node)])
         if isinstance(node, exp.Not):
             return _negation(self._predicate(node.this))
         if isinstance(node, exp.Null):
@@ -1709,15 +1725,29 @@ def _holds(op: str, a, b) -> bool:
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "=": a == b, "<>": a != b}[op]
 
 
+def _chained(node: exp.Expression) -> list[exp.Expression]:
+    """The terms of a chain of one connective (a AND b AND (c AND d)), left to right: sqlglot nests a chain of n
+    terms n deep, and binding it a level at a time rebuilt each level's flattened terms (16,000 ANDs took 2 minutes)."""
+    kind, terms, todo = type(node), [], [node]
+    while todo:
+        n = _unparenthesized(todo.pop())
+        if type(n) is kind:
+            todo += [n.expression, n.this]  # (popped this first: the terms stay in the order written)
+        else:
+            terms.append(n)
+    return terms
+
+
 def _conjunction(kind: type, args: list[Expr]) -> Expr:
     """AND or OR of args, flattened, with TRUE and FALSE folded away."""
     absorbing, neutral = (FALSE, TRUE) if kind is And else (TRUE, FALSE)
     flat: list[Expr] = []
     for a in args:
         flat.extend(a.args if isinstance(a, kind) else (a,))
-    if absorbing in flat:
+    truths = [a for a in flat if type(a) is Literal]  # (only a literal can be TRUE or FALSE: no tree is compared)
+    if absorbing in truths:
         return absorbing
-    kept = [a for a in flat if a != neutral]
+    kept = [a for a in flat if type(a) is not Literal or a != neutral]
     if not kept:
         return neutral
     return kept[0] if len(kept) == 1 else kind(tuple(kept))
