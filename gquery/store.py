@@ -35,6 +35,7 @@ page-locked in place (registered), not copied.
 from __future__ import annotations
 
 import glob
+import functools
 import json
 import os
 import shutil
@@ -74,7 +75,17 @@ class StoreError(GqueryError):
 
 
 def is_store(path: Path | str) -> bool:
-    return (Path(path) / "manifest.json").is_file()
+    try:
+        return (Path(path) / "manifest.json").is_file()
+    except OSError as e:  # (a folder this user may not look into: pathlib says only "no such file" itself)
+        _unreadable(Path(path), e)
+
+
+def _unreadable(path: Path, e: OSError):
+    """A store's file or folder the system will not let this process read: said so, without advice to rebuild it
+    (its files may be whole)."""
+    why = f"{path}: cannot be read ({e.strerror or e.__class__.__name__}{': ' + str(e.filename) if e.filename else ''})"
+    raise StoreError(why)
 
 
 def store_path_for(source) -> Path:
@@ -156,7 +167,9 @@ def _write_manifest(folder: Path, manifest: dict, name: str = "manifest.json") -
 def _manifest(path: Path) -> dict:
     try:
         manifest = json.loads((path / "manifest.json").read_text())
-    except (OSError, ValueError) as e:
+    except PermissionError as e:
+        _unreadable(path, e)
+    except (OSError, ValueError, RecursionError) as e:  # (RecursionError: JSON nested deeper than Python parses)
         _fail(path, f"unreadable manifest ({e.__class__.__name__})")
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         _fail(path, "not a gquery store manifest")
@@ -165,7 +178,42 @@ def _manifest(path: Path) -> dict:
         _fail(path, f"store version {manifest.get('version')!r}, this gquery reads {versions}")
     if manifest.get("checksum") != _manifest_checksum(manifest):
         _fail(path, "its manifest does not match its checksum (edited or damaged)")
+    malformed = _malformed(manifest)
+    if malformed:
+        _fail(path, f"its manifest's {malformed} is not a store's")
     return manifest
+
+
+def _malformed(manifest: dict) -> str | None:
+    """The first entry of a manifest (that matched its checksum: still written by someone) whose shape is not what
+    a store writes, where the store's readers would meet it as a value of another type (a column's entry a string,
+    the schema's types a list); or a buffer's file that is not a name in the store's own folder. None if none."""
+    def plain(name) -> bool:
+        return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\\" not in name \
+            and "\0" not in name
+
+    def buffers_ok(buffers) -> bool:
+        return isinstance(buffers, dict) and all(isinstance(b, dict) and plain(b.get("file")) for b in buffers.values())
+
+    schema = manifest.get("schema", {})
+    if not isinstance(schema, dict) or not isinstance(schema.get("types", {}), dict) \
+            or not all(isinstance(t, list) for t in schema.get("types", {}).values()) \
+            or not isinstance(schema.get("left_out", {}), dict):
+        return "schema"
+    columns = manifest.get("columns", {})
+    if not isinstance(columns, dict):
+        return "columns"
+    for name, entry in columns.items():
+        if not isinstance(entry, dict) or not buffers_ok(entry.get("buffers", {})):
+            return f"column {name}"
+    key = manifest.get("key")
+    if key is not None and not (isinstance(key, dict) and isinstance(key.get("column"), str)
+                                and key["column"] in columns and buffers_ok(key.get("buffers", {}))):
+        return "key"
+    parts = manifest.get("parts", [])
+    if not isinstance(parts, list) or not all(isinstance(p, dict) and plain(p.get("name")) for p in parts):
+        return "parts"
+    return None
 
 
 def _int(path: Path, value, what: str, low: int = 0) -> int:
@@ -403,6 +451,25 @@ def _verify_key(folder: Path, manifest: dict, name: str, values: np.ndarray) -> 
 
 
 # --- reading -------------------------------------------------------------------------------------------------
+_MISREAD = (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError, OSError)
+
+
+def _reads_manifest(method):
+    """A StoreFiles method whose reading of a manifest (one that matched its checksum, yet written by someone) or of
+    its files, failing in a way the method does not name, fails as a StoreError in one line, never a traceback."""
+    @functools.wraps(method)
+    def reading(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except StoreError:
+            raise
+        except OSError as e:
+            _unreadable(self.path, e)
+        except _MISREAD as e:
+            _fail(self.path, f"its manifest is not a store's ({e.__class__.__name__} reading it: {e})")
+    return reading
+
+
 class StoreFiles:
     """A single store's buffers, read when asked for: into new host memory, in pieces on every host
     thread, each piece's CRC checked as it lands; `pin` (the GPU's memory layer) then page-locks
@@ -415,6 +482,7 @@ class StoreFiles:
             _fail(path, f"frames of {manifest.get('frame_rows')!r} rows, this gquery reads frames of {FRAME_ROWS}")
         self.frames = -(-self.rows // FRAME_ROWS)
 
+    @_reads_manifest
     def read(self, buffers: list[dict], into: list[np.ndarray] | None = None, pin: bool = True) -> list[np.ndarray]:
         """Each buffer (its manifest entry) as an array, sizes and checksums checked. `into`: arrays to
         read into (a window's slots) instead of new memory. `pin`: False for what only the host reads (a
@@ -461,12 +529,14 @@ class StoreFiles:
         return out
 
     # --- columns ---------------------------------------------------------------------------------------
+    @_reads_manifest
     def column_entry(self, name: str) -> dict:
         try:
             return self.manifest["columns"][name]
         except (KeyError, TypeError):
             _fail(self.path, f"manifest lacks column {name}")
 
+    @_reads_manifest
     def zones(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """(meta, zmax) of a packed column, checked: a frame a row of each, the column's trailer
         (rows, factor, type, dictionary) equal to what the manifest says, every width within 64 bits
@@ -493,6 +563,7 @@ class StoreFiles:
             _fail(self.path, f"{name}: its frame metadata disagrees with its zone maps")
         return meta, zmax
 
+    @_reads_manifest
     def packed(self, name: str, zones=None) -> Packed:
         """A packed column: its words read and checked against its frames' offsets and widths."""
         entry = self.column_entry(name)
@@ -504,6 +575,7 @@ class StoreFiles:
             _fail(self.path, f"{name}: its words disagree with its frames' offsets and widths")
         return Packed(self.rows, np.dtype(np.int64), int(entry["factor"]), meta, words, zmax)
 
+    @_reads_manifest
     def nulls(self, name: str) -> int:
         """The rows of a column that hold NULL, as its manifest says (validity checks the bits agree)."""
         entry = self.column_entry(name)
@@ -513,6 +585,7 @@ class StoreFiles:
             _fail(self.path, f"{name}: its count of NULLs disagrees with its validity")
         return nulls
 
+    @_reads_manifest
     def validity(self, name: str) -> np.ndarray | None:
         """A bool a row of the column, True where it holds a value (its bits, a row each from the first byte's
         lowest); None where it holds no NULL. The bits cover the rows exactly and count the manifest's NULLs."""
@@ -542,6 +615,7 @@ class StoreFiles:
             return None if d is None else (0, zlib.crc32("\x00".join(d).encode()))
         return _dictionary_words(self.column_entry(name), self.path, name)
 
+    @_reads_manifest
     def dictionary(self, name: str) -> Dictionary | None:
         """A VARCHAR column's dictionary: its length and digest from the manifest now, its strings read when
         first asked for (checked then: offsets within the bytes, UTF-8, sorted and distinct); a version-4
@@ -573,6 +647,7 @@ class StoreFiles:
         return strings
 
     # --- the key's slices and bucket lists --------------------------------------------------------------
+    @_reads_manifest
     def key_encoding(self, encoding: str, zones=None):
         """The key sliced or indexed. Its reference and bucket size come from the key's own zone maps
         (its smallest and largest value), its histogram is counted from its top bytes: none of them
@@ -798,9 +873,16 @@ def open_store(path: Path | str, memory=None, check_source: bool = True, window:
     now; queries read parts from disk, `window` at a time."""
     path = Path(path)
     manifest = _manifest(path)
-    if "parts" in manifest:
-        return _open_parted(path, manifest, memory, check_source, window)
-    return _open_single(path, manifest, memory, check_source)
+    try:
+        if "parts" in manifest:
+            return _open_parted(path, manifest, memory, check_source, window)
+        return _open_single(path, manifest, memory, check_source)
+    except StoreError:
+        raise
+    except OSError as e:
+        _unreadable(path, e)
+    except _MISREAD as e:
+        _fail(path, f"its manifest is not a store's ({e.__class__.__name__} reading it: {e})")
 
 
 def _open_parted(path: Path, manifest: dict, memory, check_source: bool, window: int | None) -> PartedTable:

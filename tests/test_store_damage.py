@@ -154,3 +154,97 @@ def test_a_part_of_another_store_in_a_parts_place_is_refused(tmp_path):
     for window in (None, 1):
         with pytest.raises(store.StoreError, match="part part-00002.gq is not the part this store was made of"):
             store.open_store(stores["a"], window=window)
+
+
+def entries(node, where=()):
+    """The path of every entry of a JSON tree, each dict's and list's own before what it holds."""
+    if where:
+        yield where
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from entries(v, where + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from entries(v, where + (i,))
+
+
+def replaced(manifest: dict, where, value) -> dict:
+    m = json.loads(json.dumps(manifest))
+    node = m
+    for k in where[:-1]:
+        node = node[k]
+    node[where[-1]] = value
+    m["checksum"] = store._manifest_checksum(m)
+    return m
+
+
+def test_every_manifest_entry_of_another_shape_re_signed_is_refused_in_one_line_or_harmless(written, tmp_path):
+    """A manifest entry made a value of another type (a column's entry null, the schema's types a list, the key a
+    number), re-signed: a StoreError, never another exception out of the reader (an outside audit met
+    AttributeError tracebacks), nor other values."""
+    path, _ = written
+    want = read_everything(path)
+    manifest = json.loads((path / "manifest.json").read_text())
+    copy = copy_store(path, tmp_path)
+    tried = 0
+    for where in entries({k: v for k, v in manifest.items() if k != "checksum"}):
+        for value in (None, "x", 3, [], {}, [[1]]):
+            m = replaced(manifest, where, value)
+            (copy / "manifest.json").write_text(json.dumps(m))
+            try:
+                got = read_everything(copy)
+            except store.StoreError as e:
+                assert "\n" not in str(e)
+            else:  # the same values (the key's lists gone where the key is: a store without an index)
+                assert all(got[k] == want[k] for k in got) and set(want) - set(got) <= {"l_suppkey.sliced",
+                                                                                       "l_suppkey.indexed"}, where
+            tried += 1
+    assert tried > 500
+
+
+@pytest.mark.parametrize("name", ["/etc/hostname", "../copy.gq/l_suppkey.meta.bin", "..", ""])
+def test_a_buffer_file_outside_the_store_is_refused(written, tmp_path, name):
+    path, _ = written
+    manifest = json.loads((path / "manifest.json").read_text())
+    copy = copy_store(path, tmp_path)
+    (copy / "manifest.json").write_text(json.dumps(replaced(manifest, ("columns", "l_quantity", "buffers", "meta",
+                                                                        "file"), name)))
+    with pytest.raises(store.StoreError, match="column l_quantity is not a store's"):
+        read_everything(copy)
+
+
+def test_a_manifest_nested_past_what_python_parses_is_refused(written, tmp_path):
+    copy = copy_store(written[0], tmp_path)
+    (copy / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(store.StoreError, match="unreadable manifest"):
+        store.open_store(copy)
+
+
+@pytest.mark.parametrize("where", ["a column's file", "the store's folder"])
+def test_a_store_this_user_may_not_read_is_one_line_without_advice_to_rebuild(written, tmp_path, where):
+    """chmod 000 on a buffer or on the folder: a StoreError saying it cannot be read (it raised PermissionError),
+    never 'rebuild it' (its files are whole). As root, run without the capabilities that override permissions."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    copy = copy_store(written[0], tmp_path)
+    target = copy / "l_quantity.words.bin" if where == "a column's file" else copy
+    prefix = []
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("root without setpriv: permissions do not apply to root")
+        prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+    code = ("import gquery\nfrom gquery import store\ntry:\n"
+            f"    gquery.open({str(copy)!r}).sql('SELECT SUM(l_quantity) FROM lineitem', backend='cpu')\n"
+            "except store.StoreError as e:\n    print(e)\n")
+    target.chmod(0)
+    try:
+        done = subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    finally:
+        target.chmod(0o755 if target.is_dir() else 0o644)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.strip().endswith("(Permission denied: " + str(copy / ("l_quantity.words.bin" if where ==
+                                        "a column's file" else "manifest.json")) + ")"), done.stdout
+    assert "rebuild" not in done.stdout
