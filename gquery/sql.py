@@ -618,7 +618,7 @@ def _one_statement(text: str) -> exp.Expression:
         statements = [s for s in parser.parse(tokens, text) if s is not None]
     except sqlglot.errors.SqlglotError as e:  # (sqlglot names its own classes where a node lacks a part: `k < ??`)
         said = _SQLGLOT_NODE.sub(lambda m: f"{m[2].upper()} lacks an operand", _first_line(e))
-        raise SqlSyntaxError(f"syntax error: {said}") from None
+        raise SqlSyntaxError(_duckdb_refusal(text) or f"syntax error: {said}") from None
     _check_tokens(tokens)
     for statement in statements:
         _check_aliases(statement, tokens)
@@ -629,9 +629,28 @@ def _one_statement(text: str) -> exp.Expression:
     statement = statements[0]
     if isinstance(statement, exp.SetOperation):
         raise OutOfClass(f"{statement.key.upper()} {CLASS}")
-    if not isinstance(statement, exp.Select):
+    if not isinstance(statement, exp.Select):  # (sqlglot reads `SELEC x` as an alias: DuckDB's parser says what is)
+        refused = _duckdb_refusal(text)
+        if refused:
+            raise SqlSyntaxError(refused)
         raise OutOfClass(f"a {statement.key.upper()} statement {CLASS}")
     return statement
+
+
+@functools.lru_cache(maxsize=64)
+def _duckdb_refusal(text: str) -> str | None:
+    """DuckDB's parser's one line where it refuses a text sqlglot could not read as a SELECT (`SELEC x`, a quote
+    left open: sqlglot said "a ALIAS statement", "Error tokenizing"), else None. Asked only for a text refused."""
+    import duckdb
+
+    try:
+        duckdb.extract_statements(text)
+    except duckdb.ParserException as e:
+        said = _first_line(e).removeprefix("Parser Error: ")
+        return said if said.startswith("syntax error") else f"syntax error: {said}"
+    except duckdb.Error:
+        return None
+    return None
 
 
 # sqlglot's parser takes some texts DuckDB's refuses: those are refused here as DuckDB's parser refuses them (with
