@@ -462,8 +462,12 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
            report_dir: Optional[Path] = typer.Option(None, "--report-dir", help="Write ladder-<gpu>.md/.json and PNGs here."),
            as_json: bool = JSON, data: Optional[Path] = DATA, data_dir: Optional[Path] = DATA_DIR):
     """Run the course's optimization ladder and its modern steps; every step checked against DuckDB."""
-    from gquery.options import require_gpu
+    from gquery.options import check_repeat, require_gpu
+    from gquery.tpch import check_sf
 
+    check_repeat(repeat)  # a bad option says so before a missing GPU does
+    if data is None:
+        check_sf(sf)
     require_gpu("ladder")  # before the imports below, which need pycuda
     import statistics
     import time
@@ -480,10 +484,8 @@ def ladder(sf: float = typer.Option(1.0, "--sf", help="Scale factor (the course 
     from gquery.bench.ladder import LadderRunner
     from gquery.plan import MODES
     from gquery.plots import plot_ladder, plot_run
-    from gquery.options import check_repeat
     from gquery.reference import DuckDBTable
 
-    check_repeat(repeat)
     for p in (plot,):
         if p is not None and p.suffix.lower() != ".png":
             raise UsageError(f"--plot writes a PNG: give a path ending in .png, got {p}")
@@ -632,12 +634,27 @@ def _stop(signum, frame) -> None:
     raise Stopped(signum)
 
 
+PATH_OPTIONS = ("--data", "--data-dir", "--out", "--file", "--store", "--plot", "--report-dir")
+
+
+def _refuse_empty_paths(args: list[str]) -> None:
+    """UsageError for a path option given an empty string: Click makes it Path(""), the current folder (--data ""
+    read whatever table lay there, --data-dir "" generated into it)."""
+    for k, arg in enumerate(args):
+        if arg == "--":
+            return
+        name, eq, value = arg.partition("=")
+        if name in PATH_OPTIONS and ((eq and not value) or (not eq and k + 1 < len(args) and args[k + 1] == "")):
+            raise UsageError(f"{name} names no path (an empty string)")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: turns every error a user can act on into one line and an exit code."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _stop)
     command = typer.main.get_command(app)
     try:
+        _refuse_empty_paths(sys.argv[1:] if argv is None else argv)
         code = command.main(args=argv, prog_name="gquery", standalone_mode=False)
     except typer.Exit as e:
         code = e.exit_code

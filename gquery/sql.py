@@ -24,7 +24,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
-from gquery.errors import GqueryError
+from gquery.errors import GqueryError, UsageError
 from gquery.keywords import BARE_LABEL_REFUSED, COLUMN_REFUSED, KEYWORDS, TABLE_ALIAS_REFUSED
 from gquery.query import (BOOLEAN, DATE, DAY_MICROS, DOUBLE, EPOCH, FLIPPED, INTEGER_TYPES, MAX_DECIMAL_WIDTH,
                           TIMESTAMP, VARCHAR, Aggregate, And, Arith, Cast, Column, Compare, Expr, InList, IsNull, Literal,
@@ -104,7 +104,7 @@ def _named_sql(name: str, z: int | None = None) -> str:
         raise GqueryError(f"no named query {name!r}: the names are {', '.join(NAMED)}")
     if name == "mission":
         if z is None:
-            raise GqueryError("the mission query needs Z (l_suppkey < Z)")
+            raise UsageError("the mission query needs Z (l_suppkey < Z)")
         if isinstance(z, bool) or not isinstance(z, int):
             raise GqueryError(f"Z must be an integer, not {z!r}")
         return NAMED[name].format(z=z)

@@ -252,6 +252,12 @@ def test_zero_rows_is_null_not_an_error(tmp_path):
     (["bench", "--sf", "0.01", "--design", "sorted"], 2, "--design must be one of as-generated, clustered:l_suppkey"),
     (["bench", "--sf", "0.01", "--query", "q7"], 2, "--query must be one of mission, q6, q1, top-suppliers, per-day"),
     pytest.param(["ladder", "--sf", "0.01"], 1, "gquery ladder needs a GPU", marks=no_gpu_only),
+    (["ladder", "--sf", "-1"], 2, "scale factor must be a number from 0.01 to 1000"),  # (before the GPU's absence)
+    (["ladder", "--sf", "0.01", "--repeat", "0"], 2, "repeat must be at least 1"),
+    (["run", "--sf", "0.01", "--query", "mission"], 2, "the mission query needs Z"),
+    (["run", "--sf", "0.01", "--z", "1", "--data", ""], 2, "--data names no path (an empty string)"),
+    (["run", "--sf", "0.01", "--z", "1", "--out="], 2, "--out names no path (an empty string)"),
+    (["encode", "--data", "x.parquet", "--out", ""], 2, "--out names no path (an empty string)"),
 ])
 def test_options_fail_before_any_work(tmp_path, args, code, message):
     r = gquery(*args, "--data-dir", tmp_path)
