@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 
+from gquery import cachefiles
 from gquery.gpu import kernels, nvrtc
 from gquery.bench.ladder import builds as ladder_builds
 
@@ -60,8 +61,14 @@ def test_a_kernel_is_compiled_once_then_read_from_the_cache(tmp_path, monkeypatc
     assert code[:4] == b"\x7fELF" and len(list((tmp_path / "kernels").glob("*.cubin"))) == 1
     kernels._cubins.clear()  # a new process: from the disk
     (cached,) = (tmp_path / "kernels").glob("*.cubin")
-    cached.write_bytes(b"\x7fELF from the cache")
+    cachefiles.write_whole(cached, b"\x7fELF from the cache", "")
     assert kernels.cubin(TINY, "sm_90") == b"\x7fELF from the cache"
+    kernels._cubins.clear()  # a byte of the file damaged (its digest no longer its contents'): compiled again
+    damaged = bytearray(cached.read_bytes())
+    damaged[-1] ^= 1
+    cached.write_bytes(bytes(damaged))
+    again = kernels.cubin(TINY, "sm_90")  # (nvcc's output differs by a temporary file's name from the first)
+    assert again[:4] == b"\x7fELF" and again != b"\x7fELF from the cache" and cachefiles.read_whole(cached) == again
 
 
 @pytest.mark.skipif(NVCC is None and nvrtc.library() is None, reason="neither nvcc nor NVRTC is on this host")
