@@ -91,6 +91,9 @@ def encode(data: Path = typer.Option(..., "--data", help="A parquet/.tbl file or
     from gquery import store
     from gquery.tpch import find_lineitem
 
+    if store.is_store(data):  # (find_lineitem said it held no table's files "nor a gquery store")
+        raise UsageError(f"{data} is a gquery store already: encode reads parquet or .tbl files into one "
+                         "(gquery encode --data <parquet or .tbl> --force builds it again)")
     source = find_lineitem(data)
     names = None if columns is None else [c.strip() for c in columns.split(",") if c.strip()]
     if names == []:

@@ -265,6 +265,11 @@ def test_options_fail_before_any_work(tmp_path, args, code, message):
     assert r.stdout == "" and not list(tmp_path.iterdir()), "nothing may be generated"
 
 
+def test_encode_of_a_store_says_it_is_one():  # (it said the folder held no table's files, "nor a gquery store")
+    r = gquery("encode", "--data", Path(__file__).parent / "data" / "store-v4" / "lineitem.gq")
+    assert "is a gquery store already: encode reads parquet or .tbl files" in one_error(r, 2)
+
+
 @pytest.mark.parametrize("kind", ["a file", "under a file"])
 def test_data_dir_that_cannot_be_a_folder(tmp_path, kind):
     blocker = tmp_path / "blocker"
