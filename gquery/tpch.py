@@ -108,6 +108,13 @@ def find_lineitem(path: Path | str) -> LineitemSource:
     whole = _whole_store(path)  # a dataset generated part by part, its parquet deleted
     if whole is not None:
         return whole
+    from gquery import store
+
+    for unfinished in (path, path / store.STORE_NAME):
+        settings = in_progress(unfinished)
+        if settings is not None:
+            raise GqueryError(f"{unfinished}: a store gquery generate has not finished ({settings['parts']} parts): "
+                              "run that gquery generate again, and it goes on from the parts it wrote")
     raise GqueryError(f"{path}: holds no .parquet or .tbl files, nor a gquery store")
 
 

@@ -120,6 +120,10 @@ def test_stopped_then_resumed_keeps_finished_parts_and_deletes_parquet(tmp_path,
     assert not alive(int(pid_file.read_text())), "tpchgen-cli outlived gquery"
     assert not store.is_store(path) and not store.part_path(path, 2).exists() and no_temps(data)
     assert tpch.existing_dataset(SF, data) is None and tpch.in_progress(path) == {"parts": 3, "keep_parquet": False}
+    for asked in (path, path.parent):  # the unfinished store, or its dataset's folder, asked as data
+        said = one_error(gquery("run", "--data", asked, "--z", "30", "--backend", "cpu"), 1)
+        assert said == (f"gquery: error: {path}: a store gquery generate has not finished (3 parts): run that gquery "
+                        "generate again, and it goes on from the parts it wrote")
 
     r = gquery("generate", "--sf", SF, "--data-dir", data)  # no --parts: the interrupted build says 3
     assert r.returncode == 0, r.stderr
