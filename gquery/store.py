@@ -499,8 +499,10 @@ class StoreFiles:
                 _fail(self.path, f"{meta['file']}: its manifest entry disagrees with itself")
             if not file.is_file():
                 _fail(self.path, f"missing {meta['file']}")
-            if file.stat().st_size != nbytes:
-                _fail(self.path, f"{meta['file']} is truncated ({file.stat().st_size:,} of {nbytes:,} bytes)")
+            size = file.stat().st_size
+            if size != nbytes:
+                _fail(self.path, f"{meta['file']} is {'truncated' if size < nbytes else 'longer than written'} "
+                                 f"({size:,} of {nbytes:,} bytes)")
             if len(crcs) != max(1, -(-nbytes // PIECE_BYTES)):
                 _fail(self.path, f"{meta['file']}: its manifest entry disagrees with itself")
             array = np.empty(nbytes // dtype.itemsize, dtype) if into is None else into[k][:nbytes // dtype.itemsize]

@@ -248,3 +248,15 @@ def test_a_store_this_user_may_not_read_is_one_line_without_advice_to_rebuild(wr
     assert done.stdout.strip().endswith("(Permission denied: " + str(copy / ("l_quantity.words.bin" if where ==
                                         "a column's file" else "manifest.json")) + ")"), done.stdout
     assert "rebuild" not in done.stdout
+
+
+@pytest.mark.parametrize("change,said", [(-8, "is truncated (16 of 24 bytes)"),
+                                         (8, "is longer than written (32 of 24 bytes)")])
+def test_a_buffer_shorter_or_longer_than_written_says_which(written, tmp_path, change, said):
+    copy = copy_store(written[0], tmp_path)
+    zmax = copy / "l_quantity.zmax.bin"
+    data = zmax.read_bytes()
+    zmax.write_bytes(data[:change] if change < 0 else data + bytes(change))
+    with pytest.raises(store.StoreError) as refused:
+        read_everything(copy)
+    assert f"l_quantity.zmax.bin {said}" in str(refused.value)
