@@ -34,8 +34,9 @@ page-locked in place (registered), not copied.
 
 from __future__ import annotations
 
-import glob
+import contextlib
 import functools
+import glob
 import json
 import os
 import shutil
@@ -454,19 +455,26 @@ def _verify_key(folder: Path, manifest: dict, name: str, values: np.ndarray) -> 
 _MISREAD = (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError, OSError)
 
 
+@contextlib.contextmanager
+def _reading(path: Path):
+    """Reading a store's manifest (one that matched its checksum, yet written by someone) or its files: a failure
+    the reader does not name is a StoreError in one line, never a traceback."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except OSError as e:
+        _unreadable(path, e)
+    except _MISREAD as e:
+        _fail(path, f"its manifest is not a store's ({e.__class__.__name__} reading it: {e})")
+
+
 def _reads_manifest(method):
-    """A StoreFiles method whose reading of a manifest (one that matched its checksum, yet written by someone) or of
-    its files, failing in a way the method does not name, fails as a StoreError in one line, never a traceback."""
+    """A StoreFiles method read _reading its store."""
     @functools.wraps(method)
     def reading(self, *args, **kwargs):
-        try:
+        with _reading(self.path):
             return method(self, *args, **kwargs)
-        except StoreError:
-            raise
-        except OSError as e:
-            _unreadable(self.path, e)
-        except _MISREAD as e:
-            _fail(self.path, f"its manifest is not a store's ({e.__class__.__name__} reading it: {e})")
     return reading
 
 
@@ -875,16 +883,10 @@ def open_store(path: Path | str, memory=None, check_source: bool = True, window:
     now; queries read parts from disk, `window` at a time."""
     path = Path(path)
     manifest = _manifest(path)
-    try:
+    with _reading(path):
         if "parts" in manifest:
             return _open_parted(path, manifest, memory, check_source, window)
         return _open_single(path, manifest, memory, check_source)
-    except StoreError:
-        raise
-    except OSError as e:
-        _unreadable(path, e)
-    except _MISREAD as e:
-        _fail(path, f"its manifest is not a store's ({e.__class__.__name__} reading it: {e})")
 
 
 def _open_parted(path: Path, manifest: dict, memory, check_source: bool, window: int | None) -> PartedTable:

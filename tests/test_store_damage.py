@@ -57,13 +57,18 @@ def numbers(node, where=()):
             yield from numbers(v, where + (i,))
 
 
-def nudged(manifest: dict, where, delta: int) -> dict:
+def edited(manifest: dict, where, change) -> dict:
+    """A copy of a manifest with the entry at `where` made change(its value)."""
     m = json.loads(json.dumps(manifest))
     node = m
     for k in where[:-1]:
         node = node[k]
-    node[where[-1]] += delta
+    node[where[-1]] = change(node[where[-1]])
     return m
+
+
+def nudged(manifest: dict, where, delta: int) -> dict:
+    return edited(manifest, where, lambda v: v + delta)
 
 
 def copy_store(path, tmp_path):
@@ -169,11 +174,8 @@ def entries(node, where=()):
 
 
 def replaced(manifest: dict, where, value) -> dict:
-    m = json.loads(json.dumps(manifest))
-    node = m
-    for k in where[:-1]:
-        node = node[k]
-    node[where[-1]] = value
+    """The entry at `where` made `value`, the manifest re-signed."""
+    m = edited(manifest, where, lambda _: value)
     m["checksum"] = store._manifest_checksum(m)
     return m
 
