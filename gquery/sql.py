@@ -611,9 +611,10 @@ _SQLGLOT_NODE = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]
 def _one_statement(text: str) -> exp.Expression:
     dialect = sqlglot.Dialect.get_or_raise("duckdb")
     try:
-        tokens = dialect.tokenize(text)
+        tokens = _names_retyped(dialect.tokenize(text))
         parser = dialect.parser()
         parser.UNARY_PARSERS = _unary_parsers(type(parser))
+        parser.NO_PAREN_FUNCTION_PARSERS = _NO_PAREN_FUNCTIONS
         parser._parse_types = _types_written(parser)
         statements = [s for s in parser.parse(tokens, text) if s is not None]
     except sqlglot.errors.SqlglotError as e:  # (sqlglot names its own classes where a node lacks a part: `k < ??`)
@@ -635,6 +636,44 @@ def _one_statement(text: str) -> exp.Expression:
             raise SqlSyntaxError(refused)
         raise OutOfClass(f"a {statement.key.upper()} statement {CLASS}")
     return statement
+
+
+# words DuckDB's parser takes as a column's name (its unreserved keywords) that sqlglot's tokenizer makes keywords of:
+# in a SELECT they name a column wherever they stand after its first word (DROP, INSERT: statements of their own)...
+_NAMES_ANYWHERE = {TokenType.ALTER, TokenType.DROP, TokenType.FORCE, TokenType.GRANT, TokenType.INSERT,
+                   TokenType.INSTALL, TokenType.LOCK, TokenType.REVOKE, TokenType.ROLLBACK}
+# ...or where no "(" (MAP also "{" or "[") follows: GROUP BY ROLLUP (a, b), MAP {...}, (VALUES (1), (2))
+_NAMES_UNCALLED = {TokenType.CUBE: {TokenType.L_PAREN}, TokenType.ROLLUP: {TokenType.L_PAREN},
+                   TokenType.VALUES: {TokenType.L_PAREN},
+                   TokenType.MAP: {TokenType.L_PAREN, TokenType.L_BRACE, TokenType.L_BRACKET}}
+# ...or where "<" follows (DuckDB has no type written LIST<...>): WHERE range < 3
+_NAMES_COMPARED = sqlglot.parser.Parser.NESTED_TYPE_TOKENS
+# where an operand begins: a BETWEEN there (NOT before it or not) is a column's name, elsewhere the operator
+_OPERAND_STARTS = {TokenType.SELECT, TokenType.WHERE, TokenType.GROUP_BY, TokenType.ORDER_BY, TokenType.L_PAREN,
+                   TokenType.COMMA, TokenType.AND, TokenType.OR, TokenType.LT, TokenType.LTE, TokenType.GT,
+                   TokenType.GTE, TokenType.EQ, TokenType.NEQ, TokenType.PLUS, TokenType.DASH, TokenType.STAR,
+                   TokenType.ALIAS, TokenType.DOT}
+# no IF without parentheses (IF c THEN a ELSE b END is another dialect's): `WHERE if > 1` reads a column named if
+_NO_PAREN_FUNCTIONS = {k: v for k, v in sqlglot.parser.Parser.NO_PAREN_FUNCTION_PARSERS.items() if k != "IF"}
+
+
+def _names_retyped(tokens: list) -> list:
+    """The tokens with those of DuckDB's unreserved keywords that stand as a column's name made names (VAR), as
+    DuckDB's grammar reads them (SELECT map, drop FROM t WHERE between > 1): sqlglot's tokenizer makes each a keyword
+    of its own, and its parser then refuses the text or reads another."""
+    for k in range(1, len(tokens)):
+        token, kind = tokens[k], tokens[k].token_type
+        if kind in _NAMES_ANYWHERE and tokens[k - 1].token_type != TokenType.SEMICOLON:
+            token.token_type = TokenType.VAR
+        elif kind in _NAMES_UNCALLED and (k + 1 == len(tokens) or tokens[k + 1].token_type not in _NAMES_UNCALLED[kind]):
+            token.token_type = TokenType.VAR
+        elif kind in _NAMES_COMPARED and k + 1 < len(tokens) and tokens[k + 1].token_type == TokenType.LT:
+            token.token_type = TokenType.VAR
+        elif kind == TokenType.BETWEEN:
+            before = k - 1 - (tokens[k - 1].token_type == TokenType.NOT and k > 1)
+            if tokens[before].token_type in _OPERAND_STARTS:
+                token.token_type = TokenType.VAR
+    return tokens
 
 
 @functools.lru_cache(maxsize=64)
@@ -695,7 +734,8 @@ def _check_tokens(tokens: list) -> None:
             raise SqlSyntaxError(f'syntax error at or near "{near}": {token.text.upper()} with nothing after it')
         elif kind in _DIRECTIONS and before is not None and before.token_type in _DIRECTIONS:
             raise SqlSyntaxError(f'syntax error at or near "{token.text}": an ORDER BY item of two directions')
-        elif kind == TokenType.VAR and token.text.upper() == "NULLS" and k > 1 and tokens[k - 2].text.upper() == "NULLS":
+        elif kind == TokenType.VAR and token.text.upper() == "NULLS" and k > 1 and tokens[k - 2].text.upper() == "NULLS" \
+                and before.text.upper() in ("FIRST", "LAST"):
             raise SqlSyntaxError(f'syntax error at or near "{token.text}": an ORDER BY item of two NULLS orders')
         elif kind == TokenType.INTERVAL and after is not None and after.token_type in _SIGNS:
             raise SqlSyntaxError(f'syntax error at or near "{after.text}": an INTERVAL\'s amount is a number, a string, a '
