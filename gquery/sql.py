@@ -656,6 +656,8 @@ _OPERAND_STARTS = {TokenType.SELECT, TokenType.WHERE, TokenType.GROUP_BY, TokenT
 # no IF without parentheses (IF c THEN a ELSE b END is another dialect's): `WHERE if > 1` reads a column named if
 _NO_PAREN_FUNCTIONS = {k: v for k, v in sqlglot.parser.Parser.NO_PAREN_FUNCTION_PARSERS.items() if k != "IF"}
 
+_MAYBE_NAMES = frozenset({*_NAMES_ANYWHERE, *_NAMES_UNCALLED, *_NAMES_COMPARED, TokenType.BETWEEN})
+
 
 def _names_retyped(tokens: list) -> list:
     """The tokens with those of DuckDB's unreserved keywords that stand as a column's name made names (VAR), as
@@ -663,6 +665,8 @@ def _names_retyped(tokens: list) -> list:
     of its own, and its parser then refuses the text or reads another."""
     for k in range(1, len(tokens)):
         token, kind = tokens[k], tokens[k].token_type
+        if kind not in _MAYBE_NAMES:
+            continue  # (most tokens: one look each)
         if kind in _NAMES_ANYWHERE and tokens[k - 1].token_type != TokenType.SEMICOLON:
             token.token_type = TokenType.VAR
         elif kind in _NAMES_UNCALLED and (k + 1 == len(tokens) or tokens[k + 1].token_type not in _NAMES_UNCALLED[kind]):
