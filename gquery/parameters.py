@@ -60,6 +60,9 @@ def _marked(sql: str, each) -> tuple[str, list[tuple[int, int]]]:
             out.append(sql[i:j])
             at += j - i
             i = j
+        elif c in "?$" and sql[i + 1:i + 2].isdigit() and (c == "?" or not i or not (sql[i - 1].isalnum() or sql[i - 1] == "_")):
+            raise ParameterError(f"a numbered parameter ({c}{re.match(r'[0-9]+', sql[i + 1:])[0]}) is not taken: write ? "
+                                 "for each parameter, in the order they are given")
         elif c == "?":
             text = each(used)
             if text is None:
@@ -122,11 +125,13 @@ def literal(value) -> str:
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, int):  # a negative one in parentheses: after a minus, -5 would begin a comment (--5)
+        value = int.__index__(value)  # (its value: an int subclass's own __str__, an IntEnum's name, is not read)
         if value.bit_length() > 13_000:  # (about 3,900 digits: Python writes at most 4,300; DuckDB's widest holds 39)
             raise ParameterError(f"an integer parameter of {value.bit_length():,} bits: DuckDB's widest integer, HUGEINT, "
                                  "holds 128")
         return str(value) if value >= 0 else f"({value})"
     if isinstance(value, Decimal):
+        value = Decimal(value)  # (a subclass's value alone)
         if not value.is_finite():
             raise ParameterError(f"a parameter {value} has no SQL literal")
         return format(value, "f") if not value.is_signed() else f"({format(value, 'f')})"
@@ -137,6 +142,12 @@ def literal(value) -> str:
     if isinstance(value, datetime.date):
         return f"DATE '{value.isoformat()}'"
     if isinstance(value, str):
+        value = str.__str__(value)  # (a subclass's value alone)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:  # (a lone surrogate: DuckDB raises, it cannot encode the string)
+            raise ParameterError(f"a string parameter that is not UTF-8 ({e.reason} at {e.start}): DuckDB cannot "
+                                 "encode it") from None
         return "'" + value.replace("'", "''") + "'"
     kind = type(value)  # (NumPy's bool is named bool too: its module said, numpy.bool is not Python's)
     named = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__.split('.')[0]}.{kind.__name__}"

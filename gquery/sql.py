@@ -152,6 +152,8 @@ def check_parameters(t: Template) -> None:
     bound as a literal would have been answered."""
     for hole in t.tree.find_all(exp.Placeholder):
         where = NO_PARAMETER.get(type(hole.parent))
+        if isinstance(hole.parent, exp.Is) and hole.parent.this is hole:  # `? IS NULL`: DuckDB's, a value tested
+            continue
         if where is not None:
             raise SqlSyntaxError(f'syntax error at or near "?": DuckDB takes no parameter as {where}')
 

@@ -234,6 +234,38 @@ def test_a_prepared_statement_binds_exact_parameters_and_says_what_is_wrong_in_o
         p.run(1, Decimal(0))
 
 
+def test_a_parameter_is_bound_by_its_value_and_tested_as_duckdb_tests_it():
+    """An int subclass (an IntEnum's member, one with a __str__ of its own) is bound by its value, not its text; `? IS
+    NULL` tests the parameter, as DuckDB does (`x IS ?` it refuses); a string DuckDB cannot encode, and numbered
+    parameters ($1, ?1), are one line each."""
+    import enum
+
+    import duckdb
+
+    from gquery.parameters import ParameterError
+
+    class Spelled(int):
+        def __str__(self) -> str:
+            return "12"
+
+    class Key(int, enum.Enum):
+        FIVE = 5
+
+    data = pa.table({"k": pa.array([1, 2, 3, None, 5, 6], pa.int64())})
+    t, con = gquery.open(data, name="t"), duckdb.connect()
+    con.register("t", data)
+    for text, value in (("SELECT COUNT(*) FROM t WHERE k < ?", Spelled(2)), ("SELECT COUNT(*) FROM t WHERE k < ?", Key.FIVE),
+                        ("SELECT COUNT(*) FROM t WHERE ? IS NULL", None), ("SELECT COUNT(*) FROM t WHERE ? IS NULL", 1),
+                        ("SELECT SUM(k) FROM t WHERE ? IS NOT NULL AND k > 2", 7)):
+        assert t.prepare(text).run(value, backend="cpu").rows == con.execute(text, [value]).fetchall()
+    for text, value, says in (("SELECT COUNT(*) FROM t WHERE k > ?1", 1, "a numbered parameter (?1) is not taken"),
+                              ("SELECT COUNT(*) FROM t WHERE k > $1", 1, "a numbered parameter ($1) is not taken"),
+                              ("SELECT COUNT(*) FROM t WHERE CAST(k AS VARCHAR) = ?", "\ud800", "not UTF-8")):
+        with pytest.raises(ParameterError, match=re.escape(says)) as e:
+            t.prepare(text).run(value, backend="cpu")
+        assert "\n" not in str(e.value)
+
+
 @pytest.mark.parametrize("call, says", [
     (lambda g, t: t.sql("SELECT SUM(a) FROM t", mode=None), "mode must be one of"),
     (lambda g, t: t.sql("SELECT SUM(a) FROM t", backend="cpu", check="no"), "check must be True or False"),
