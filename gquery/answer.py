@@ -147,8 +147,8 @@ def json_value(v):
     import datetime
     from decimal import Decimal
 
-    if isinstance(v, Decimal):
-        return str(v)
+    if isinstance(v, Decimal):  # (positional: 0.0000000610, not str's 6.10E-8)
+        return format(v, "f")
     if isinstance(v, (datetime.date, datetime.datetime)):
         return v.isoformat()
     if isinstance(v, float) and not math.isfinite(v):

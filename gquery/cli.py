@@ -226,16 +226,14 @@ class Output:
         else:
             import pyarrow as pa
 
-            sink = pa.BufferOutputStream()
             if self.form == "csv":
-                import pyarrow.csv
-
-                pyarrow.csv.write_csv(rows_arrow(), sink)
+                data = csv_bytes(rows_arrow())
             else:
                 import pyarrow.parquet
 
+                sink = pa.BufferOutputStream()
                 pyarrow.parquet.write_table(rows_arrow(), sink)
-            data = sink.getvalue().to_pybytes()
+                data = sink.getvalue().to_pybytes()
         if self.path is None:
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
@@ -244,6 +242,21 @@ class Output:
 
         write_whole(self.path, data)
         note(f"wrote {self.path}")
+
+
+def csv_bytes(table) -> bytes:
+    """An answer's Arrow table as DuckDB's COPY ... TO writes CSV: its dates as DuckDB writes them (infinity,
+    0769-02-04 (BC), 10000-01-01, which pyarrow's writer wrote as '<value out of range: ...>' or a year -768), a
+    DECIMAL at its scale (0.0000000610, not 6.10E-8), a DOUBLE as 1.0, a header of the names, quoted only where needed."""
+    import tempfile
+
+    import duckdb
+
+    with tempfile.TemporaryDirectory() as folder, duckdb.connect() as con:
+        con.register("answer", table)
+        path = Path(folder) / "answer.csv"
+        con.execute(f"COPY answer TO '{path}' (FORMAT csv, HEADER)")
+        return path.read_bytes()
 
 
 def _sql_text(sql_text: Optional[str], named: Optional[str], z: Optional[int]):
@@ -284,6 +297,8 @@ def _run_sql(text, sf, data, data_dir, backend, mode, repeat, validate, explain,
 
 
 def _print_sql(o, explain: bool, out: Console = out) -> None:
+    from gquery.result import cell_text
+
     out.print(o.sql, markup=False)
     out.print(f"data     {o.source}" + (f"  ({o.rows:,} rows)" if o.rows else ""), markup=False)
     for line in o.build_notes:
@@ -306,7 +321,7 @@ def _print_sql(o, explain: bool, out: Console = out) -> None:
     for c in columns:
         t.add_column(c, justify="right")
     for row in rows:
-        t.add_row(*("NULL" if v is None else str(v) for v in row))
+        t.add_row(*(cell_text(v) for v in row))
     out.print(t)
     if o.answers:
         runs = Table(title="runs (medians; ms)", title_justify="left")
@@ -399,6 +414,8 @@ def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, emi
             check = ("the CPU reference over the store", compare(r.result, reference.rows, ordered))
 
     def print_table(out: Console) -> None:
+        from gquery.result import cell_text
+
         out.print(r.sql, markup=False)
         out.print(f"data     {path}  ({len(r.parts)} part{'s' * (len(r.parts) > 1)}, {r.rows:,} rows)")
         out.print(f"dask     {'a local cluster at ' if r.local else 'the scheduler at '}{r.scheduler}, {r.workers} "
@@ -407,7 +424,7 @@ def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, emi
         for c in r.result.names:
             t.add_column(c, justify="right")
         for row in r.result.rows:
-            t.add_row(*("NULL" if v is None else str(v) for v in row))
+            t.add_row(*(cell_text(v) for v in row))
         out.print(t)
         out.print("check    not validated (--no-validate)" if check is None else
                   f"check    {'[green]MATCH[/green]' if check[1].equal else '[red]MISMATCH[/red]'} against {check[0]}")

@@ -268,11 +268,19 @@ class Result:
 
     def __str__(self) -> str:
         """The rows as a plain text table, numbers right-aligned, NULL spelled out."""
-        cells = [self.names] + [["NULL" if v is None else str(v) for v in row] for row in self.rows]
+        cells = [self.names] + [[cell_text(v) for v in row] for row in self.rows]
         widths = [max(len(r[i]) for r in cells) for i in range(len(self.columns))]
         lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(lines)
+
+
+def cell_text(v) -> str:
+    """A value as a table of the answer shows it: NULL spelled out, a DECIMAL in positional notation at its scale
+    (str of Decimal('1.79E-16') is that; DuckDB writes 0.000000000000000179), the others as Python writes them."""
+    if v is None:
+        return "NULL"
+    return format(v, "f") if isinstance(v, Decimal) else str(v)
 
 
 def _check_held(name: str, values, t: SqlType) -> None:

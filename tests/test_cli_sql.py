@@ -190,7 +190,7 @@ def test_csv_and_parquet_are_the_answers_arrow(sf001, tmp_path):
                 stdin="")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0] == '"l_returnflag","sum(l_quantity)","avg(l_tax)","min(l_shipdate)"' and len(lines) == 1 + want.num_rows
+    assert lines[0] == 'l_returnflag,sum(l_quantity),avg(l_tax),min(l_shipdate)' and len(lines) == 1 + want.num_rows
     got = pcsv.read_csv(pa_bytes(r.stdout.encode()), convert_options=pcsv.ConvertOptions(column_types=want.schema))
     assert got.equals(want)
     out = tmp_path / "answer.parquet"
@@ -251,12 +251,42 @@ def test_without_a_gpu_auto_asks_duckdb_over_the_files_and_builds_no_store(sf001
     assert like.returncode == 0 and json.loads(like.stdout)["rows"][0][0] > 0, like.stderr
 
 
+def test_csv_is_what_duckdbs_copy_writes_and_a_table_shows_decimals_positionally(tmp_path):
+    """Dates past Python's years (DuckDB's infinity, BC, 10000-01-01), a DECIMAL's small values and a DOUBLE: the CSV
+    is DuckDB's COPY's, byte for byte (pyarrow's writer wrote '<value out of range: 2147483647>', a year -768, 6.10E-8);
+    the table and the JSON show 0.0000000610, not str's 6.10E-8."""
+    from decimal import Decimal
+
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import gquery as gq
+
+    path = tmp_path / "edge.parquet"
+    pq.write_table(pa.table({"d": pa.array([-2**31 + 1, -719163, -10**6, 2**31 - 1, 2932897, 9000], pa.date32()),
+                             "x": pa.array([Decimal("0.0000000610"), Decimal(0), Decimal("-0.0000000001"), Decimal("1.5"),
+                                            None, Decimal(2)], pa.decimal128(18, 10)),
+                             "i": pa.array([1, 2, 3, 4, 5, 6], pa.int64())}), path)
+    sql = "SELECT d, MIN(x), AVG(i), SUM(i) FROM edge GROUP BY d ORDER BY d"
+    r = run_cli("run", "-q", "--data", path, "--backend", "cpu", "--repeat", 1, "--sql", sql, "--output", "csv", stdin="")
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "duckdb.csv"
+    duckdb.connect().execute(f"COPY ({sql.replace('FROM edge', f'FROM read_parquet({str(path)!r})')}) TO '{out}' (HEADER)")
+    assert r.stdout.encode() == out.read_bytes() and "0769-02-04 (BC),-0.0000000001,3.0,3" in r.stdout
+    shown = gq.open(path).sql("SELECT MIN(x), MAX(x) FROM edge WHERE i = 1", backend="cpu")
+    assert str(shown.result).splitlines()[-1].split() == ["0.0000000610", "0.0000000610"]
+    r = run_cli("run", "-q", "--data", path, "--backend", "cpu", "--repeat", 1, "--sql", "SELECT MIN(x) FROM edge",
+                "--json", stdin="")
+    assert json.loads(r.stdout)["rows"] == [["-0.0000000001"]]
+
+
 def test_quiet_says_nothing_but_the_answer_and_errors(sf001, tmp_path):
     import shutil
 
     path = tmp_path / "lineitem.parquet"
     shutil.copy(sf001.files[0], path)
     r = gquery("run", "-q", "--data", path, "--backend", "cpu", "--repeat", 1, "--query", "q6", "--output", "csv")
-    assert r.returncode == 0 and r.stderr == "" and r.stdout.splitlines()[0] == '"revenue"'
+    assert r.returncode == 0 and r.stderr == "" and r.stdout.splitlines()[0] == 'revenue'
     bad = gquery("run", "--quiet", "--data", path, "--backend", "cpu", "--sql", "SELECT SUM(l_nope) FROM lineitem")
     assert bad.returncode == 1 and bad.stderr.startswith("gquery: error: unknown column l_nope")
