@@ -335,7 +335,7 @@ def _decimal_array(values: list, arrow):
 def pandas_frame(pd, table, types: list[SqlType]):
     """An answer's Arrow table as the pandas DataFrame DuckDB's .df() makes of it (`pd`: pandas): an integer or BOOLEAN
     column as NumPy's type of its width, or pandas' nullable one where it holds a NULL (its values exact: a double
-    would round an integer past 2^53); DECIMAL and HUGEINT as doubles (each the nearest to the exact value); DATE and
+    would round an integer past 2^53); DECIMAL and HUGEINT as doubles, made as DuckDB makes them; DATE and
     TIMESTAMP as datetime64[us] (a date past 9999 too); VARCHAR as pandas makes a column of strings; NULL as pandas'
     missing value of the column's type; two columns of one name, the second x_1 (schema.column_names), as DuckDB's."""
     import pyarrow as pa
@@ -351,8 +351,12 @@ def pandas_frame(pd, table, types: list[SqlType]):
             if nulls:
                 mask = column.is_null().to_numpy(zero_copy_only=False)
                 values = (pd.arrays.BooleanArray if t.name == "BOOLEAN" else pd.arrays.IntegerArray)(values, mask)
-        elif t.is_decimal or t.name == "HUGEINT":
-            values = np.array([np.nan if v is None else float(v) for v in column.to_pylist()], np.float64)
+        elif t.is_decimal or t.name == "HUGEINT":  # as DuckDB casts one to DOUBLE: the unscaled integer's nearest
+            # double over 10^scale's (not the double nearest the exact value: one ulp apart for about a quarter of them)
+            scale = t.scale if t.is_decimal else 0
+            power = float(f"1e{scale}")
+            values = np.array([np.nan if v is None else float(int(v.scaleb(scale))) / power for v in column.to_pylist()],
+                              np.float64)
         elif t.is_temporal:
             values = column.cast(pa.timestamp("us")).to_numpy(zero_copy_only=False)
         elif t.name == "DOUBLE":

@@ -170,6 +170,30 @@ def test_df_is_duckdbs_df(tmp_path):
     t.close()
 
 
+def test_df_makes_a_decimals_double_as_duckdb_does(tmp_path):
+    """DECIMAL and HUGEINT in a.df() are the doubles DuckDB's .df() gives: the unscaled integer's double over 10^scale's
+    (-0.393112680162482537 is -0.3931126801624826 there, one ulp from the double nearest it), widths 4 to 38."""
+    import random
+
+    pytest.importorskip("pandas", reason="a.df() needs pandas")
+    rng = random.Random(7)
+    kinds = [(4, 2), (9, 4), (18, 18), (18, 6), (28, 10), (38, 20), (38, 38)]  # (those past 18 digits unscaled within int64)
+    columns = {f"c{k}": pa.array([Decimal(rng.randrange(-10**min(w, 18) + 1, 10**min(w, 18))).scaleb(-s) for _ in range(400)],
+                                 pa.decimal128(w, s)) for k, (w, s) in enumerate(kinds)}
+    columns["c2"] = pa.array([Decimal("-0.393112680162482537"), *columns["c2"].to_pylist()[1:]], pa.decimal128(18, 18))
+    columns["g"] = pa.array(range(400), pa.int64())
+    path = tmp_path / "dec.parquet"
+    pq.write_table(pa.table(columns), path)
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW dec AS SELECT * FROM read_parquet('{path}')")
+    text = ("SELECT g, " + ", ".join(f"MIN(c{k}), SUM(c{k})" for k in range(len(kinds))) +
+            ", SUM(CAST(g AS HUGEINT) * 170141183460469231731687303715884105) FROM dec GROUP BY g ORDER BY g")
+    ours, theirs = gquery.open(path).sql(text, backend="cpu", check=False).df(), con.execute(text).df()
+    assert list(map(str, ours.dtypes)) == list(map(str, theirs.dtypes))
+    assert ours.to_dict("list") == theirs.to_dict("list")
+    assert ours.iloc[0, 5] == -0.3931126801624826
+
+
 def test_the_errors_a_user_acts_on_come_from_gquery(opened):
     t, _ = opened
     assert issubclass(gquery.UsageError, gquery.GqueryError) and issubclass(gquery.OutOfClass, gquery.GqueryError)
