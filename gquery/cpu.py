@@ -181,6 +181,7 @@ class _Rows:
 
     def __init__(self, arrays, dictionaries, ranges, take: np.ndarray | None, count: int, masks=None):
         self.arrays, self.dictionaries, self.ranges = arrays, dictionaries, ranges
+        self.bounds: dict = {}  # each node's range, found once (query.bounds)
         self.take, self.count, self.masks = take, count, masks or {}
         self.gathered: dict[str, np.ndarray] = {}
 
@@ -234,9 +235,9 @@ class _Rows:
     def _computed(self, e: Expr, op, operands: list[tuple[Expr, int]]) -> Values:
         """op over the operands (each times its power of ten), in int64 where e's range and each
         scaled operand's range fit int64, else on Python integers."""
-        args, exact64 = [], _fits(*bounds(e, self.ranges))
+        args, exact64 = [], _fits(*bounds(e, self.ranges, self.bounds))
         for arg, k in operands:
-            exact64 = exact64 and _scaled_fits(bounds(arg, self.ranges), k)
+            exact64 = exact64 and _scaled_fits(bounds(arg, self.ranges, self.bounds), k)
             args.append((self.value(arg), k))
         if exact64:
             return op(*(_int64(v) * k if k != 1 else _int64(v) for v, k in args))
@@ -248,7 +249,7 @@ class _Rows:
         values = self.value(e)
         if k == 1:
             return values
-        return _int64(values) * k if _scaled_fits(bounds(e, self.ranges), k) else _exact(values) * k
+        return _int64(values) * k if _scaled_fits(bounds(e, self.ranges, self.bounds), k) else _exact(values) * k
 
     # -- predicates --
     def truth(self, e: Expr, value: bool) -> np.ndarray:

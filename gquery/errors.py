@@ -18,7 +18,7 @@ class UsageError(GqueryError):
 
 
 # Expressions are trees, walked recursively by the SQL parser, the binder, the planner, the code generator
-# and the CPU reference: an AND of 16,000 comparisons, a SUM of 8,000 terms and 850 nested parentheses answer
+# and the CPU reference: an AND of 16,000 comparisons, a SUM of 6,600 terms and 850 nested parentheses answer
 # within it (measured), where the interpreter's default of 1,000 frames stopped at 45 parentheses and a
 # 500-term SUM. Python calling Python costs no C stack from 3.11.
 RECURSION_LIMIT = 20_000
@@ -41,7 +41,8 @@ def deep_expressions(fn):
             return fn(*args, **kwargs)
         except RecursionError:
             raise GqueryError(f"the query nests its expressions deeper than gquery walks them ({RECURSION_LIMIT:,} "
-                              "frames of recursion: about 850 nested parentheses, or 8,000 terms added in one chain); "
+                              "frames of recursion: about 850 nested parentheses, 600 of NOT (...), or 6,600 terms added in one "
+                              "chain); "
                               "DuckDB's own limit is 1,000 levels") from None
         finally:
             with _deep:

@@ -1007,6 +1007,8 @@ class _Binder:
         self.parameter_types: dict[int, SqlType] = {}  # a prepared statement's parameter number → its type
         self.prepared = False  # binding a prepared statement's run: its parameters are marked (PARAMETER)
         self.plus_written = "+" in text  # the text may hold a unary plus (_unary_plus): its operand's type is checked
+        self.intervals_written = "interval" in text.lower()  # the text may hold an INTERVAL (_interval)
+        self._intervals: dict[int, tuple] = {}  # id(node) → (node, its _interval): each node's found once
 
     # -- the statement --
     def query(self, select: exp.Select) -> Query:
@@ -1363,7 +1365,16 @@ class _Binder:
         return Literal(value, t)
 
     def _interval(self, node: exp.Expression) -> _Interval | None:
-        """The constant an INTERVAL expression stands for, or None where node is not one."""
+        """The constant an INTERVAL expression stands for, or None where node is not one. Found once a node: each
+        level of a chain of + asks of both its sides (a SUM of 4,000 terms walked its chain 4,000 times: 53 s)."""
+        if not self.intervals_written:
+            return None
+        found = self._intervals.get(id(node))
+        if found is None:  # (the node kept beside its answer: its id is no other node's while the binder lives)
+            found = self._intervals[id(node)] = (node, self._interval_of(node))
+        return found[1]
+
+    def _interval_of(self, node: exp.Expression) -> _Interval | None:
         node = _unparenthesized(node)
         if isinstance(node, exp.Interval):
             return self._interval_literal(node)

@@ -342,3 +342,32 @@ def test_dates_past_pythons_years_are_duckdbs_text_and_sort_as_dates(tmp_path):
         theirs = con.execute(sql).fetchall()
         assert same(ours, theirs, ordered=bool(query.order_by)), (sql, ours.rows, theirs)
     assert {type(v) for row in con.execute("SELECT d FROM t").fetchall() for v in row} == {str, datetime.date}
+
+
+def test_a_long_chain_is_bound_and_evaluated_in_one_pass_over_its_nodes(monkeypatch):
+    """A SUM of 3,000 terms: the binder asks each node once whether it is an INTERVAL, and the CPU reference finds
+    each node's exact range once (both asked again at every level of the chain: a SUM of 4,000 terms took 53 s), and
+    the answer is the sum. The code generator's ranges share query.bounds' memo alike."""
+    import gquery
+    from gquery import query as query_module
+    from gquery import sql
+
+    n = 3000
+    asked = {"interval": 0, "bounds": 0}
+    interval_of, bounds = sql._Binder._interval_of, query_module.bounds
+
+    def counted_interval(self, node):
+        asked["interval"] += 1
+        return interval_of(self, node)
+
+    def counted_bounds(*args):
+        asked["bounds"] += 1
+        return bounds(*args)
+
+    monkeypatch.setattr(sql._Binder, "_interval_of", counted_interval)
+    monkeypatch.setattr(query_module, "bounds", counted_bounds)
+    monkeypatch.setattr(__import__("gquery.cpu").cpu, "bounds", counted_bounds)
+    t = gquery.open(pa.table({"g": pa.array([1, 2, None], pa.int32()), "d": pa.array([0, 1, 2], pa.date32())}), name="t")
+    text = "SELECT SUM(" + " + ".join(["g"] * n) + ") FROM t WHERE d < DATE '1970-01-01' + INTERVAL '2' DAY"
+    assert t.sql(text, backend="cpu", check=False).rows == [(3 * n,)]
+    assert asked["interval"] <= 4 * n and 0 < asked["bounds"] <= 10 * n, asked

@@ -124,6 +124,7 @@ class _Emitter:
 
     def __init__(self, slots: dict[str, int], ranges: dict[str, tuple[int, int]], nullable=frozenset()):
         self.slots, self.ranges, self.nullable = slots, ranges, nullable
+        self.bounds: dict = {}  # each node's range, found once (query.bounds)
         self.values: list = []  # ints, and tuples for sets
         self.set_slots: list[int] = []
 
@@ -173,7 +174,7 @@ class _Emitter:
         return f"k{len(self.values) - 1}"
 
     def wide(self, e: Expr) -> bool:
-        lo, hi = bounds(e, self.ranges)
+        lo, hi = bounds(e, self.ranges, self.bounds)
         if max(-lo, hi) >= I128_LIMIT:
             raise NotOnGpu(f"{e} may pass 128 bits")
         return max(-lo, hi) >= I64_LIMIT
@@ -223,7 +224,7 @@ class _Emitter:
         if isinstance(e, Compare):
             op = "!=" if e.op == "<>" else "==" if e.op == "=" else e.op
             s = max(scale_of(e.left.type), scale_of(e.right.type))
-            lb, rb = bounds(e.left, self.ranges), bounds(e.right, self.ranges)
+            lb, rb = bounds(e.left, self.ranges, self.bounds), bounds(e.right, self.ranges, self.bounds)
             kl, kr = 10 ** (s - scale_of(e.left.type)), 10 ** (s - scale_of(e.right.type))
             reach = max(abs(lb[0]) * kl, abs(lb[1]) * kl, abs(rb[0]) * kr, abs(rb[1]) * kr)
             if reach >= I128_LIMIT:
@@ -276,7 +277,7 @@ def kernel_spec(query: Query, lowered: Expr | None, ranges: dict[str, tuple[int,
             accumulators.append(Accumulator("count", "1", "long long", em.known(a.arg)))
             continue
         code, ctype = em.number(a.arg)
-        lo, hi = bounds(a.arg, ranges)
+        lo, hi = bounds(a.arg, ranges, em.bounds)
         if kind in ("min", "max") and ctype != "long long":
             raise NotOnGpu(f"{a} takes values past 64 bits")
         if kind == "sum" and max(-lo, hi) * max(rows, 1) >= I128_LIMIT:
