@@ -1266,6 +1266,9 @@ class _Binder:
             return self._cast(node)
         if isinstance(node, exp.AggFunc):
             raise refuse(f"an aggregate inside an expression ({_short(node)})")
+        if isinstance(node, (*COMPARE_NODES, exp.And, exp.Or, exp.Not, exp.In, exp.Between)):  # (a comparison is the
+            # class's where a predicate stands: here it is an operand, compared, tested or added)
+            raise refuse(f"a predicate as a value, compared or tested ({_short(node)}: a BOOLEAN)")
         raise refuse(construct(node))
 
     def _column(self, node: exp.Column, aliases: bool = True) -> Column:
@@ -1361,7 +1364,8 @@ class _Binder:
 
     def _constant(self, value: int, t: SqlType, node: exp.Expression) -> Literal:
         if not fits(value, t):
-            raise OutOfClass(f"the constant {_short(node)} overflows {t} (DuckDB raises an out-of-range error)")
+            raise OutOfClass(f"the constant {_short(node)} overflows {t}, its type (DuckDB raises an out-of-range error "
+                             "where it computes it so)")
         return Literal(value, t)
 
     def _interval(self, node: exp.Expression) -> _Interval | None:
