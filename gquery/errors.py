@@ -41,7 +41,7 @@ def deep_expressions(fn):
             return fn(*args, **kwargs)
         except RecursionError:
             raise GqueryError(f"the query nests its expressions deeper than gquery walks them ({RECURSION_LIMIT:,} "
-                              "frames of recursion: about 850 nested parentheses, 600 of NOT (...), or 6,600 terms added in one "
+                              "frames of recursion: about 850 nested parentheses, 600 of NOT (...), 6,600 unary minuses, or 6,600 terms added in one "
                               "chain); "
                               "DuckDB's own limit is 1,000 levels") from None
         finally:
