@@ -549,6 +549,9 @@ def check_table(text: str, table: str) -> None:
         _require_table(named, table)
 
 
+DEFAULT_SCHEMA = "main"  # DuckDB's schema of a table named alone: main.lineitem is lineitem
+
+
 def _require_table(node: exp.Table, table: str) -> None:
     if folded(node.name) != folded(table):
         raise UnknownName(f"unknown table {node.name}: the data is the table {table}")
@@ -810,6 +813,7 @@ CONSTRUCTS = [
     (exp.Tuple, "a row value"), (exp.Collate, "COLLATE"), (exp.NullSafeEQ, "IS NOT DISTINCT FROM"),
     (exp.NullSafeNEQ, "IS DISTINCT FROM"), (exp.Filter, "an aggregate FILTER"), (exp.Distinct, "DISTINCT"),
     (exp.Star, "SELECT *"), (exp.TryCast, "TRY_CAST"), (exp.Interval, "an INTERVAL outside date arithmetic"),
+    (exp.ByteString, "an escape string (E'...': DuckDB reads its backslashes as escapes)"),
     (exp.Binary, "the operator"), (exp.Unary, "the operator"),
 ]
 CLAUSES = {"with_": "a WITH clause", "distinct": "DISTINCT", "joins": "a join", "laterals": "a lateral join",
@@ -1055,11 +1059,11 @@ class _Binder:
             raise refuse("a subquery")
         if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
             raise refuse(f"reading {_short(table)} (a table function)")
-        if table.args.get("db") or table.args.get("catalog"):
+        if table.args.get("catalog") or (table.args.get("db") and folded(table.db) != DEFAULT_SCHEMA):
             raise refuse(f"a table of another schema ({_short(table)})")
         _require_table(table, self.table)
         for key, value in table.args.items():
-            if value and key not in ("this", "alias"):
+            if value and key not in ("this", "alias", "db"):  # (db: main, DEFAULT_SCHEMA, above)
                 raise refuse(f"{key.upper()} on the table")
         alias = table.args.get("alias")
         if alias is not None:
@@ -1281,12 +1285,14 @@ class _Binder:
         if not node.table and not word.args.get("quoted") and folded(word.name) in COLUMN_REFUSED:
             raise SqlSyntaxError(f'syntax error at or near "{word.name}": a keyword DuckDB does not take as a name '
                                  f'unquoted (write "{word.name}")')
-        if node.args.get("db") or node.args.get("catalog"):
+        if node.args.get("catalog") or (node.args.get("db") and folded(node.db) != DEFAULT_SCHEMA):
             raise refuse(f"a column of another schema ({_short(node)})")
         qualifier = folded(node.table)
-        if qualifier and qualifier != folded(self.alias or self.table):  # (an alias hides the name, as in DuckDB)
+        # (an alias hides the name, as in DuckDB; main.t.x names the table, never its alias)
+        if qualifier and qualifier != folded(self.alias or self.table) or node.args.get("db") and self.alias:
             called = f"calls the table {self.table} {self.alias}" if self.alias else f"reads {self.table}"
-            raise UnknownName(f"unknown table {node.table} in {_short(node)} (the query {called})")
+            shown = f"{node.db}.{node.table}" if node.args.get("db") else node.table
+            raise UnknownName(f"unknown table {shown} in {_short(node)} (the query {called})")
         name = self.columns.get(folded(node.name))
         if name is None:
             alias = self.aliases.get(folded(node.name)) if aliases and not qualifier else None

@@ -72,6 +72,12 @@ REFUSED_TEXTS = [  # DuckDB's parser refuses each (a percent LIMIT it answers, g
     ('SELECT SUM(g) AS "" FROM t3', "zero-length delimited identifier"),
     ("SELECT all, COUNT(*) FROM t3 GROUP BY all", 'near ","'),
     ("SELECT SUM(t3.g) FROM t3 AS m", "unknown table t3 in t3.g"),
+    ("SELECT SUM(main.m.g) FROM main.t3 AS m", "unknown table main.m in main.m.g"),  # (schema.alias names nothing)
+    ("SELECT SUM(main.t3.g) FROM t3 AS m", "unknown table main.t3 in main.t3.g"),
+    ("SELECT SUM(main.g) FROM t3", "unknown table main in main.g"),
+    ("SELECT SUM(g) FROM other.t3", "a table of another schema"),
+    ("SELECT SUM(other.t3.g) FROM t3", "a column of another schema"),
+    ("SELECT COUNT(*) FROM t3 WHERE 'A' = E'A'", "an escape string"),
     ("SELECT COUNT(*) FROM t3 WHERE DATE '2000-02-29' + INTERVAL -1 DAY > DATE '2000-01-01'", 'near "-"'),
     ("SELECT COUNT(*) FROM t3 WHERE DATE '2000-02-29' - INTERVAL +1 DAY > DATE '2000-01-01'", 'near "\\+"'),
     ("SELECT COUNT(*) FROM t3 WHERE DATE '2000-02-29' + INTERVAL -(1) YEAR > DATE '2000-01-01'", 'near "-"'),
@@ -90,6 +96,8 @@ def test_a_text_duckdb_refuses_or_gquery_does_not_hold_is_one_line(four, sql, sa
                                  "SELECT COUNT(*) FROM t3 WHERE DATE '2000-02-29' - INTERVAL '-1' DAY > DATE '2000-02-29'",
                                  "SELECT COUNT(*) FROM t3 WHERE DATE '2000-02-29' + INTERVAL (1 + 1) DAY > DATE '2000-03-01'",
                                  "SELECT SUM(g) FROM t3 AS m, ", "SELECT SUM(m.g) FROM t3 AS m",
+                                 "SELECT SUM(main.t3.g), MIN(t3.x) FROM MAIN.t3",  # DuckDB's schema of a table: main
+                                 'SELECT main.t3.g, SUM("main"."t3".x) FROM "main".t3 GROUP BY main.t3.g ORDER BY 1',
                                  "SELECT g, COUNT(*) FROM t3 GROUP BY g ORDER BY g DESC NULLS FIRST, 2 ASC NULLS LAST"])
 def test_texts_duckdb_takes_are_answered_as_it_answers_them(four, tmp_path, sql):
     path = tmp_path / "t3.parquet"
