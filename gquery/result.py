@@ -24,6 +24,7 @@ from decimal import Decimal
 
 import numpy as np
 
+from gquery.errors import GqueryError
 from gquery.query import Query, SqlType, python_column, scale_of
 
 # --- partial aggregates --------------------------------------------------------------------------------
@@ -299,7 +300,6 @@ def _check_held(name: str, values, t: SqlType) -> None:
         values = values.tolist()
     past = next((v for v in values if v is not None and not lo <= int(v) <= hi), None)
     if past is not None:
-        from gquery.errors import GqueryError
         from gquery.query import to_python
 
         shown = to_python(past, t) if t.is_decimal else past
@@ -358,7 +358,12 @@ def pandas_frame(pd, table, types: list[SqlType]):
             values = np.array([np.nan if v is None else float(int(v.scaleb(scale))) / power for v in column.to_pylist()],
                               np.float64)
         elif t.is_temporal:
-            values = column.cast(pa.timestamp("us")).to_numpy(zero_copy_only=False)
+            try:
+                values = column.cast(pa.timestamp("us")).to_numpy(zero_copy_only=False)
+            except pa.ArrowInvalid:  # DuckDB's infinite dates, a day past datetime64[us]'s: its .df() raises too
+                raise GqueryError(f"column {table.column_names[k]}: a {t} past what pandas' datetime64[us] holds "
+                                  "(an infinite date: DuckDB's .df() raises a conversion error too); a.rows and "
+                                  "a.arrow() give it") from None
         elif t.name == "DOUBLE":
             values = column.to_numpy(zero_copy_only=False)
         elif isinstance(t, OtherType):  # (backend duckdb's: as pyarrow gives it to pandas)

@@ -194,6 +194,25 @@ def test_df_makes_a_decimals_double_as_duckdb_does(tmp_path):
     assert ours.iloc[0, 5] == -0.3931126801624826
 
 
+def test_df_of_an_infinite_date_is_one_line_as_duckdbs_raises(tmp_path):
+    """DuckDB's infinite dates have no datetime64[us]: its .df() raises a conversion error, a.df() one GqueryError line
+    (not pyarrow's), while the rows give them as DuckDB's client does."""
+    pytest.importorskip("pandas", reason="a.df() needs pandas")
+    days = pa.array([2**31 - 1, -(2**31 - 1), 0], pa.int32()).view(pa.date32())
+    path = tmp_path / "inf.parquet"
+    pq.write_table(pa.table({"d": days}), path)
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW inf AS SELECT * FROM read_parquet('{path}')")
+    text = "SELECT MIN(d), MAX(d) FROM inf"
+    a = gquery.open(path).sql(text, backend="cpu")
+    assert a.rows == con.execute(text).fetchall()
+    with pytest.raises(duckdb.ConversionException):
+        con.execute(text).df()
+    with pytest.raises(gquery.GqueryError, match=r"column min\(d\): a DATE past what pandas' datetime64\[us\] holds") as e:
+        a.df()
+    assert "\n" not in str(e.value)
+
+
 def test_the_errors_a_user_acts_on_come_from_gquery(opened):
     t, _ = opened
     assert issubclass(gquery.UsageError, gquery.GqueryError) and issubclass(gquery.OutOfClass, gquery.GqueryError)
