@@ -204,16 +204,25 @@ def _malformed(manifest: dict) -> str | None:
     columns = manifest.get("columns", {})
     if not isinstance(columns, dict):
         return "columns"
+    files: set = set()
     for name, entry in columns.items():
         if not isinstance(entry, dict) or not buffers_ok(entry.get("buffers", {})):
             return f"column {name}"
+        named = {b["file"] for b in entry["buffers"].values()} if "buffers" in entry else set()
+        if named & files:  # (each column's buffers are its own files: two names reading one file answer as each other)
+            return f"column {name} (another column's files)"
+        files |= named
     key = manifest.get("key")
     if key is not None and not (isinstance(key, dict) and isinstance(key.get("column"), str)
-                                and key["column"] in columns and buffers_ok(key.get("buffers", {}))):
+                                and key["column"] in columns and buffers_ok(key.get("buffers", {}))
+                                and not {b["file"] for b in key.get("buffers", {}).values()} & files):
         return "key"
     parts = manifest.get("parts", [])
     if not isinstance(parts, list) or not all(isinstance(p, dict) and plain(p.get("name")) for p in parts):
         return "parts"
+    source = manifest.get("source", [])
+    if not isinstance(source, list) or not all(isinstance(f, dict) and isinstance(f.get("path"), str) for f in source):
+        return "source"
     return None
 
 
@@ -336,7 +345,10 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
     shutil.rmtree(tmp, ignore_errors=True)
     ahead = ThreadPoolExecutor(1, thread_name_prefix="gquery-encode-ahead")
     try:
-        tmp.mkdir(parents=True)
+        try:
+            tmp.mkdir(parents=True)
+        except OSError as e:  # (said of the store asked for, not of its temporary folder)
+            raise StoreError(f"{path}: cannot be written there ({e.strerror or e})") from None
         writer = _Writer(tmp)
         order = None
         if sort_by is not None:  # a stable sort: rows of equal keys keep their order
@@ -770,7 +782,7 @@ def _loader(files: StoreFiles, col: Column, is_key: bool):
 def is_parted(path: Path | str) -> bool:
     try:
         return "parts" in json.loads((Path(path) / "manifest.json").read_text())
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, RecursionError):
         return False
 
 
@@ -856,6 +868,10 @@ def finish_parted(path: Path | str, parts: int, echo=print) -> Path:
         sources += m.get("source", [])
     manifest = {"format": FORMAT, "version": VERSION, "rows": rows, "schema": schema, "sorted_by": sorted_by,
                 "source": sources, "parts": entries}
+    k = parts + 1
+    while part_path(path, k).exists():  # an earlier store's parts past this one's last (it had more): a store opens
+        shutil.rmtree(part_path(path, k))  # none beside its own (_open_parted)
+        k += 1
     _write_manifest(path, manifest)
     echo(f"wrote {path} ({summary(path)})")
     return path
@@ -898,11 +914,20 @@ def _open_parted(path: Path, manifest: dict, memory, check_source: bool, window:
         _fail(path, f"manifest lacks {e}")
     if sum(part_rows) != rows or not names:
         _fail(path, f"its parts hold {sum(part_rows):,} rows, the manifest {rows:,}")
+    expected = [PART_NAME.format(k) for k in range(1, len(names) + 1)]
+    if names != expected:  # (the parts are written 1..N: a part left out, or listed twice, is an edit)
+        _fail(path, f"its manifest lists the parts {', '.join(names)}, not {expected[0]} … {expected[-1]} in order")
+    beyond = part_path(path, len(names) + 1)
+    if is_store(beyond):  # (finish_parted removes parts past the last: one there is a part the manifest leaves out)
+        _fail(path, f"part {beyond.name} lies beside the {len(names)} parts its manifest lists")
     paths = [path / n for n in names]
     for p in paths:
         if not is_store(p):
             _fail(path, f"part {p.name} is missing")
     part_manifests = [_manifest(p) for p in paths]
+    recorded = ["checksum" in entry for entry in manifest["parts"]]
+    if any(recorded) and not all(recorded):  # (a store written before parts' checksums were recorded has none)
+        _fail(path, "its manifest records some parts' checksums and not others")
     for p, entry, part_manifest in zip(paths, manifest["parts"], part_manifests):
         if "checksum" in entry and part_manifest.get("checksum") != entry["checksum"]:  # (a store written before
             # parts' checksums were recorded opens as it did)
@@ -986,10 +1011,10 @@ def unchanged_sources(path: Path | str) -> tuple[Path, ...]:
 
 # --- sources -------------------------------------------------------------------------------------------------
 def source_files(path: Path | str) -> list[Path]:
-    """The files a store was built from that still exist."""
+    """The files a store was built from that still exist (none where its manifest cannot be read as a store's)."""
     try:
-        manifest = json.loads((Path(path) / "manifest.json").read_text())
-    except (OSError, ValueError):
+        manifest = _manifest(Path(path))
+    except StoreError:
         return []
     return [Path(s["path"]) for s in manifest.get("source", []) if Path(s["path"]).exists()]
 
@@ -1111,12 +1136,7 @@ def as_source(path: Path | str):
     one is still there: DuckDB over some of the parts would answer for other rows."""
     from gquery.sources import LineitemSource
 
-    try:
-        manifest = json.loads((Path(path) / "manifest.json").read_text())
-    except (OSError, ValueError) as e:
-        _fail(Path(path), f"unreadable manifest ({e.__class__.__name__})")
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        _fail(Path(path), "not a gquery store manifest")
+    manifest = _manifest(Path(path))
     files = []
     for single in [Path(path) / p["name"] for p in manifest["parts"]] if "parts" in manifest else [Path(path)]:
         recorded, present = _manifest(single).get("source", []), source_files(single)

@@ -4,6 +4,7 @@ Re-signing a nudged manifest (its checksum recomputed, as a buggy writer would) 
 one of the two: what a value means is checked against the buffers, or derived from them."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -159,6 +160,61 @@ def test_a_part_of_another_store_in_a_parts_place_is_refused(tmp_path):
     for window in (None, 1):
         with pytest.raises(store.StoreError, match="part part-00002.gq is not the part this store was made of"):
             store.open_store(stores["a"], window=window)
+
+
+def test_a_parted_manifest_re_signed_to_leave_out_or_repeat_a_part_is_refused(tmp_path):
+    """A parted store's manifest edited and re-signed to leave out a part (in the middle, or the last, its folder still
+    beside the others), to list one twice, or to record some parts' checksums and not others: refused in one line
+    (each answered another table: the parts it listed). A store written again with fewer parts removes the parts
+    past its last, so none lies beside them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gquery.tpch import find_lineitem
+
+    folder = tmp_path / "t"
+    folder.mkdir()
+    for k in (1, 2, 3):
+        pq.write_table(pa.table({"x": pa.array([10 * k + i for i in range(1500)], pa.int64())}), folder / f"p{k}.parquet")
+    path = store.ensure_store(find_lineitem(folder), echo=lambda m: None)
+    manifest = json.loads((path / "manifest.json").read_text())
+
+    def without(k: int) -> dict:
+        parts = [p for i, p in enumerate(manifest["parts"]) if i != k]
+        return {**manifest, "parts": parts, "rows": sum(p["rows"] for p in parts)}
+
+    twice = {**manifest, "parts": [manifest["parts"][0], manifest["parts"][0], manifest["parts"][2]]}
+    some = {**manifest, "parts": [manifest["parts"][0], {k: v for k, v in manifest["parts"][1].items() if k != "checksum"},
+                                  manifest["parts"][2]]}
+    for n, (edit, says) in enumerate(((without(1), "lists the parts part-00001.gq, part-00003.gq, not part-00001.gq … "
+                                                   "part-00002.gq"),
+                                      (without(2), "part part-00003.gq lies beside the 2 parts its manifest lists"),
+                                      (twice, "lists the parts part-00001.gq, part-00001.gq, part-00003.gq"),
+                                      (some, "records some parts' checksums and not others"))):
+        copy = copy_store(path, tmp_path / f"copy{n}")
+        edit = {**edit, "checksum": store._manifest_checksum(edit)}
+        (copy / "manifest.json").write_text(json.dumps(edit))
+        for window in (None, 1):
+            with pytest.raises(store.StoreError, match=re.escape(says)) as e:
+                store.open_store(copy, window=window)
+            assert "\n" not in str(e.value)
+    (folder / "p3.parquet").unlink()
+    again = store.ensure_store(find_lineitem(folder), echo=lambda m: None)
+    assert store.open_store(again).rows == 3000 and not store.part_path(again, 3).exists()
+
+
+def test_a_column_re_signed_to_read_another_columns_files_is_refused(written, tmp_path):
+    """Two columns of one type whose manifest entries name the same files (l_quantity's entry made l_tax's, re-signed)
+    read as each other: refused in one line."""
+    path, _ = written
+    manifest = json.loads((path / "manifest.json").read_text())
+    columns, types = manifest["columns"], manifest["schema"]["types"]
+    alike = next((a, b) for a in columns for b in columns if a < b and types.get(a) == types.get(b) and "buffers" in columns[a])
+    copy = copy_store(path, tmp_path)
+    m = replaced(manifest, ("columns", alike[1]), columns[alike[0]])
+    (copy / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(store.StoreError, match="another column's files"):
+        store.open_store(copy)
 
 
 def entries(node, where=()):
