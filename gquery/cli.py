@@ -151,7 +151,7 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         found = files_in_from(text)  # FROM read_parquet('...'): the data the SQL names, as DuckDB reads it
         if found is not None:
             data, text = Path(found[0]), found[1]
-    emit = Output.of(output, as_json, out_file)
+    emit = Output.of(output, as_json, out_file, reads=[sql_file, data, store_at])
     if scheduler is None and workers is None:
         from gquery.options import run_gpus
 
@@ -183,6 +183,25 @@ def _read_sql(sql_text: Optional[str], sql_file: Optional[Path]) -> Optional[str
     return text.strip()
 
 
+def _apart_from_reads(path: Path, reads) -> None:
+    """Refuse an --out that is a file the command reads, or lies in a folder it reads or in a store: the answer,
+    written whole by a rename, would replace the SQL, the data or a store's file (and exit 0)."""
+    from gquery.store import is_store
+
+    target = path.resolve()
+    for read in reads:
+        if read is None or str(read) == "-":
+            continue
+        source = Path(read).resolve()
+        if target == source or (target.exists() and source.exists() and target.samefile(source)):
+            raise UsageError(f"--out {path}: the file {read} this command reads; write the answer elsewhere")
+        if source in target.parents:
+            raise UsageError(f"--out {path}: inside {read}, which this command reads; write the answer elsewhere")
+    store = next((folder for folder in target.parents if is_store(folder)), None)
+    if store is not None:
+        raise UsageError(f"--out {path}: inside the store {store}; write the answer elsewhere")
+
+
 class Output:
     """Where and how `gquery run` writes its answer: the tables (progress and notes stay on stderr), one
     JSON object, or the answer's rows as CSV or Parquet; to standard output or to a file written whole
@@ -194,7 +213,8 @@ class Output:
         self.form, self.path = form, path
 
     @classmethod
-    def of(cls, output: Optional[str], as_json: bool, path: Optional[Path]) -> "Output":
+    def of(cls, output: Optional[str], as_json: bool, path: Optional[Path], reads: tuple = ()) -> "Output":
+        """`reads`: the files and folders the command reads (--file, --data, --store), which --out must not replace."""
         if output is not None and output not in cls.FORMATS:
             raise UsageError(f"--output must be one of {', '.join(cls.FORMATS)}, got {output!r}")
         if as_json and output not in (None, "json"):
@@ -211,6 +231,8 @@ class Output:
             raise UsageError(f"--out {path}: a link, a pipe or a device, not a file (leave --out out for standard output)")
         if path is None and sys.stdout is None:  # (started with its standard output closed)
             raise UsageError("standard output is closed: give --out FILE for the answer")
+        if path is not None:
+            _apart_from_reads(path, reads)
         return cls(form, path)
 
     def write(self, *, obj: dict, rows_arrow, print_table) -> None:

@@ -9,6 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from gquery.errors import GqueryError
 from gquery.timing import median_host_ms
 
 
@@ -68,6 +69,8 @@ def write_whole(path: Path, data: str | bytes) -> None:
     try:
         tmp.write_bytes(data.encode() if isinstance(data, str) else data)
         os.replace(tmp, path)
+    except OSError as e:  # (said of the file asked for, not of its temporary name)
+        raise GqueryError(f"{path}: cannot be written ({e.strerror or e})") from None
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -469,6 +469,30 @@ def test_out_that_is_no_regular_file_is_one_line_and_left_as_it_is(tmp_path, kin
     assert (out.is_symlink() if kind == "a link" else stat.S_ISFIFO(out.lstat().st_mode)) and target.read_text() == "kept\n"
 
 
+@pytest.mark.parametrize("aim", ["the SQL file", "the data", "the data by another path", "a store's manifest",
+                                 "the store beside the data", "a folder of the data"])
+def test_out_that_is_what_the_command_reads_is_refused_and_left_as_it_was(tmp_path, aim):
+    """--out naming the SQL file, the parquet, a file inside the store read (or beside the data), or in a folder of
+    data: refused before any work, the input left whole (the answer replaced it and the command exited 0)."""
+    data = parquet(tmp_path, "t")
+    sql_file = tmp_path / "q.sql"
+    sql_file.write_text("SELECT SUM(l_quantity) FROM t")
+    store = tmp_path / "t.gq"
+    assert gquery("encode", "--data", data).returncode == 0
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    parquet(folder, "part-1")
+    reads, out = {"the SQL file": (data, sql_file), "the data": (data, data),
+                  "the data by another path": (data, tmp_path / "." / "t.parquet"),
+                  "a store's manifest": (store, store / "manifest.json"),
+                  "the store beside the data": (data, store / "manifest.json"),
+                  "a folder of the data": (folder, folder / "answer.csv")}[aim]
+    before = {p: p.read_bytes() for p in (data, sql_file, store / "manifest.json")}
+    r = gquery("run", "--data", reads, "--file", sql_file, "--backend", "cpu", "--output", "csv", "--out", out)
+    assert one_error(r, 2).endswith("write the answer elsewhere") and "DuckDB: " not in r.stderr
+    assert {p: p.read_bytes() for p in before} == before and not (folder / "answer.csv").exists()
+
+
 def test_out_in_a_missing_folder_is_one_line_before_any_work(tmp_path):
     """--out in a folder that is not there: said before the query, naming the folder (the write named its temporary
     file, after the query had run)."""
