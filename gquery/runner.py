@@ -238,14 +238,19 @@ def store_for(source: LineitemSource, echo=print, where: Path | str | None = Non
     near = store.store_path_for(source)
     if where is None and store.is_store(near) and store.built_from(near, source):
         return near, []
+    cached = where is None and not beside
     path = Path(where) if where is not None else near if beside else store.cache_path_for(source)
-    if store.is_store(path) and store.built_from(path, source):
+    ours = store.is_store(path) and store.built_from(path, source)
+    # (gquery's cache's own store of files changed since: built again, as a cache is; a store the user made or
+    # named is refused when stale, naming the command that rebuilds it)
+    if ours and not (cached and not store.unchanged_sources(path)):
         return path, []
     store.refuse_replacing(path, source)
     t0 = time.perf_counter()
-    echo(f"{path} was built from other files: rebuilding it from {source}" if store.is_store(path)
-         else f"building the store of {source} in {path}" + ("" if beside or where is not None else
-                                                            " (gquery's cache; --store PATH puts it elsewhere)"))
+    if not ours:  # (a stale one: ensure_store says so, and that it rebuilds it)
+        echo(f"{path} was built from other files: rebuilding it from {source}" if store.is_store(path)
+             else f"building the store of {source} in {path}" + ("" if not cached else
+                                                                " (gquery's cache; --store PATH puts it elsewhere)"))
     built = store.ensure_store(source, echo=echo, path=path)
     note = f"built {built} ({store.summary(built)}) from {source} in {time.perf_counter() - t0:.1f} s"
     echo(note)

@@ -95,3 +95,25 @@ def test_encode_takes_column_names_in_any_case_and_refuses_an_empty_list(sf001, 
     assert empty.returncode == 2 and not (tmp_path / "none.gq").exists()
     assert [ln for ln in empty.stderr.splitlines() if ln.startswith("gquery: error:")] == \
         ["gquery: error: --columns names no column: give them comma-separated, or leave the option out for every column"]
+
+
+def test_the_cache_store_of_files_rewritten_since_is_built_again(tmp_path):
+    """A store gquery built in its own cache for --data FILE is rebuilt when the file changes (it was refused as
+    stale from then on, naming `gquery encode`, which would write a store beside the user's file); the user's files
+    are left as they are."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data, stores = tmp_path / "t.parquet", tmp_path / "stores"
+    env = {**os.environ, "GQUERY_STORE_DIR": str(stores)}
+    ask = ("run", "--data", data, "--backend", "cpu", "--repeat", "1", "-q", "--output", "csv", "--sql", "SELECT SUM(x) FROM t")
+    pq.write_table(pa.table({"x": pa.array([1, 2, 3], pa.int64())}), data)
+    first = gquery(*ask, env=env)
+    assert first.returncode == 0 and first.stdout.splitlines()[-1] == "6", first.stderr
+    pq.write_table(pa.table({"x": pa.array([1, 2, 3, 4], pa.int64())}), data)
+    os.utime(data, ns=(os.stat(data).st_atime_ns, os.stat(data).st_mtime_ns + 10**9))  # (a later write, whatever the clock)
+    again = gquery(*ask, "--validate", env=env)
+    assert again.returncode == 0 and again.stdout.splitlines()[-1] == "10", again.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stores", "t.parquet"] and len(list(stores.iterdir())) == 1
