@@ -137,9 +137,17 @@ def template(text: str) -> Template | None:
         return None
     marked, spans = numbered(text)
     try:
-        return Template(_one_statement(marked), tuple(spans))
+        tree = _one_statement(marked)
     except GqueryError:
         return None
+    for hole in tree.find_all(exp.Placeholder):  # ($k: the k-th `?`, numbered)
+        if not str(hole.this).isdigit():
+            from gquery.parameters import ParameterError
+
+            written = re.search(r"[:@$]" + re.escape(str(hole.this)) + r"\b", text)
+            raise ParameterError(f"a named parameter ({written[0] if written else hole.this}) is not taken: write ? for "
+                                 "each parameter, in the order they are given")
+    return Template(tree, tuple(spans))
 
 
 NO_PARAMETER = {exp.Alias: "an alias", exp.TableAlias: "a table alias", exp.Interval: "an INTERVAL's count",
@@ -556,7 +564,13 @@ DEFAULT_SCHEMA = "main"  # DuckDB's schema of a table named alone: main.lineitem
 
 def _require_table(node: exp.Table, table: str) -> None:
     if folded(node.name) != folded(table):
-        raise UnknownName(f"unknown table {node.name}: the data is the table {table}")
+        raise UnknownName(f"unknown table {_printed(node.name)}: the data is the table {table}")
+
+
+def _printed(name: str) -> str:
+    """A name as a message shows it: a character that prints nothing (a NUL, a control) escaped, as DuckDB shows it."""
+    return name if name.isprintable() else "".join(c if c.isprintable() else c.encode("unicode_escape").decode()
+                                                   for c in name)
 
 
 def constant(text: str) -> Literal:

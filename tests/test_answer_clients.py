@@ -303,6 +303,7 @@ def test_a_parameter_is_bound_by_its_value_and_tested_as_duckdb_tests_it():
         assert t.prepare(text).run(value, backend="cpu").rows == con.execute(text, [value]).fetchall()
     for text, value, says in (("SELECT COUNT(*) FROM t WHERE k > ?1", 1, "a numbered parameter (?1) is not taken"),
                               ("SELECT COUNT(*) FROM t WHERE k > $1", 1, "a numbered parameter ($1) is not taken"),
+                              ("SELECT COUNT(*) FROM t WHERE k > ? AND k < :lim", 1, "a named parameter (:lim) is not taken"),
                               ("SELECT COUNT(*) FROM t WHERE CAST(k AS VARCHAR) = ?", "\ud800", "not UTF-8")):
         with pytest.raises(ParameterError, match=re.escape(says)) as e:
             t.prepare(text).run(value, backend="cpu")

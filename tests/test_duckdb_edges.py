@@ -75,6 +75,7 @@ REFUSED_TEXTS = [  # DuckDB's parser refuses each (a percent LIMIT it answers, g
     ("SELECT SUM(main.m.g) FROM main.t3 AS m", "unknown table main.m in main.m.g"),  # (schema.alias names nothing)
     ("SELECT SUM(main.t3.g) FROM t3 AS m", "unknown table main.t3 in main.t3.g"),
     ("SELECT SUM(main.g) FROM t3", "unknown table main in main.g"),
+    ("SELECT SUM(g) FROM t3\0", r"unknown table t3\\x00: the data is the table t3"),  # (a NUL shown, as DuckDB shows it)
     ("SELECT SUM(g) FROM other.t3", "a table of another schema"),
     ("SELECT SUM(other.t3.g) FROM t3", "a column of another schema"),
     ("SELECT COUNT(*) FROM t3 WHERE 'A' = E'A'", "an escape string"),
