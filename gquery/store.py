@@ -326,7 +326,9 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
 
     path = Path(path)
     if path.exists() and not is_store(path):
-        raise StoreError(f"{path}: exists and is not a gquery store; not overwriting it")
+        what = "no manifest.json in it" if path.is_dir() else "a file"
+        raise StoreError(f"{path}: exists and is not a gquery store ({what}); not overwriting it: move it away or remove "
+                         "it, and the store is written there")
     reader = data if isinstance(data, Table) else ColumnReader(data)
     schema = reader.schema
     names = [n for n in (columns or schema.types) if n in schema.types]
