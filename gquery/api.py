@@ -39,6 +39,7 @@ from gquery.gpu.warm import no_pycuda, warm_up
 from gquery.options import GPU_BACKENDS, check_repeat
 from gquery.plan import MODES
 from gquery.sources import LineitemSource
+from gquery.reference import named_columns
 from gquery.table import Table, read_ahead
 
 BACKENDS = ("auto", "gpu", "cpu", "duckdb")
@@ -353,13 +354,6 @@ def sql_options() -> dict:
     """TableHandle.sql's options and their defaults, from its signature (what a prepared statement's run passes on)."""
     return {name: p.default for name, p in inspect.signature(TableHandle.sql).parameters.items()
             if p.default is not inspect.Parameter.empty}
-
-
-def named_columns(text: str, columns) -> list[str]:
-    """The columns whose names the text holds as words (any case): a superset of those its query reads, found
-    before it is parsed (a name in a string literal is read for nothing)."""
-    words = set(re.findall(r"[a-z_][a-z0-9_$]*", text.lower()))
-    return [name for name in columns if name.lower() in words]
 
 
 def _on_gpu(job, here_if_idle: bool = False):

@@ -417,9 +417,9 @@ def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, emi
     if validate:
         ordered = bool(r.query.order_by)
         if store.unchanged_sources(path):
-            from gquery.reference import DuckDBTable
+            from gquery.reference import DuckDBTable, duckdb_columns
 
-            duck = DuckDBTable(store.as_source(path), list(r.query.columns()))
+            duck = DuckDBTable(store.as_source(path), duckdb_columns(text, r.query.columns(), store.column_names(path)))
             answer = duck.run_sql(text, repeat=1)
             duck.close()
             if answer.unavailable is None:

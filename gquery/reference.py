@@ -67,6 +67,25 @@ def _scan(source: LineitemSource) -> str:
     return f"read_csv({files}, delim='|', header=false, quote='', columns={{{spec}, '_trailing': 'VARCHAR'}})"
 
 
+_WORD = re.compile(r"[^\W\d][\w$]*")  # a name written bare (letters of any script, as DuckDB's lexer takes them)
+_QUOTED_NAME = re.compile(r'"((?:[^"]|"")*)"')
+
+
+def named_columns(text: str, columns) -> list[str]:
+    """The columns whose names the text holds, as words or quoted, in any case of their ASCII letters: a superset of
+    those its query reads, found without parsing it (a name in a string literal is counted for nothing)."""
+    words = {w.lower() for w in _WORD.findall(text)} | {q.replace('""', '"').lower() for q in _QUOTED_NAME.findall(text)}
+    return [name for name in columns if name.lower() in words]
+
+
+def duckdb_columns(text: str, query_columns, columns) -> list[str]:
+    """The columns DuckDB's own table must hold to answer `text` as written: those its query reads, and every other
+    one the text names (a predicate the binder folds away, n NOT IN (1, NULL), still names n to DuckDB's binder); any
+    one where it names none (COUNT(*))."""
+    found = list(dict.fromkeys([*query_columns, *named_columns(text, columns)]))
+    return found or list(columns)[:1]
+
+
 def _identifiers(names: Sequence[str], what: str) -> list[str]:
     bad = [n for n in names if not IDENTIFIER.fullmatch(n)]
     if bad:
@@ -84,7 +103,9 @@ class DuckDBTable:
         import duckdb
 
         started = time.perf_counter()
-        names = _identifiers(columns, "columns") if not in_place else ["*"]
+        from gquery.sources import quoted
+
+        names = [quoted(c) for c in columns] if not in_place else ["*"]  # (any name: a keyword, é, a space)
         if not names:
             raise GqueryError("DuckDBTable needs at least one column")
         order = _identifiers([c.strip() for c in order_by.split(",")], "order_by") if order_by else []
@@ -92,8 +113,6 @@ class DuckDBTable:
         self.threads = threads or os.cpu_count() or 1
         self.con = duckdb.connect(":memory:")
         self.con.execute(f"SET threads = {int(self.threads)}")
-        from gquery.sources import quoted
-
         # in_place: a view over the files, of which DuckDB reads what each query needs (as a user's
         # DuckDB over parquet does); else a table of just `columns`, loaded once
         sql = f"CREATE {'VIEW' if in_place else 'TABLE'} {quoted(name or source.name)} AS SELECT {', '.join(names)} " \
@@ -105,7 +124,7 @@ class DuckDBTable:
         except duckdb.Error as e:
             self.con.close()
             raise GqueryError(f"{source}: DuckDB cannot load {', '.join(names)}: {_first_line(e)}") from None
-        self.columns = names
+        self.columns = list(columns) if not in_place else names
         self.load_s = time.perf_counter() - started
 
     def run_sql(self, sql: str, repeat: int = 5, warmup: int = 1, parameters: list | None = None,

@@ -136,6 +136,7 @@ class SqlOutcome:
     build_notes: list[str] = field(default_factory=list)  # a store built for this query: what, how long
     duckdb_why: str | None = None  # why DuckDB answered (no usable GPU), where it did inside the class
     duckdb_in_place: bool = False  # DuckDB read the files in place (it answered), not a table of its own
+    no_files: bool = False  # a check was asked for, and the store's source files are gone: DuckDB has none to read
 
     @property
     def all_match(self) -> bool:
@@ -268,7 +269,7 @@ def run_sql(source: LineitemSource, text, *, backend: str = "auto", modes=("pinn
     function of the table's name (a named query: `FROM lineitem` over TPC-H, `FROM trips` over trips.parquet).
     `gpus`: the frames divided among this many GPUs, each its share's fused kernel."""
     from gquery import answer, sql, store
-    from gquery.reference import DuckDBTable
+    from gquery.reference import DuckDBTable, duckdb_columns
 
     info, gpu_reason = check_run_options(backend, modes, repeat)
     name = table_name_of(source)
@@ -299,9 +300,10 @@ def run_sql(source: LineitemSource, text, *, backend: str = "auto", modes=("pinn
     if backend == "auto" and duckdb_first:
         outcome.duckdb_why = f"GPU not used: {gpu_reason}; DuckDB answered (--backend cpu: the NumPy reference)"
         echo(outcome.duckdb_why.replace("answered", "answers"))
+    outcome.no_files = validate and not source.files
     if (validate or duckdb_first) and source.files:
         in_place = duckdb_first or outcome.query is None  # DuckDB answers: it reads the files as a user's DuckDB does
-        columns = [] if in_place else outcome.query.columns() or [next(iter(schema.types))]  # COUNT(*): any one
+        columns = [] if in_place else duckdb_columns(text, outcome.query.columns(), schema.types)
         echo(f"DuckDB: {'reading' if in_place else 'loading ' + ', '.join(columns) + ' from'} {source}")
         ref = DuckDBTable(source, columns, name=name, in_place=in_place)
         outcome.duckdb_in_place = in_place
@@ -370,8 +372,9 @@ def _check(outcome: SqlOutcome, table) -> None:
     # DuckDB refuses the text for its own typing (a DECIMAL(18) product's overflow): the answer says so
     refused = f"DuckDB refuses: {outcome.duckdb.unavailable}" if outcome.duckdb is not None else None
     if not any(a.backend == "gpu" for a in outcome.answers):  # the CPU reference alone: nothing to check it against
+        gone = "the store's files are gone: DuckDB has none to read" if outcome.no_files else None
         for a in outcome.answers:
-            a.checked_against = f"none — {refused}" if refused else None
+            a.checked_against = f"none — {refused or gone}" if refused or gone else None
         return
     reference = answer.cpu_answer(outcome.query, table).result
     for a in outcome.answers:

@@ -879,6 +879,11 @@ def finish_parted(path: Path | str, parts: int, echo=print) -> Path:
     return path
 
 
+def column_names(path: Path | str) -> list[str]:
+    """The columns a store holds, from its manifest."""
+    return list(_manifest(Path(path))["schema"]["types"])
+
+
 def part_count(path: Path | str) -> int:
     """How many parts a store holds: 1 for a single store."""
     return len(_manifest(Path(path)).get("parts", [None]))

@@ -290,3 +290,31 @@ def test_quiet_says_nothing_but_the_answer_and_errors(sf001, tmp_path):
     assert r.returncode == 0 and r.stderr == "" and r.stdout.splitlines()[0] == 'revenue'
     bad = gquery("run", "--quiet", "--data", path, "--backend", "cpu", "--sql", "SELECT SUM(l_nope) FROM lineitem")
     assert bad.returncode == 1 and bad.stderr.startswith("gquery: error: unknown column l_nope")
+
+
+@pytest.mark.parametrize("sql", ['SELECT SUM("é"), SUM("order"), SUM("my col") FROM odd', "SELECT SUM(é) FROM odd",
+                                 "SELECT COUNT(*) FROM odd WHERE n NOT IN (1, NULL)",
+                                 "SELECT COUNT(*), SUM(\"order\") FROM odd WHERE NOT (n = NULL)"])
+def test_the_check_against_duckdb_holds_any_column_name_and_columns_folded_away(tmp_path, sql):
+    """DuckDB's own table for the check holds columns of any name (a keyword, é, a space: quoted) and every column the
+    text names, though the binder folded its predicate away (n NOT IN (1, NULL) is never true): each failed the run
+    (exit 1) while the answer was right."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "odd.parquet"
+    pq.write_table(pa.table({"é": pa.array([1, 2], pa.int64()), "order": pa.array([3, 4], pa.int64()),
+                             "my col": pa.array([5, 6], pa.int64()), "n": pa.array([1, None], pa.int64())}), path)
+    r = gquery("run", "--data", path, "--backend", "cpu", "--repeat", "1", "--sql", sql)
+    assert r.returncode == 0, r.stderr
+    assert "MATCH DuckDB" in r.stdout
+
+
+def test_a_cpu_answer_over_a_store_whose_files_are_gone_says_why_it_is_unchecked(tmp_path):
+    """A store generated part by part keeps no parquet: the CPU reference's answer says that DuckDB has no files to
+    read (it said `not checked`, no reason)."""
+    r = gquery("generate", "--sf", "0.02", "--parts", "2", "--data-dir", tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = gquery("run", "--sf", "0.02", "--z", "30", "--backend", "cpu", "--repeat", "1", "--data-dir", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "none — the store's files are gone: DuckDB has none to read" in r.stdout
