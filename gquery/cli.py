@@ -42,12 +42,19 @@ def note(message: str) -> None:
         err.print(message, style="dim", markup=False)
 
 
+def _one_dataset(sf: Optional[float], data: Optional[Path]) -> None:
+    """--sf and --data name two datasets: one was left out of the run, silently."""
+    if sf is not None and data is not None:
+        raise UsageError("give --sf (a generated dataset) or --data PATH, not both")
+
+
 def _source(sf: Optional[float], data: Optional[Path], data_dir: Optional[Path]):
     from gquery import tpch
 
     if data is not None:
         from gquery import store
 
+        _one_dataset(sf, data)
         return store.as_source(data) if store.is_store(data) else tpch.find_lineitem(data)
     if sf is None:
         raise UsageError("give --sf (a generated dataset) or --data PATH")
@@ -151,6 +158,11 @@ def run(sf: Optional[float] = typer.Option(None, "--sf", help="Scale factor; gen
         found = files_in_from(text)  # FROM read_parquet('...'): the data the SQL names, as DuckDB reads it
         if found is not None:
             data, text = Path(found[0]), found[1]
+    from gquery.store import is_store
+
+    _one_dataset(sf, data)  # (said before any work)
+    if store_at is not None and data is not None and is_store(data):
+        raise UsageError(f"--store names the store to build from --data or read: --data {data} is a store already")
     emit = Output.of(output, as_json, out_file, reads=[sql_file, data, store_at])
     if scheduler is None and workers is None:
         from gquery.options import run_gpus

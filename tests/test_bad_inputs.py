@@ -493,6 +493,18 @@ def test_out_that_is_what_the_command_reads_is_refused_and_left_as_it_was(tmp_pa
     assert {p: p.read_bytes() for p in before} == before and not (folder / "answer.csv").exists()
 
 
+def test_two_datasets_or_a_store_for_a_store_are_one_line_before_any_work(tmp_path):
+    """--sf beside --data, or --store beside a --data that is a store: one of them was left out of the run silently;
+    now a usage line, before anything is generated or built."""
+    data = parquet(tmp_path, "t")
+    assert gquery("encode", "--data", data).returncode == 0
+    r = gquery("run", "--sf", "0.01", "--data", data, "--z", "3", "--data-dir", tmp_path / "gen")
+    assert one_error(r, 2) == "gquery: error: give --sf (a generated dataset) or --data PATH, not both"
+    r = gquery("run", "--data", tmp_path / "t.gq", "--store", tmp_path / "other.gq", "--z", "3")
+    assert "is a store already" in one_error(r, 2)
+    assert not (tmp_path / "gen").exists() and not (tmp_path / "other.gq").exists()
+
+
 def test_out_in_a_missing_folder_is_one_line_before_any_work(tmp_path):
     """--out in a folder that is not there: said before the query, naming the folder (the write named its temporary
     file, after the query had run)."""
