@@ -5,8 +5,8 @@ critical path while the GPU's context is made beside it), as a compiled kernel i
 A file is keyed by the text, the table's name and schema, and what a parse depends on beyond them: gquery's
 modules, sqlglot and DuckDB as installed (their files' sizes and times) and Python's version; so a changed
 parser or a changed table is another key. A file is read as gquery's query nodes alone (nothing else is
-unpickled), and it must hold its digest (cachefiles) and the text it is named for: a damaged or foreign file is a
-miss, parsed and written again. Only a process's first KEPT_A_PROCESS texts are written, as it exits (a loop over
+unpickled), and it must hold its digest (cachefiles), the digest of the key and text it is named for, and that text: a
+damaged, foreign or renamed file is a miss, parsed and written again. Only a process's first KEPT_A_PROCESS texts are written, as it exits (a loop over
 generated texts leaves a bounded trace, and no call waits for a write), and the folder is cut to its newest half once
 it holds FILES_KEPT."""
 
@@ -56,10 +56,11 @@ def load(text: str, table: str, key: str | None):
     if key is None:
         return None
     data = read_whole(cache_dir() / _name(text, key))
-    if data is None:
+    stamp = _stamp(text, key)
+    if data is None or data[:len(stamp)] != stamp:  # (a file of another key under this one's name: a miss, not its query)
         return None
     try:
-        found = _Nodes(io.BytesIO(data)).load()
+        found = _Nodes(io.BytesIO(data[len(stamp):])).load()
     except Exception:  # noqa: BLE001 (a damaged file, or one of another pickle: a miss, written again)
         return None
     if not isinstance(found, _query.Query) or found.sql != text or found.table != table:
@@ -101,11 +102,17 @@ def write_kept() -> None:
             data = pickle.dumps(query, protocol=pickle.HIGHEST_PROTOCOL)
         except RecursionError:  # a tree deeper than the interpreter's limit lets it pickle: parsed in each process
             continue
-        write_whole(folder / _name(text, key), data, "each process parses its texts again")
+        write_whole(folder / _name(text, key), _stamp(text, key) + data, "each process parses its texts again")
+
+
+def _stamp(text: str, key: str) -> bytes:
+    """The digest of a text and its table's key: a file's name, and its first bytes (a file renamed, copied or swapped
+    into another key's name holds another key's digest: read as another table's query, its binding was another's)."""
+    return hashlib.sha256(f"{key}\0{text}".encode("utf-8", "surrogatepass")).digest()
 
 
 def _name(text: str, key: str) -> str:
-    return hashlib.sha256(f"{key}\0{text}".encode("utf-8", "surrogatepass")).hexdigest() + ".query"
+    return _stamp(text, key).hex() + ".query"
 
 
 def _cut(folder: Path) -> None:

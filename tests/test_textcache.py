@@ -122,6 +122,37 @@ def test_a_damaged_or_foreign_file_is_a_miss_and_the_text_is_parsed_again(sf001,
     assert ask(path, MISSION, tmp_path)[0]["sqlglot"] is False  # written again by the parse
 
 
+def test_the_same_texts_file_for_another_schema_renamed_to_this_ones_is_a_miss(tmp_path):
+    """Two tables of one name whose column differs in scale (DECIMAL(12,2), DECIMAL(12,3)) ask one text: each one's
+    file, given the other's name, is a miss (a file held no digest of its key: it was read as the other table's query,
+    and answered (None, 0) where DuckDB answers (2.25, 1))."""
+    from decimal import Decimal
+
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    text = "SELECT SUM(d), COUNT(*) FROM t WHERE d > 2"
+    paths = {}
+    for scale in (2, 3):
+        folder = tmp_path / f"s{scale}"
+        folder.mkdir()
+        paths[scale] = folder / "t.parquet"
+        pq.write_table(pa.table({"d": pa.array([Decimal("1.50"), Decimal("2.25")], pa.decimal128(12, scale))}),
+                       paths[scale])
+    files = {}
+    for scale, path in paths.items():
+        ask(path, text, tmp_path / f"cache{scale}")
+        [files[scale]] = list((tmp_path / f"cache{scale}").glob("*.query"))
+    data = {scale: f.read_bytes() for scale, f in files.items()}
+    files[2].write_bytes(data[3])
+    files[3].write_bytes(data[2])
+    for scale, path in paths.items():
+        again, _ = ask(path, text, tmp_path / f"cache{scale}")
+        want = duckdb.connect().execute(f"SELECT SUM(d), COUNT(*) FROM read_parquet('{path}') WHERE d > 2").fetchall()
+        assert again["sqlglot"] and again["rows"] == [[str(v) for v in r] for r in want]
+
+
 def test_a_folder_that_cannot_be_written_is_said_once_and_the_answers_come(sf001, tmp_path):
     path = store.ensure_store(sf001, echo=lambda m: None)
     blocked = tmp_path / "file"
