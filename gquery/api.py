@@ -33,7 +33,7 @@ import threading
 import time
 
 from gquery import textcache
-from gquery.errors import GqueryError, UsageError, deep_expressions
+from gquery.errors import GqueryError, TableClosed, UsageError, deep_expressions
 from gquery.gpu.device import GpuUnavailable, device_thread, parse_gpus, probe
 from gquery.gpu.warm import no_pycuda, warm_up
 from gquery.options import GPU_BACKENDS, check_repeat
@@ -155,7 +155,7 @@ class TableHandle:
     def _live(self):
         with self._lock:
             if self._closed:
-                raise GqueryError(f"{self.data.source}: this table is closed; open it again to query it")
+                raise TableClosed(f"{self.data.source}: this table is closed; open it again to query it")
             return self.data
 
     @deep_expressions

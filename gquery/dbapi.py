@@ -21,7 +21,7 @@ import datetime
 import time
 
 from gquery import parameters as parameters_
-from gquery.errors import GqueryError
+from gquery.errors import GqueryError, TableClosed
 
 apilevel = "2.0"
 threadsafety = 2  # threads may share the module and connections (a table answers any thread), not cursors
@@ -195,8 +195,8 @@ class Cursor:
         try:  # with parameters, the text is parsed once and each execute binds into it (checking them)
             params = parameters_.sequence(parameters)
             answer = c._statement(sql).run(*params, **c.options) if params else c.table.sql(bind(sql, params), **c.options)
-        except GqueryError as e:
-            raise (InterfaceError if "closed" in str(e) else ProgrammingError)(str(e)) from None
+        except GqueryError as e:  # (a table closed under the connection: the connection's own InterfaceError)
+            raise (InterfaceError if isinstance(e, TableClosed) else ProgrammingError)(str(e)) from None
         self.answer, self._rows, self._at = answer, answer.fetchall(), 0
         self.rowcount = len(self._rows)
         self.description = [(name, str(t), None, None, t.width or None, t.scale if t.is_decimal else None, None)

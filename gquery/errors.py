@@ -11,6 +11,10 @@ class GqueryError(Exception):
     exit_code = 1
 
 
+class TableClosed(GqueryError):
+    """A query of a table closed since it was opened (the DB-API's InterfaceError: a closed connection)."""
+
+
 class UsageError(GqueryError):
     """A bad argument: exit code 2, like any command-line usage error."""
 

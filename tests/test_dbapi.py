@@ -143,6 +143,12 @@ def test_closed_things_and_what_a_reader_does_not_do(sf001, tmp_path):
         c.cursor()
     with pytest.raises(dbapi.OperationalError, match="no such file"):
         gquery.connect(tmp_path / "nope.parquet")
+    other = gquery.connect(sf001.files[0], backend="cpu").cursor()  # an error that names "closed" is no closed cursor
+    with pytest.raises(dbapi.ProgrammingError, match="unknown column closed"):
+        other.execute("SELECT SUM(closed) FROM lineitem")
+    other.connection.table.close()  # the table closed under an open connection: its InterfaceError
+    with pytest.raises(dbapi.InterfaceError, match="this table is closed"):
+        other.execute("SELECT COUNT(*) FROM lineitem")
 
 
 def test_a_failed_execute_leaves_no_result_and_an_unknown_option_is_said_at_connect(con, sf001):
