@@ -140,8 +140,20 @@ def size_text(nbytes: float) -> str:
 
 
 def _fail(path: Path, why: str):
+    cached = _in_cache(path)
+    if cached is not None:  # (gquery's own store of a user's files: `gquery encode` would write another beside them)
+        raise StoreError(f"{path}: {why}; remove {cached} (gquery's cache: the next run builds it again)", f"{path}: {why}")
     raise StoreError(f"{path}: {why}; rebuild it with 'gquery encode --data <parquet or .tbl>' (a store gquery generate "
                      "wrote part by part: 'gquery generate --sf SF --check' writes its damaged parts again)", f"{path}: {why}")
+
+
+def _in_cache(path: Path) -> Path | None:
+    """The store of gquery's cache folder (cache_dir) that `path` is, or is a part of; None where it is none."""
+    try:
+        folder, path = cache_dir().resolve(), Path(path).resolve()
+    except (OSError, RuntimeError):
+        return None
+    return next((p for p in (path, *path.parents) if p.parent == folder), None)
 
 
 # --- checksums ------------------------------------------------------------------------------------------

@@ -117,3 +117,31 @@ def test_the_cache_store_of_files_rewritten_since_is_built_again(tmp_path):
     again = gquery(*ask, "--validate", env=env)
     assert again.returncode == 0 and again.stdout.splitlines()[-1] == "10", again.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["stores", "t.parquet"] and len(list(stores.iterdir())) == 1
+
+
+def test_a_damaged_cache_store_says_to_remove_it_and_the_next_run_builds_it_again(tmp_path):
+    """A store gquery built in its own cache, damaged: refused in one line that names the store to remove (it named
+    `gquery encode`, which writes another store beside the user's file and leaves the damaged one in use)."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data, stores = tmp_path / "t.parquet", tmp_path / "stores"
+    env = {**os.environ, "GQUERY_STORE_DIR": str(stores)}
+    ask = ("run", "--data", data, "--backend", "cpu", "--repeat", "1", "-q", "--output", "csv", "--sql", "SELECT SUM(x) FROM t")
+    pq.write_table(pa.table({"x": pa.array(range(5000), pa.int64())}), data)
+    assert gquery(*ask, env=env).returncode == 0
+    [built] = list(stores.iterdir())
+    words = built / "x.words.bin"
+    words.write_bytes(words.read_bytes()[:10])
+    r = gquery(*ask, env=env)
+    errors = [line for line in r.stderr.splitlines() if line.startswith("gquery: error:")]
+    assert r.returncode == 1 and len(errors) == 1 and errors[0].endswith(f"remove {built} (gquery's cache: the next run "
+                                                                        "builds it again)"), r.stderr
+    import shutil
+
+    shutil.rmtree(built)
+    again = gquery(*ask, env=env)
+    assert again.returncode == 0 and again.stdout.splitlines()[-1] == str(sum(range(5000))), again.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stores", "t.parquet"]
