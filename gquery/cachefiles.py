@@ -46,8 +46,8 @@ def write_whole(path: Path, data: bytes, without: str) -> None:
             pass
         if path.parent not in _unwritable:
             _unwritable.add(path.parent)
-            print(f"gquery: the {_kind(path)} cache {path.parent} cannot be written ({e.strerror or e}): {without}",
-                  file=sys.stderr)
+            why = "a file, not a folder" if path.parent.exists() and not path.parent.is_dir() else e.strerror or e
+            print(f"gquery: the {_kind(path)} cache {path.parent} cannot be written ({why}): {without}", file=sys.stderr)
 
 
 def _kind(path: Path) -> str:
