@@ -27,7 +27,6 @@ import atexit
 import functools
 import inspect
 import os
-import re
 import sys
 import threading
 import time
@@ -38,8 +37,7 @@ from gquery.gpu.device import GpuUnavailable, device_thread, parse_gpus, probe
 from gquery.gpu.warm import no_pycuda, warm_up
 from gquery.options import GPU_BACKENDS, check_repeat
 from gquery.plan import MODES
-from gquery.sources import LineitemSource
-from gquery.reference import named_columns
+from gquery.sources import LineitemSource, named_columns
 from gquery.table import Table, read_ahead
 
 BACKENDS = ("auto", "gpu", "cpu", "duckdb")

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gquery.errors import GqueryError
-from gquery.sources import LineitemSource
+from gquery.sources import LineitemSource, named_columns
 
 
 def _first_line(e: Exception) -> str:
@@ -65,17 +65,6 @@ def _scan(source: LineitemSource) -> str:
         return f"read_parquet({files})"
     spec = ", ".join(f"'{c}': '{t}'" for c, t in LINEITEM_SQL_TYPES.items())
     return f"read_csv({files}, delim='|', header=false, quote='', columns={{{spec}, '_trailing': 'VARCHAR'}})"
-
-
-_WORD = re.compile(r"[^\W\d][\w$]*")  # a name written bare (letters of any script, as DuckDB's lexer takes them)
-_QUOTED_NAME = re.compile(r'"((?:[^"]|"")*)"')
-
-
-def named_columns(text: str, columns) -> list[str]:
-    """The columns whose names the text holds, as words or quoted, in any case of their ASCII letters: a superset of
-    those its query reads, found without parsing it (a name in a string literal is counted for nothing)."""
-    words = {w.lower() for w in _WORD.findall(text)} | {q.replace('""', '"').lower() for q in _QUOTED_NAME.findall(text)}
-    return [name for name in columns if name.lower() in words]
 
 
 def duckdb_columns(text: str, query_columns, columns) -> list[str]:

@@ -3,6 +3,7 @@ and the name SQL calls it by."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,17 @@ def _stem(name: str) -> str:
     for suffix in (*SUFFIXES, ".gq"):
         name = name.removesuffix(suffix)
     return name
+
+
+_WORD = re.compile(r"[^\W\d][\w$]*")  # a name written bare (letters of any script, as DuckDB's lexer takes them)
+_QUOTED_NAME = re.compile(r'"((?:[^"]|"")*)"')
+
+
+def named_columns(text: str, columns) -> list[str]:
+    """The columns whose names the text holds, as words or quoted, in any case of their ASCII letters: a superset of
+    those its query reads, found without parsing it (a name in a string literal is counted for nothing)."""
+    words = {w.lower() for w in _WORD.findall(text)} | {q.replace('""', '"').lower() for q in _QUOTED_NAME.findall(text)}
+    return [name for name in columns if name.lower() in words]
 
 
 def quoted(name: str) -> str:

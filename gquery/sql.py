@@ -562,6 +562,11 @@ def check_table(text: str, table: str) -> None:
 DEFAULT_SCHEMA = "main"  # DuckDB's schema of a table named alone: main.lineitem is lineitem
 
 
+def _other_schema(node: exp.Table | exp.Column) -> bool:
+    """Whether a table or column is qualified by a catalog, or a schema other than DEFAULT_SCHEMA."""
+    return bool(node.args.get("catalog")) or bool(node.args.get("db")) and folded(node.db) != DEFAULT_SCHEMA
+
+
 def _require_table(node: exp.Table, table: str) -> None:
     if folded(node.name) != folded(table):
         raise UnknownName(f"unknown table {_printed(node.name)}: the data is the table {table}")
@@ -1075,7 +1080,7 @@ class _Binder:
             raise refuse("a subquery")
         if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
             raise refuse(f"reading {_short(table)} (a table function)")
-        if table.args.get("catalog") or (table.args.get("db") and folded(table.db) != DEFAULT_SCHEMA):
+        if _other_schema(table):
             raise refuse(f"a table of another schema ({_short(table)})")
         _require_table(table, self.table)
         for key, value in table.args.items():
@@ -1133,7 +1138,7 @@ class _Binder:
         columns: dict[str, Column] = {}
         for node in nodes:
             column = self._value(node)
-            if not isinstance(column, Column) or _plus_in(node):  # (+x is the function +(x) to DuckDB)
+            if not isinstance(column, Column) or self._signs(node).plus:  # (+x is the function +(x) to DuckDB)
                 raise refuse(f"GROUP BY an expression ({_short(node)})")
             columns.setdefault(column.name, column)
         if len(columns) > MAX_GROUP_COLUMNS:
@@ -1171,7 +1176,7 @@ class _Binder:
             raise refuse(f"an expression outside an aggregate ({_short(inner)})")
         if value not in group_by:
             raise refuse(f"a column outside GROUP BY ({value.name})")
-        return Output(name or (self._name(node) if _plus_in(node) else value.name), value)  # +x: DuckDB's (+(x))
+        return Output(name or (self._name(node) if self._signs(node).plus else value.name), value)  # +x: DuckDB's (+(x))
 
     def _order_by(self, order: exp.Order | None, items, outputs) -> tuple[tuple[int, bool], ...]:
         if order is None:
@@ -1301,7 +1306,7 @@ class _Binder:
         if not node.table and not word.args.get("quoted") and folded(word.name) in COLUMN_REFUSED:
             raise SqlSyntaxError(f'syntax error at or near "{word.name}": a keyword DuckDB does not take as a name '
                                  f'unquoted (write "{word.name}")')
-        if node.args.get("catalog") or (node.args.get("db") and folded(node.db) != DEFAULT_SCHEMA):
+        if _other_schema(node):
             raise refuse(f"a column of another schema ({_short(node)})")
         qualifier = folded(node.table)
         # (an alias hides the name, as in DuckDB; main.t.x names the table, never its alias)
@@ -1385,7 +1390,7 @@ class _Binder:
         if interval is not None:
             raise refuse(f"INTERVAL arithmetic other than a date plus or minus an interval ({_short(node)})")
         left, right = self._value(node.this), self._value(node.expression)
-        left, right = _narrowed(left, node.this, right), _narrowed(right, node.expression, left)
+        left, right = _narrowed(left, self._signs(node.this), right), _narrowed(right, self._signs(node.expression), left)
         for side in (left, right):
             if side.type.name in ("VARCHAR", "BOOLEAN", "TIMESTAMP"):
                 raise refuse(f"arithmetic on a {side.type} ({_short(node)})")
@@ -1521,7 +1526,7 @@ class _Binder:
     # -- predicates --
     def _predicate(self, node: exp.Expression) -> Expr:
         """A boolean expression, constant parts folded away (a constant predicate is TRUE or FALSE)."""
-        if self.plus_written and _plus_in(node):
+        if self.plus_written and self._signs(node).plus:
             raise refuse(f"a unary plus of a BOOLEAN ({_short(node)}: DuckDB has +(x) for numbers only)")
         node = _unparenthesized(node)
         if isinstance(node, (exp.And, exp.Or)):
@@ -1731,8 +1736,8 @@ def _as_parameter(literal: Expr, t: SqlType, node: exp.Expression) -> Expr:
 @dataclass(frozen=True)
 class _Signs:
     """The parentheses and unary minuses from a node down (_Binder._signs): the first node of another kind, the
-    minuses among them, whether a unary plus is written on one of them or on that node (_plus_in), and the number of
-    the prepared statement's parameter the first marked one is (_parameter_under through both), or None."""
+    minuses among them, whether a unary plus is written on one of them or on that node (-(+1) is no literal to DuckDB,
+    but a function's value), and the number of the prepared statement's parameter the first marked one is, or None."""
 
     inner: exp.Expression
     negations: int
@@ -1747,11 +1752,6 @@ def _chain(node: exp.Expression, through) -> list[exp.Expression]:
         node = node.this
         out.append(node)
     return out
-
-
-def _plus_in(node: exp.Expression) -> bool:
-    """Whether a unary plus is written in a signed constant (-(+1)): to DuckDB no literal, a function's value."""
-    return any(_pluses(n) for n in _chain(node, (exp.Paren, exp.Neg)))
 
 
 def _parameter_under(node: exp.Expression, through) -> int | None:
@@ -1821,18 +1821,16 @@ def _position(node: exp.Literal, items: list[exp.Expression], clause: str) -> in
     return int(text) - 1
 
 
-def _narrowed(side: Expr, written: exp.Expression, other: Expr) -> Expr:
-    """An integer literal as written (signs and parentheses about it) beside an integer typed otherwise, in that
+def _narrowed(side: Expr, written: _Signs, other: Expr) -> Expr:
+    """An integer literal as written (`written`: the signs and parentheses about it) beside an integer typed otherwise, in that
     type where its value fits it: DuckDB's parser types such a literal INTEGER_LITERAL, which its binder casts to
     the other side's type (TINYINT + 1 is a TINYINT; + 128, whose value does not fit, an INTEGER; 1 + 1 + TINYINT,
     whose left side is a sum, an INTEGER). A prepared statement's parameter is not one: DuckDB types it by its
     value alone."""
     if not (isinstance(side, Literal) and side.type.is_integer and other.type.is_integer and side.type != other.type) \
-            or _parameter_under(written, (exp.Paren, exp.Neg)) is not None or _plus_in(written):
+            or written.parameter is not None or written.plus:
         return side
-    while isinstance(written, (exp.Paren, exp.Neg)):
-        written = written.this
-    if isinstance(written, exp.Literal) and not written.is_string and fits(side.value, other.type):
+    if isinstance(written.inner, exp.Literal) and not written.inner.is_string and fits(side.value, other.type):
         return Literal(side.value, other.type)
     return side
 

@@ -55,8 +55,8 @@ def load(text: str, table: str, key: str | None):
     """The Query of a text parsed before over a table of this key, or None."""
     if key is None:
         return None
-    data = read_whole(cache_dir() / _name(text, key))
     stamp = _stamp(text, key)
+    data = read_whole(cache_dir() / _name(stamp))
     if data is None or data[:len(stamp)] != stamp:  # (a file of another key under this one's name: a miss, not its query)
         return None
     try:
@@ -102,7 +102,8 @@ def write_kept() -> None:
             data = pickle.dumps(query, protocol=pickle.HIGHEST_PROTOCOL)
         except RecursionError:  # a tree deeper than the interpreter's limit lets it pickle: parsed in each process
             continue
-        write_whole(folder / _name(text, key), _stamp(text, key) + data, "each process parses its texts again")
+        stamp = _stamp(text, key)
+        write_whole(folder / _name(stamp), stamp + data, "each process parses its texts again")
 
 
 def _stamp(text: str, key: str) -> bytes:
@@ -111,8 +112,8 @@ def _stamp(text: str, key: str) -> bytes:
     return hashlib.sha256(f"{key}\0{text}".encode("utf-8", "surrogatepass")).digest()
 
 
-def _name(text: str, key: str) -> str:
-    return _stamp(text, key).hex() + ".query"
+def _name(stamp: bytes) -> str:
+    return stamp.hex() + ".query"
 
 
 def _cut(folder: Path) -> None:
