@@ -244,7 +244,8 @@ def store_for(source: LineitemSource, echo=print, where: Path | str | None = Non
     ours = store.is_store(path) and store.built_from(path, source)
     # (gquery's cache's own store of files changed since: built again, as a cache is; a store the user made or
     # named is refused when stale, naming the command that rebuilds it)
-    if ours and not (cached and not store.unchanged_sources(path)):
+    stale = ours and cached and not store.unchanged_sources(path)
+    if ours and not stale:
         return path, []
     store.refuse_replacing(path, source)
     t0 = time.perf_counter()

@@ -5,10 +5,10 @@ critical path while the GPU's context is made beside it), as a compiled kernel i
 A file is keyed by the text, the table's name and schema, and what a parse depends on beyond them: gquery's
 modules, sqlglot and DuckDB as installed (their files' sizes and times) and Python's version; so a changed
 parser or a changed table is another key. A file is read as gquery's query nodes alone (nothing else is
-unpickled), and it must hold its digest (cachefiles), the digest of the key and text it is named for, and that text: a
-damaged, foreign or renamed file is a miss, parsed and written again. Only a process's first KEPT_A_PROCESS texts are written, as it exits (a loop over
-generated texts leaves a bounded trace, and no call waits for a write), and the folder is cut to its newest half once
-it holds FILES_KEPT."""
+unpickled), and it must hold its digest (cachefiles), the digest of the key and text it is named for, and that text:
+a damaged, foreign or renamed file is a miss, parsed and written again. Only a process's first KEPT_A_PROCESS texts
+are written, as it exits (a loop over generated texts leaves a bounded trace, and no call waits for a write), and the
+folder is cut to its newest half once it holds FILES_KEPT."""
 
 from __future__ import annotations
 
