@@ -264,6 +264,7 @@ class TableHandle:
         result.wall_ms = (time.perf_counter() - started) * 1e3
         return result
 
+    @deep_expressions
     def prepare(self, text: str, **options) -> "Prepared":
         """A statement with qmark parameters (`... WHERE l_suppkey < ?`), its syntax checked now; each
         run(*parameters, **options) binds them as exact literals and asks sql() with this call's options
@@ -273,6 +274,7 @@ class TableHandle:
         if not isinstance(text, str):
             raise GqueryError(f"SQL must be text, not {type(text).__name__}")
         self._live()
+        _chosen(options)  # (an unknown option said now, not at the first run)
         statement = Prepared(self, text, options)
         if statement._template is None:  # not parsed as a template: its syntax checked as written
             sql.check_syntax(text)
@@ -327,24 +329,30 @@ class Prepared:
         from gquery import answer, sql
         from gquery.parameters import bound_spans, parameter_type
 
+        chosen = _chosen({**self.options, **options})
         bound, spans = bound_spans(self.text, parameters)
         table = self.table
         types = tuple(parameter_type(p) for p in parameters)  # (the int 100 and Decimal('100') bind alike: typed apart)
         query = self._parsed.get((bound, types))
-        if query is None and self._template is not None:
+        if query is None and self._template is not None and chosen["backend"] != "duckdb":  # (DuckDB alone is asked
+            # the text and its parameters: any SQL it answers, not the class's alone)
             query = sql.parse_template(self._template, bound, spans, answer.schema_of(table._live()), table.name,
                                        types=types)
             if len(self._parsed) < PARSED_KEPT:
                 self._parsed[(bound, types)] = query
-        defaults = sql_options()
-        chosen = {**defaults, **self.options, **options}
-        unknown = set(chosen) - set(defaults)
-        if unknown:
-            raise UsageError(f"unknown option(s) {', '.join(sorted(unknown))}: sql() takes {', '.join(defaults)}")
         return table._answer(bound, query, **chosen, statement=(self.text, parameters))
 
     def __repr__(self) -> str:
         return f"Prepared({self.text!r})"
+
+
+def _chosen(options: dict) -> dict:
+    """sql()'s options with these in place of its defaults; an option it does not take refused in one line."""
+    defaults = sql_options()
+    unknown = set(options) - set(defaults)
+    if unknown:
+        raise UsageError(f"unknown option(s) {', '.join(sorted(unknown))}: sql() takes {', '.join(defaults)}")
+    return {**defaults, **options}
 
 
 @functools.cache

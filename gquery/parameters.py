@@ -137,10 +137,13 @@ def literal(value) -> str:
         return format(value, "f") if not value.is_signed() else f"({format(value, 'f')})"
     if isinstance(value, float):  # 0.1 is no decimal: binding its text would ask another query than the double
         raise ParameterError(f"a float parameter ({value!r}): gquery's constants are exact, pass a Decimal or an int")
-    if isinstance(value, datetime.datetime):
-        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, datetime.datetime):  # (a subclass's value alone, as Python's own type writes it)
+        if getattr(value, "nanosecond", 0):  # (pandas' Timestamp: nanoseconds no datetime's text holds)
+            raise ParameterError(f"a timestamp parameter with nanoseconds ({value}): DuckDB's TIMESTAMP holds "
+                                 "microseconds")
+        return f"TIMESTAMP '{datetime.datetime.isoformat(value, sep=' ')}'"
     if isinstance(value, datetime.date):
-        return f"DATE '{value.isoformat()}'"
+        return f"DATE '{datetime.date.isoformat(value)}'"
     if isinstance(value, str):
         value = str.__str__(value)  # (a subclass's value alone)
         try:

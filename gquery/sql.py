@@ -129,15 +129,14 @@ class Template:
 
 
 def template(text: str) -> Template | None:
-    """The Template of a prepared text; None where the text has a `$` of its own, or parses only as written
-    (it is then parsed at each run)."""
+    """The Template of a prepared text; None where it parses only as written (it is then parsed at each run). A `$`
+    of the text's own is in a string, a quoted name or a comment, or refused (a numbered parameter $1, a named one
+    $x): the placeholders $k of the marked text are its `?` alone."""
     from gquery.parameters import numbered
 
-    if "$" in text:
-        return None
     marked, spans = numbered(text)
-    try:
-        tree = _one_statement(marked)
+    try:  # (a `$` last in the text, a comment's, made sqlglot's tokenizer read the first $k as a tag: a space after it)
+        tree = _one_statement(marked + " " if marked.endswith("$") else marked)
     except GqueryError:
         return None
     for hole in tree.find_all(exp.Placeholder):  # ($k: the k-th `?`, numbered)

@@ -310,6 +310,47 @@ def test_a_parameter_is_bound_by_its_value_and_tested_as_duckdb_tests_it():
         assert "\n" not in str(e.value)
 
 
+def test_a_date_parameter_is_bound_by_its_value_and_a_deep_statement_prepared_is_one_line():
+    """A date or datetime subclass is bound by its value, not by its own isoformat(); a timestamp with nanoseconds
+    (pandas') is refused, no TIMESTAMP holds them; a statement nested deeper than Python's default recursion is
+    prepared as sql() parses it, and one past gquery's depth is one line; an option sql() does not take is said at
+    prepare, not at the first run."""
+    import duckdb
+
+    from gquery.parameters import ParameterError, literal
+
+    class Shown(datetime.date):
+        def isoformat(self) -> str:
+            return "2020-01-01"
+
+    class ShownAt(datetime.datetime):
+        def isoformat(self, sep="T", timespec="auto") -> str:
+            return "2020-01-01 00:00:00"
+
+    data = pa.table({"k": pa.array([1, 2, 3], pa.int64()),
+                     "day": pa.array([datetime.date(1994, 1, 1), datetime.date(1996, 1, 1), datetime.date(2000, 1, 1)])})
+    t, con = gquery.open(data, name="t"), duckdb.connect()
+    con.register("t", data)
+    text = "SELECT COUNT(*), SUM(k) FROM t WHERE day <= ?"
+    assert t.prepare(text).run(Shown(1995, 1, 1), backend="cpu").rows == con.execute(text, [Shown(1995, 1, 1)]).fetchall() \
+        == [(1, 1)]
+    assert literal(ShownAt(1995, 1, 1, 6, 30)) == "TIMESTAMP '1995-01-01 06:30:00'"
+
+    class Nanos(datetime.datetime):
+        nanosecond = 5
+
+    with pytest.raises(ParameterError, match="nanoseconds") as e:
+        literal(Nanos(2020, 1, 1))
+    assert "\n" not in str(e.value)
+    nested = "SELECT SUM(" + "(" * 41 + "k + ?" + ")" * 41 + ") FROM t"
+    assert t.prepare(nested).run(1, backend="cpu").rows == [(9,)]
+    with pytest.raises(gquery.GqueryError, match="deeper than gquery walks them") as e:
+        t.prepare("SELECT SUM(" + "(" * 3000 + "k + ?" + ")" * 3000 + ") FROM t")
+    assert "\n" not in str(e.value)
+    with pytest.raises(gquery.GqueryError, match=r"unknown option\(s\) foo") as e:
+        t.prepare("SELECT SUM(k) FROM t WHERE k < ?", foo=1)
+
+
 @pytest.mark.parametrize("call, says", [
     (lambda g, t: t.sql("SELECT SUM(a) FROM t", mode=None), "mode must be one of"),
     (lambda g, t: t.sql("SELECT SUM(a) FROM t", backend="cpu", check="no"), "check must be True or False"),

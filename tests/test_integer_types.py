@@ -151,7 +151,10 @@ PREPARED = [("SELECT max(i8 + ?), max(i8 + 1), sum(? * i16), min(? + u8) FROM ed
             ("SELECT max(-?), sum(i8 * -?), min(-(?) + d), max(i16 - -(-?)) FROM edges",
              [Decimal("100"), Decimal("0.5"), Decimal("-0.05"), Decimal("1E+3")]),
             ("SELECT max(-?), min(i8 * -(?)), max(-(-?)), max(-?), min(-?) FROM edges",  # a minus widens where it must
-             [-2**31, -2**31, -2**31, -2**63, 2**31 - 1])]
+             [-2**31, -2**31, -2**31, -2**63, 2**31 - 1]),
+            # a `$` of the text's own (a comment's, last in the text; a quoted name's) leaves its parameters typed
+            ("SELECT max(i8 + ?) AS \"m$\", count(*) FROM edges WHERE u8 < ? /* $x$ */ -- in $", [1, 255]),
+            ("SELECT max(i8 + ?), sum(u16 * ?) FROM edges -- $", [1, 2])]
 
 
 @pytest.mark.parametrize("text,parameters", PREPARED)
@@ -188,6 +191,13 @@ def test_backend_duckdb_asks_a_prepared_statement_with_its_parameters(edges):
     assert [(n, str(t)) for n, t in a.result.columns] == [("max((i8 + $1))", "INTEGER"), ("sum((d * $2))", "DECIMAL(38,3)")]
     assert a.sql == "SELECT max(i8 + 5), sum(d * 0.5) FROM edges WHERE u8 <= 255"
     assert a.result.columns == statement.run(5, Decimal("0.5"), 255, backend="cpu", check=False).result.columns
+    beyond = "SELECT count(*), max(i8 + ?) FROM edges WHERE CAST(u8 AS VARCHAR) LIKE ?"  # outside the class: DuckDB's
+    con = duckdb.connect()
+    try:
+        theirs = con.execute(beyond.replace("FROM edges", f"FROM read_parquet('{edges}')"), [None, "2%"]).fetchall()
+    finally:
+        con.close()
+    assert gquery.open(edges).prepare(beyond).run(None, "2%", backend="duckdb").rows == theirs == [(1, None)]
 
 
 def test_a_decimal_parameter_duckdb_binds_as_a_double_is_refused_in_one_line(edges):

@@ -472,7 +472,7 @@ def test_a_prepared_template_binds_to_the_query_its_bound_text_parses_to(schema,
     import random
 
     from gquery import sql
-    from gquery.parameters import bound_spans
+    from gquery.parameters import ParameterError, bound_spans
 
     rng = random.Random(seed)
     text, kinds = TEMPLATES[seed % len(TEMPLATES)]
@@ -495,7 +495,9 @@ def test_a_prepared_template_binds_to_the_query_its_bound_text_parses_to(schema,
     except duckdb.Error:  # (DuckDB's own DECIMAL(18) products may overflow)
         return
     assert [(o.name, str(o.expr.type)) for o in got.outputs] == [(d[0], str(d[1])) for d in description], bound
-    assert sql.template("SELECT COUNT(*) FROM lineitem WHERE l_suppkey < $1 AND l_suppkey > ?") is None
+    with pytest.raises(ParameterError, match=re.escape("a numbered parameter ($1) is not taken")):
+        sql.template("SELECT COUNT(*) FROM lineitem WHERE l_suppkey < $1 AND l_suppkey > ?")
+    assert sql.template("SELECT COUNT(*) AS \"n$\" FROM lineitem WHERE l_suppkey < ? -- $") is not None  # (its own `$`)
 
 
 # --- a new text of a known shape -------------------------------------------------------------------------
