@@ -447,6 +447,9 @@ class Query:
     table: str = "lineitem"
     notes: tuple[str, ...] = field(default=(), compare=False)  # what the binder folded or rewrote
     nulls_first: tuple[int, ...] = ()  # the places in order_by whose NULLs come first (DuckDB's default: last)
+    # every cast and date plus days the binder made, those it folded away too (NOT (CAST(x AS UTINYINT) = 1 OR k IN
+    # (NULL, 2)) is never true, but DuckDB casts each row's x): checked against the table's values all the same
+    computed: tuple["Expr", ...] = field(default=(), compare=False, repr=False)
 
     @cached_property
     def aggregates(self) -> tuple[Aggregate, ...]:
@@ -489,7 +492,7 @@ class Query:
         """The casts whose type cannot hold every value their argument's type can (CAST(i AS TINYINT) of an INTEGER,
         a DECIMAL(15,2) to DECIMAL(9,2)): a value past the type is DuckDB's conversion error, so each is checked against
         the table's values (check_casts); found once a query."""
-        return tuple(dict.fromkeys(node for e in self._exprs() for node in e.walk()
+        return tuple(dict.fromkeys(node for e in (*self._exprs(), *self.computed) for node in e.walk()
                                    if isinstance(node, Cast) and not _holds(node.type, node.arg.type)))
 
     @cached_property
@@ -498,7 +501,7 @@ class Query:
         finite one lands past its dates, so each is checked against the table's finite dates (check_dates) and
         computed so (cpu.py; the fused kernel leaves a table holding infinite dates to the CPU); found once a
         query."""
-        return tuple(dict.fromkeys(node for e in self._exprs() for node in e.walk()
+        return tuple(dict.fromkeys(node for e in (*self._exprs(), *self.computed) for node in e.walk()
                                    if isinstance(node, Arith) and node.type.name == "DATE"))
 
     def _exprs(self):

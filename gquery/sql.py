@@ -372,20 +372,22 @@ def _where_rebound(shape: _Shape, binder: "_Binder", literals: list[str], filled
     """The WHERE of a text of the shape: each top-level AND term bound for its literals once (kept on the shape
     with the notes it made), the terms joined as _predicate joins them (AND flattened, TRUE and FALSE folded).
     `filled`: a template node with the text's literals while it binds (_rebound's)."""
-    terms, notes = [], []
+    terms, notes, computed = [], [], []
     for k, (term, holes) in enumerate(shape.where_terms):
         key = (k, tuple(literals[h] for h in holes))
         found = shape.bound_terms.get(key)
         if found is None:
-            before = len(binder.notes)
+            before, made = len(binder.notes), len(binder.computed)
             with filled(term) as node:
-                found = (binder._predicate(node), tuple(binder.notes[before:]))
+                found = (binder._predicate(node), tuple(binder.notes[before:]), tuple(binder.computed[made:]))
             if len(shape.bound_terms) >= TERMS_KEPT:
                 shape.bound_terms.clear()
             shape.bound_terms[key] = found
         terms.append(found[0])
         notes += found[1]
+        computed += found[2]
     binder.notes[:] = notes
+    binder.computed[:] = computed
     return binder._kept_rows(_conjunction(And, terms))
 
 
@@ -456,7 +458,8 @@ def _rebound(shape: _Shape, text: str, spans: list[tuple[int, int]], schema: Sch
             with filled(tree.args["order"]) as node:
                 order_by = binder._order_by(node, tree.expressions, outputs)
     return replace(first, sql=_statement_text(text), where=where, limit=limit, notes=notes, outputs=outputs,
-                   order_by=order_by)
+                   order_by=order_by, computed=tuple(dict.fromkeys((*first.computed, *binder.computed))))  # (the first's:
+    # its clauses bound again may leave out a cast of theirs that this text's keep, refused the more, never the less)
 
 
 def _moved_meta(node: exp.Expression, moved) -> None:
@@ -769,6 +772,9 @@ def _check_tokens(tokens: list) -> None:
         elif kind == TokenType.INTERVAL and after is not None and after.token_type in _SIGNS:
             raise SqlSyntaxError(f'syntax error at or near "{after.text}": an INTERVAL\'s amount is a number, a string, a '
                                  'name or parenthesized (INTERVAL (-1) DAY)')
+        elif kind == TokenType.INTERVAL and after is not None and after.token_type == TokenType.STRING \
+                and not _INTERVAL_COUNT.fullmatch(after.text) and interval_parts(after.text) is None:
+            raise refuse(f"the interval '{after.text}' ({INTERVALS_READ})")  # (read whole: sqlglot keeps its first part)
         elif kind == TokenType.IDENTIFIER and token.text == "":
             raise SqlSyntaxError('zero-length delimited identifier: a quoted name holds at least one character')
     if depth:
@@ -840,6 +846,26 @@ CLAUSES = {"with_": "a WITH clause", "distinct": "DISTINCT", "joins": "a join", 
            "having": "HAVING", "qualify": "QUALIFY", "windows": "a WINDOW clause", "offset": "OFFSET",
            "sample": "a sample", "into": "SELECT INTO", "prewhere": "PREWHERE", "connect": "CONNECT BY"}
 HANDLED_CLAUSES = {"expressions", "from_", "where", "group", "order", "limit", "kind"}
+_INTERVAL_COUNT = re.compile(r"\s*[-+]?\d+\s*")  # INTERVAL '90' DAY's string: a count, its unit after it
+_INTERVAL_PART = re.compile(r"\s*(-?\d+)\s*([a-zA-Z]+)")
+INTERVALS_READ = "gquery reads n DAY|WEEK|MONTH|QUARTER|YEAR|HOUR|MINUTE|SECOND, one or more in a string"
+
+
+def interval_parts(text: str) -> list[tuple[str, str]] | None:
+    """An interval string's (count, unit) parts ('2 days -3 hours'), each unit one of UNITS (or its plural); None
+    where the string is anything more (a time of day, `ago`, an abbreviation, '+1 day' DuckDB refuses): sqlglot's
+    parser keeps the first part of a string alone, INTERVAL '1 day 00:00:01' read as 1 DAY."""
+    parts, at = [], 0
+    while (m := _INTERVAL_PART.match(text, at)) is not None:
+        unit = m[2].upper()
+        if (unit[:-1] if unit.endswith("S") else unit) not in UNITS:
+            return None
+        parts.append((m[1], m[2]))
+        at = m.end()
+    return parts if parts and not text[at:].strip() else None
+
+
+NEGATED_WIDER = {"TINYINT": "SMALLINT", "SMALLINT": "INTEGER", "INTEGER": "BIGINT", "BIGINT": "HUGEINT"}
 UNITS = {"DAY": (0, 1, 0), "WEEK": (0, 7, 0), "MONTH": (1, 0, 0), "QUARTER": (3, 0, 0), "YEAR": (12, 0, 0),
          "HOUR": (0, 0, 3_600_000_000), "MINUTE": (0, 0, 60_000_000), "SECOND": (0, 0, 1_000_000)}
 CAST_TYPES = {exp.DataType.Type.TINYINT: "TINYINT", exp.DataType.Type.SMALLINT: "SMALLINT",
@@ -1028,6 +1054,7 @@ class _Binder:
         self.alias: str | None = None  # the table's alias in FROM, where it has one: it hides the table's own name
         self.aliases: dict[str, exp.Expression] = {}  # select-list alias → its expression
         self.notes: list[str] = []
+        self.computed: list[Expr] = []  # every Cast and DATE arithmetic made (Query.computed), folded away or not
         self.parameter_types: dict[int, SqlType] = {}  # a prepared statement's parameter number → its type
         self.prepared = False  # binding a prepared statement's run: its parameters are marked (PARAMETER)
         self.plus_written = "+" in text  # the text may hold a unary plus (_unary_plus): its operand's type is checked
@@ -1058,7 +1085,7 @@ class _Binder:
         written = select.args["order"].expressions if order_by else ()  # (ORDER BY ALL: one written, every output ordered)
         nulls_first = tuple(k for k in range(len(order_by)) if written[min(k, len(written) - 1)].args.get("nulls_first"))
         query = Query(sql, outputs, where, group_by, order_by, limit, self.table, tuple(dict.fromkeys(self.notes)),
-                      nulls_first)
+                      nulls_first, tuple(dict.fromkeys(self.computed)))
         if not self.schema.types and not query.columns():  # COUNT(*) alone: the engines count a column's rows
             left = ", ".join(f"{name}: {why}" for name, why in self.schema.left_out.items())
             raise refuse(f"a query of a table whose every column the engines leave out ({left or 'it has none'})")
@@ -1344,9 +1371,10 @@ class _Binder:
 
     def _signed_literal(self, node: exp.Neg) -> Literal | None:
         """-(-(1.50)) is the constant 1.50 to DuckDB's parser, typed after the sign is applied
-        (-9223372036854775808 is a BIGINT)."""
+        (-9223372036854775808 is a BIGINT); not where a unary plus stands below the minus (-(+9223372036854775808) is
+        the HUGEINT 9223372036854775808 negated: +(x) is a function's value to DuckDB, no literal)."""
         signs = self._signs(node)
-        if isinstance(signs.inner, exp.Literal) and not signs.inner.is_string:
+        if isinstance(signs.inner, exp.Literal) and not signs.inner.is_string and not self._signs(node.this).plus:
             return self._literal(signs.inner, signs.negations % 2 == 1)
         return None
 
@@ -1374,8 +1402,10 @@ class _Binder:
     def _negate(self, arg: Expr, node: exp.Expression) -> Expr:
         if not arg.type.is_numeric:
             raise refuse(f"negating a {arg.type} ({_short(node)})")
-        if isinstance(arg, Literal):
-            return self._constant(-arg.value, arg.type, node)
+        if isinstance(arg, Literal):  # a constant at its type's least value: negated in the next wider type, as DuckDB
+            # folds it (-CAST(-128 AS TINYINT) is the SMALLINT 128; a column's -128 negated DuckDB raises for)
+            wider = NEGATED_WIDER.get(arg.type.name) if not fits(-arg.value, arg.type) else None
+            return self._constant(-arg.value, SqlType(wider) if wider else arg.type, node)
         return Negate(arg, arg.type)
 
     def _arithmetic(self, node: exp.Binary) -> Expr:
@@ -1405,7 +1435,10 @@ class _Binder:
             if t.name == "DATE":
                 return temporal_literal(_fold(op, left, right, t), DATE)
             return self._constant(_fold(op, left, right, t), t, node)
-        return Arith(op, left, right, t)
+        made = Arith(op, left, right, t)
+        if t.name == "DATE":
+            self.computed.append(made)
+        return made
 
     def _constant(self, value: int, t: SqlType, node: exp.Expression) -> Literal:
         if not fits(value, t):
@@ -1443,10 +1476,9 @@ class _Binder:
                                  'parenthesized (INTERVAL (1 + 1) DAY)')
         amount = _unparenthesized(node.this)
         if unit is None:
-            text = amount.this if isinstance(amount, exp.Literal) and amount.is_string else ""
-            parts = re.findall(r"\s*([-+]?\d+)\s*([a-zA-Z]+)", text)
-            if not parts or "".join(f"{n}{u}" for n, u in parts) != re.sub(r"\s+", "", text):
-                raise refuse(f"the interval {_short(node)} (gquery reads n DAY|WEEK|MONTH|QUARTER|YEAR|HOUR|MINUTE|SECOND)")
+            parts = interval_parts(amount.this) if isinstance(amount, exp.Literal) and amount.is_string else None
+            if parts is None:
+                raise refuse(f"the interval {_short(node)} ({INTERVALS_READ})")
             total = _Interval()
             for n, u in parts:
                 total = total + self._interval_unit(_integer(n, "an interval"), u, node)
@@ -1504,7 +1536,9 @@ class _Binder:
             raise refuse(f"a CAST that rounds ({_short(node)}: scale {scale_of(arg.type)} to {scale_of(target)})")
         if isinstance(arg, Literal):
             return self._constant(arg.value * 10 ** (scale_of(target) - scale_of(arg.type)), target, node)
-        return Cast(arg, target)
+        made = Cast(arg, target)
+        self.computed.append(made)
+        return made
 
     def _cast_type(self, node: exp.Cast) -> SqlType:
         to = node.to
