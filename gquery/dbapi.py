@@ -157,6 +157,7 @@ class Connection:
         self._live()  # nothing to commit: queries only read
 
     def rollback(self) -> None:
+        self._live()  # (a closed connection says so first, as commit does)
         raise NotSupportedError("gquery only reads: there is no transaction to roll back")
 
     def close(self) -> None:
@@ -216,9 +217,9 @@ class Cursor:
     def fetchmany(self, size: int | None = None) -> list[tuple]:
         self._answered()
         size = self.arraysize if size is None else size
-        if isinstance(size, bool) or not isinstance(size, int):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise ProgrammingError(f"fetchmany takes a number of rows, got {size!r}")
-        rows = self._rows[self._at:self._at + max(0, size)]
+        rows = self._rows[self._at:self._at + size]
         self._at += len(rows)
         return rows
 

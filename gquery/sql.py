@@ -662,7 +662,8 @@ def _one_statement(text: str) -> exp.Expression:
         refused = _duckdb_refusal(text)
         if refused:
             raise SqlSyntaxError(refused)
-        raise OutOfClass(f"a {statement.key.upper()} statement {CLASS}")
+        kind = statement.key.upper()
+        raise OutOfClass(f"{'an' if kind[0] in 'AEIOU' else 'a'} {kind} statement {CLASS}")
     return statement
 
 

@@ -37,7 +37,7 @@ def test_type_objects_constructors_and_a_cursor_in_a_with(con):
         assert codes == [dbapi.STRING, dbapi.NUMBER, dbapi.NUMBER, dbapi.DATETIME, dbapi.NUMBER]
         assert dbapi.STRING != "BIGINT" and dbapi.NUMBER != "VARCHAR" and dbapi.DATETIME != "DOUBLE"
         assert all(code != dbapi.ROWID and code != dbapi.BINARY for code in codes)
-        for size in ("2", 2.5, True):
+        for size in ("2", 2.5, True, -1):
             with pytest.raises(dbapi.ProgrammingError, match="fetchmany takes a number of rows"):
                 cur.fetchmany(size)
     with pytest.raises(dbapi.InterfaceError, match="cursor is closed"):
@@ -141,6 +141,8 @@ def test_closed_things_and_what_a_reader_does_not_do(sf001, tmp_path):
         pass
     with pytest.raises(dbapi.InterfaceError, match="connection is closed"):
         c.cursor()
+    with pytest.raises(dbapi.InterfaceError, match="connection is closed"):  # (closed first, as commit says)
+        c.rollback()
     with pytest.raises(dbapi.OperationalError, match="no such file"):
         gquery.connect(tmp_path / "nope.parquet")
     other = gquery.connect(sf001.files[0], backend="cpu").cursor()  # an error that names "closed" is no closed cursor

@@ -316,7 +316,7 @@ REFUSALS = [
     ("WITH t AS (SELECT 1) SELECT count(*) FROM lineitem", "a WITH clause"),
     ("SELECT count(*) FROM lineitem UNION SELECT 1", "UNION"),
     ("SELECT count(*) FROM lineitem; SELECT 1", "more than one statement"),
-    ("INSERT INTO lineitem VALUES (1)", "a INSERT statement"),
+    ("INSERT INTO lineitem VALUES (1)", "an INSERT statement"),
     ("SELECT count(*), 1 FROM lineitem", "a constant in the SELECT list"),
     ("SELECT count(*) FROM lineitem WHERE l_tax < ?", "a parameter"),
     ("SELECT count(*) FROM lineitem USING SAMPLE 10%", "a sample"),
