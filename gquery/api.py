@@ -332,14 +332,15 @@ class Prepared:
         chosen = _chosen({**self.options, **options})
         bound, spans = bound_spans(self.text, parameters)
         table = self.table
-        types = tuple(parameter_type(p) for p in parameters)  # (the int 100 and Decimal('100') bind alike: typed apart)
-        query = self._parsed.get((bound, types))
-        if query is None and self._template is not None and chosen["backend"] != "duckdb":  # (DuckDB alone is asked
-            # the text and its parameters: any SQL it answers, not the class's alone)
-            query = sql.parse_template(self._template, bound, spans, answer.schema_of(table._live()), table.name,
-                                       types=types)
-            if len(self._parsed) < PARSED_KEPT:
-                self._parsed[(bound, types)] = query
+        query = None
+        if chosen["backend"] != "duckdb":  # (DuckDB alone is asked the text and its parameters: any SQL it answers)
+            types = tuple(parameter_type(p) for p in parameters)  # (the int 100 and Decimal('100') bind alike)
+            query = self._parsed.get((bound, types))
+            if query is None and self._template is not None:
+                query = sql.parse_template(self._template, bound, spans, answer.schema_of(table._live()), table.name,
+                                           types=types)
+                if len(self._parsed) < PARSED_KEPT:
+                    self._parsed[(bound, types)] = query
         return table._answer(bound, query, **chosen, statement=(self.text, parameters))
 
     def __repr__(self) -> str:

@@ -163,11 +163,15 @@ def parameter_type(value) -> SqlType | None:
     parameter by its Python value, not by the text bind() writes): an int INTEGER, BIGINT or HUGEINT by its value
     alone (-2^31 is an INTEGER, the literal -2147483648 a BIGINT), a Decimal DECIMAL(width, scale) from its digits
     and exponent (Decimal('100') is a DECIMAL(3,0), Decimal('0.5') a DECIMAL(1,1)), or DOUBLE past 38 digits, which
-    gquery's exact constants refuse. From 2^63 to 2^64 - 1 DuckDB's UBIGINT, which gquery has not: HUGEINT, the
-    values alike. None for the others (a string, a date, a bool, NULL: typed as their literals)."""
+    gquery's exact constants refuse. From 2^63 to 2^64 - 1 DuckDB's UBIGINT, which gquery has not: refused in one line
+    (as a HUGEINT its sums and products were typed otherwise than DuckDB types them, and its overflows answered). None
+    for the others (a string, a date, a bool, NULL: typed as their literals)."""
     if isinstance(value, bool) or not isinstance(value, (int, Decimal)):
         return None
     if isinstance(value, int):
+        if 2**63 <= value < 2**64:
+            raise ParameterError(f"an integer parameter {int(value)} is DuckDB's UBIGINT, a type gquery does not hold: "
+                                 "pass it as a Decimal (DuckDB types its digits: DECIMAL(19,0) or (20,0))")
         try:
             return integer_literal_type(value)
         except ValueError:  # past HUGEINT: its literal is refused

@@ -200,6 +200,26 @@ def test_backend_duckdb_asks_a_prepared_statement_with_its_parameters(edges):
     assert gquery.open(edges).prepare(beyond).run(None, "2%", backend="duckdb").rows == theirs == [(1, None)]
 
 
+def test_an_integer_parameter_duckdb_types_ubigint_is_refused_in_one_line(edges):
+    """From 2^63 to 2^64 - 1 DuckDB types an int parameter UBIGINT, which gquery does not hold (typed HUGEINT, its
+    products were wider than DuckDB's and its overflows answered): one line, but for backend duckdb, which asks DuckDB."""
+    from gquery.parameters import ParameterError
+
+    statement = gquery.open(edges).prepare("SELECT max(d * ?), count(*) FROM edges WHERE i64 < ?")
+    for value in (2**63, 2**64 - 1):
+        with pytest.raises(ParameterError, match="is DuckDB's UBIGINT") as e:
+            statement.run(value, 0, backend="cpu")
+        assert "\n" not in str(e.value)
+    con = duckdb.connect()
+    try:
+        theirs = [con.execute(statement.text.replace("FROM edges", f"FROM read_parquet('{edges}')"), [1, z]).fetchall()
+                  for z in (2**63, 2**63 - 1)]
+    finally:
+        con.close()
+    assert statement.run(1, 2**63, backend="duckdb").rows == theirs[0] == [(Decimal("1.00"), 4)]
+    assert statement.run(1, 2**63 - 1, backend="cpu").rows == theirs[1] == [(Decimal("0.00"), 3)]
+
+
 def test_a_decimal_parameter_duckdb_binds_as_a_double_is_refused_in_one_line(edges):
     """Past 38 digits DuckDB binds a Decimal parameter as a DOUBLE (Decimal('1E+38') too, whose digits bind() writes
     as a HUGEINT literal); gquery's constants are exact: refused, saying so, as a literal of 39 digits is."""
