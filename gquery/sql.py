@@ -847,7 +847,7 @@ CLAUSES = {"with_": "a WITH clause", "distinct": "DISTINCT", "joins": "a join", 
            "having": "HAVING", "qualify": "QUALIFY", "windows": "a WINDOW clause", "offset": "OFFSET",
            "sample": "a sample", "into": "SELECT INTO", "prewhere": "PREWHERE", "connect": "CONNECT BY"}
 HANDLED_CLAUSES = {"expressions", "from_", "where", "group", "order", "limit", "kind"}
-_INTERVAL_COUNT = re.compile(r"\s*[-+]?\d+\s*")  # INTERVAL '90' DAY's string: a count, its unit after it
+_INTERVAL_COUNT = re.compile(r"\s*[-+]?[\d.]+\s*")  # INTERVAL '90' DAY's string: a count, its unit after it (a fraction said later)
 _INTERVAL_PART = re.compile(r"\s*(-?\d+)\s*([a-zA-Z]+)")
 INTERVALS_READ = "gquery reads n DAY|WEEK|MONTH|QUARTER|YEAR|HOUR|MINUTE|SECOND, one or more in a string"
 
