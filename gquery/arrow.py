@@ -52,14 +52,16 @@ class ColumnReader:
         if source.format == "parquet":
             import pyarrow.parquet as pq
 
-            try:
-                self._files = [pq.ParquetFile(f) for f in source.files]
-                arrow = self._files[0].schema_arrow
-            except (pa.ArrowException, OSError) as e:
-                raise GqueryError(f"{source.files[0]}: cannot read parquet: {_first_line(e)}") from None
-            for f, pf in zip(source.files[1:], self._files[1:]):
-                if pf.schema_arrow.names != arrow.names:
+            self._files = []
+            for f in source.files:  # (the file that fails named, not the first)
+                try:
+                    self._files.append(pq.ParquetFile(f))
+                    names = self._files[-1].schema_arrow.names
+                except (pa.ArrowException, OSError) as e:
+                    raise GqueryError(f"{f}: cannot read parquet: {_first_line(e)}") from None
+                if names != self._files[0].schema_arrow.names:
                     raise GqueryError(f"{f}: its columns differ from {source.files[0]}'s")
+            arrow = self._files[0].schema_arrow
             self.rows = sum(pf.metadata.num_rows for pf in self._files)
         else:
             arrow, self._tbl = TBL_SCHEMA, self._read_tbl()

@@ -6,6 +6,7 @@ parsed text's constant changed by one byte still unpickles, and would be answere
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -52,3 +53,25 @@ def write_whole(path: Path, data: bytes, without: str) -> None:
 
 def _kind(path: Path) -> str:
     return {".cubin": "kernel", ".query": "query"}.get(path.suffix, "file")
+
+
+@contextlib.contextmanager
+def held(path: Path):
+    """An exclusive lock on `path` + ".lock" while the block runs, among processes and threads: processes that find
+    the cache's store of a file missing or stale build it one at a time, each after the other finds it built (six at
+    once built it together, and each said the others' half-written store was damaged). Where the lock file cannot be
+    made (a folder not writable), the block runs unlocked: its own writes then say why they fail."""
+    import fcntl
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path.with_name(path.name + ".lock"), "a")  # noqa: SIM115 (held across the yield)
+    except OSError:
+        yield
+        return
+    with lock, _held_here:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # (released when the file closes)
+        yield
+
+
+_held_here = threading.RLock()  # (flock is a process's: threads of one process take turns here)

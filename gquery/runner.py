@@ -185,9 +185,13 @@ class SqlOutcome:
 
 
 def _duckdb_arrow(d):
-    """DuckDB's rows as a pyarrow.Table, each column typed as its cursor named the type where gquery
+    """DuckDB's answer as a pyarrow.Table: its own (run_sql's `arrow`: every type as DuckDB holds it, a nanosecond, a
+    FLOAT, an infinite date, a UBIGINT), else its rows, each column typed as its cursor named the type where gquery
     knows the type (its Arrow type as DuckDB gives it), else as Arrow infers it from the values."""
     import pyarrow as pa
+
+    if d.arrow is not None:
+        return d.arrow
 
     from gquery.query import sql_type_of
     from gquery.result import arrow_type
@@ -241,6 +245,18 @@ def store_for(source: LineitemSource, echo=print, where: Path | str | None = Non
         return near, []
     cached = where is None and not beside
     path = Path(where) if where is not None else near if beside else store.cache_path_for(source)
+    if cached:  # (processes asking of one file at once: one builds, the others find it built)
+        from gquery.cachefiles import held
+
+        with held(path):
+            return _store_at(source, echo, path, cached)
+    return _store_at(source, echo, path, cached)
+
+
+def _store_at(source: LineitemSource, echo, path: Path, cached: bool) -> tuple[Path, list[str]]:
+    """store_for's store at `path`: found there, or built there now."""
+    from gquery import store
+
     ours = store.is_store(path) and store.built_from(path, source)
     # (gquery's cache's own store of files changed since: built again, as a cache is; a store the user made or
     # named is refused when stale, naming the command that rebuilds it)
@@ -308,7 +324,7 @@ def run_sql(source: LineitemSource, text, *, backend: str = "auto", modes=("pinn
         echo(f"DuckDB: {'reading' if in_place else 'loading ' + ', '.join(columns) + ' from'} {source}")
         ref = DuckDBTable(source, columns, name=name, in_place=in_place)
         outcome.duckdb_in_place = in_place
-        outcome.duckdb = ref.run_sql(text, repeat=repeat)
+        outcome.duckdb = ref.run_sql(text, repeat=repeat, arrow=True)  # (its own Arrow table: what --output writes)
         ref.close()
         if outcome.duckdb.times_ms:
             outcome.duckdb_ms = sorted(outcome.duckdb.times_ms)[len(outcome.duckdb.times_ms) // 2]

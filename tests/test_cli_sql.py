@@ -318,3 +318,80 @@ def test_a_cpu_answer_over_a_store_whose_files_are_gone_says_why_it_is_unchecked
     r = gquery("run", "--sf", "0.02", "--z", "30", "--backend", "cpu", "--repeat", "1", "--data-dir", tmp_path)
     assert r.returncode == 0, r.stderr
     assert "none — the store's files are gone: DuckDB has none to read" in r.stdout
+
+
+@pytest.mark.parametrize("sql", ["SELECT MAX(d) FROM e", "SELECT MAX(t), MAX(f) FROM e", "SELECT MAX(u), COUNT(*) FROM e",
+                                 "SELECT MIN(d32 - 1), MAX(d32 + 1) FROM e"])
+@pytest.mark.parametrize("backend", ["auto", "duckdb"])
+def test_duckdbs_answer_is_written_as_duckdb_holds_it(tmp_path, sql, backend):
+    """Where DuckDB answers (backend duckdb, or auto without a GPU), --output csv is its COPY's bytes and --output
+    parquet its own Arrow table: they were made from its Python rows, so an infinite date was written 9999-12-31, a
+    nanosecond timestamp rounded to microseconds, a FLOAT a DOUBLE, a date past Python's years a string, and a
+    UBIGINT a Python traceback."""
+    import datetime
+
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "e.parquet"
+    pq.write_table(pa.table({"t": pa.array([10**18 + 123456789, 5], pa.timestamp("ns")), "f": pa.array([0.1, 0.2], pa.float32()),
+                             "u": pa.array([2**64 - 1, 1], pa.uint64()), "d": pa.array([2**31 - 1, 0], pa.date32()),
+                             "d32": pa.array([datetime.date(1, 1, 1), datetime.date(9999, 12, 31)])}), path)
+    on_file = sql.replace("FROM e", f"FROM read_parquet('{path}')")
+    con = duckdb.connect()
+    try:
+        con.execute(f"COPY ({on_file}) TO '{tmp_path / 'duckdb.csv'}' (HEADER)")
+        arrow = con.sql(on_file).to_arrow_table()
+    finally:
+        con.close()
+    r = run_cli("run", "-q", "--data", path, "--backend", backend, "--repeat", 1, "--sql", sql, "--output", "csv")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (tmp_path / "duckdb.csv").read_bytes()
+    out = tmp_path / "answer.parquet"
+    r = run_cli("run", "-q", "--data", path, "--backend", backend, "--repeat", 1, "--sql", sql, "--output", "parquet",
+                "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert pq.read_table(out) == arrow
+
+
+def test_a_folders_damaged_part_is_named(tmp_path):
+    """A folder of parquet parts, one of them cut short: the error names that part, not the first."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import gquery as gq
+
+    folder = tmp_path / "fold"
+    folder.mkdir()
+    pq.write_table(pa.table({"a": [1, 2]}), folder / "p0.parquet")
+    pq.write_table(pa.table({"a": [3, 4]}), folder / "p1.parquet")
+    whole = (folder / "p1.parquet").read_bytes()
+    (folder / "p1.parquet").write_bytes(whole[:len(whole) // 2])
+    with pytest.raises(gq.GqueryError, match="p1.parquet: cannot read parquet"):
+        gq.open(folder)
+    r = run_cli("run", "-q", "--data", folder, "--backend", "cpu", "--sql", "SELECT SUM(a) FROM fold", stdin="")
+    assert r.returncode == 1 and "p1.parquet: cannot read parquet" in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def test_processes_at_once_build_the_cache_store_once(tmp_path, monkeypatch):
+    """Six runs at once over a file whose store in gquery's cache is missing, then stale: one builds it, the others
+    find it built (they built it together, and said each other's half-written store was damaged: remove it)."""
+    import os
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "mr.parquet"
+    pq.write_table(pa.table({"x": list(range(20_000)), "y": [i % 7 for i in range(20_000)]}), path)
+    monkeypatch.setenv("GQUERY_STORE_DIR", str(tmp_path / "stores"))
+    for rewritten in (False, True):
+        if rewritten:
+            os.utime(path, (path.stat().st_atime, path.stat().st_mtime + 5))
+        runs = [subprocess.Popen([sys.executable, "-m", "gquery", "run", "-q", "--data", str(path), "--backend", "cpu",
+                                  "--repeat", "1", "--sql", "SELECT COUNT(*), SUM(y) FROM mr", "--output", "csv"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(6)]
+        done = [(r.communicate(timeout=600), r.returncode) for r in runs]
+        assert all(rc == 0 and err == "" and out == "count_star(),sum(y)\n20000,59997\n" for (out, err), rc in done), done
