@@ -241,7 +241,8 @@ def column_names(names: list[str]) -> list[str]:
     """A file's column names as DuckDB names them: a name already taken (as DuckDB compares names: ASCII letters
     in any case, folded) gets _1, _2 ... by its own count, and a name so made that is taken too gets its own
     suffix in turn (["x", "x_1", "x", "x"] are x, x_1, x_1_1, x_2; ["a", "A"] are a, A_1): so `a` is the first
-    column, as DuckDB binds it, never the last."""
+    column, as DuckDB binds it, never the last. A name still empty then is C and its place (["", "a", ""] are C0, a,
+    _1), and where that is taken too DuckDB raises, as here."""
     taken: set = set()
     counts: dict = {}
     out = []
@@ -251,6 +252,14 @@ def column_names(names: list[str]) -> list[str]:
             name = f"{name}_{counts[folded(name)]}"
         taken.add(folded(name))
         out.append(name)
+    for i, name in enumerate(out):
+        if name == "":
+            if folded(f"C{i}") in taken:
+                from gquery.errors import GqueryError
+
+                raise GqueryError(f'duplicate column name "C{i}": DuckDB names the column of no name at place {i} so, '
+                                  "and another column is named so")
+            out[i] = f"C{i}"
     return out
 
 

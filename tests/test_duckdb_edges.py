@@ -22,7 +22,8 @@ def duck_rows(path, name: str, sql: str, types: bool = False):
 
 
 NAME_CASES = [["x", "x", "x"], ["x", "x_1", "x", "x"], ["x", "X", "x_1"], ["x", "x_1", "x_1", "x"],
-              ["a", "A", "a_1", "A"], ["x", "x_2", "x", "x", "x"], ["ǅ", "ǆ"], ["k", "\u212a"], ["É", "é"]]
+              ["a", "A", "a_1", "A"], ["x", "x_2", "x", "x", "x"], ["ǅ", "ǆ"], ["k", "\u212a"], ["É", "é"],
+              ["a", ""], ["", "a", "", "C1"], ["", "", ""]]  # (no name: C and its place, once the others are named)
 
 
 @pytest.mark.parametrize("names", NAME_CASES)
@@ -39,6 +40,16 @@ def test_a_files_columns_are_named_as_duckdb_names_them(tmp_path, names):
     for name in duck:
         sql = f'SELECT SUM("{name}"), SUM({name}) FROM t' if name.isascii() else f'SELECT SUM("{name}") FROM t'
         assert table.sql(sql, backend="cpu", check=False).rows == duck_rows(path, "t", sql)
+
+
+def test_a_column_of_no_name_named_as_another_is_refused_as_duckdb_refuses_it(tmp_path):
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array([1]), pa.array([2]), pa.array([3])], names=["a", "", "c1"]), path)
+    with pytest.raises(duckdb.BinderException, match='duplicate column name "c1"'):
+        duckdb.connect().execute(f"SELECT * FROM read_parquet('{path}')")
+    with pytest.raises(GqueryError, match='duplicate column name "C1"') as e:
+        gquery.open(str(path))
+    assert "\n" not in str(e.value)
 
 
 def test_a_name_folds_its_ascii_letters_alone(tmp_path):
