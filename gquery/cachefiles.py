@@ -56,22 +56,26 @@ def _kind(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def held(path: Path):
-    """An exclusive lock on `path` + ".lock" while the block runs, among processes and threads: processes that find
-    the cache's store of a file missing or stale build it one at a time, each after the other finds it built (six at
-    once built it together, and each said the others' half-written store was damaged). Where the lock file cannot be
-    made (a folder not writable), the block runs unlocked: its own writes then say why they fail."""
+def held(folder: Path):
+    """An exclusive lock on a cache folder while the block runs, among processes and threads (flock on the folder
+    itself: no file of its own in it): processes that find the cache's store of a file missing or stale build it one
+    at a time, each after the other finds it built (six at once built it together, and each said the others'
+    half-written store was damaged). Where the folder cannot be made or opened, the block runs unlocked: its own
+    writes then say why they fail."""
     import fcntl
 
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(path.with_name(path.name + ".lock"), "a")  # noqa: SIM115 (held across the yield)
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder, os.O_RDONLY)
     except OSError:
         yield
         return
-    with lock, _held_here:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # (released when the file closes)
-        yield
+    try:
+        with _held_here:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # (released when the descriptor closes)
+            yield
+    finally:
+        os.close(fd)
 
 
 _held_here = threading.RLock()  # (flock is a process's: threads of one process take turns here)

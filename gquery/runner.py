@@ -248,7 +248,7 @@ def store_for(source: LineitemSource, echo=print, where: Path | str | None = Non
     if cached:  # (processes asking of one file at once: one builds, the others find it built)
         from gquery.cachefiles import held
 
-        with held(path):
+        with held(path.parent):
             return _store_at(source, echo, path, cached)
     return _store_at(source, echo, path, cached)
 
