@@ -98,9 +98,9 @@ def _passed(sql: str, i: int) -> int | None:
             else:
                 j += 2 if sql[j] == c else 1
         return n
-    if sql.startswith("--", i):
-        j = sql.find("\n", i)
-        return n if j < 0 else j
+    if sql.startswith("--", i):  # (to the line's end: a newline or a carriage return, as DuckDB's lexer ends it)
+        ends = [j for j in (sql.find("\n", i), sql.find("\r", i)) if j >= 0]
+        return min(ends) if ends else n
     if sql.startswith("/*", i):
         depth, j = 1, i + 2
         while j < n and depth:

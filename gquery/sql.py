@@ -247,7 +247,7 @@ _QUOTED = r"""(?ix)
       | \binterval\s+(?:'(?:[^']|'')*'|\d+)(?:\s+(?:year|month|day|hour|minute|second|week)s?\b)?
       | '(?:[^']|'')*'
       | (?<![\w.$])(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?(?![\w.]) )
-  | "(?:[^"]|"")*" | --[^\n]* | /\*.*?\*/"""
+  | "(?:[^"]|"")*" | --[^\n\r]* | /\*.*?\*/"""
 _TOKENS = re.compile(_QUOTED + r" | [a-z_][\w$]*", re.S)
 # the same without names: each literal's start is guarded (a word boundary, or no name character before it), so a
 # literal is found alike whether the names around it are passed as tokens or as text between them
@@ -258,8 +258,8 @@ SHAPES_KEPT = 4096  # shapes a table keeps: texts of generated shapes must not g
 
 # a whitespace run that holds a newline, matched whole from its first character alone (a match tried from within a run
 # scanned the rest of it: 100,000 spaces took 12 s)
-_NEWLINE_RUN = re.compile(r"(?<!\s)[^\S\n]*\n\s*")
-_SPACE_RUN = re.compile(r"[^\S\n]+")  # one that holds none
+_NEWLINE_RUN = re.compile(r"(?<!\s)[^\S\n\r]*[\n\r]\s*")  # (a carriage return ends a -- comment too)
+_SPACE_RUN = re.compile(r"[^\S\n\r]+")  # one that holds none
 
 
 def _spaced(gap: str) -> str:
@@ -325,11 +325,15 @@ def parse_shaped(text: str, schema: Schema, table: str, shapes: dict) -> Query:
     kept = shapes.get(shape, ...)
     if kept is ...:  # the first text of this shape: parsed, and its template tried against it
         query = parse(text, schema, table)
-        t = template(shape)
         try:
-            same = t is not None and parse_template(t, text, spans, schema, table, every_literal=True) == query
+            t = template(shape)
+            # (its `?` those of shape_of's literals each: a literal the parser takes for a comment's, in a comment
+            # nested in another, took no placeholder, and every later literal went to the place before its own)
+            same = t is not None and len(t.spans) == len(spans) and \
+                parse_template(t, text, spans, schema, table, every_literal=True) == query
             kept = _Shape(t, query, literals, _clauses(t), _where_terms(t)) if same else None
-            if kept is not None and not _same_notes(_rebound(kept, text, spans, schema, table, every=True), query):
+            if kept is not None and (_folded_away(query) or not _same_notes(
+                    _rebound(kept, text, spans, schema, table, every=True), query)):
                 kept = _Shape(t, query, literals, (None,) * len(literals))  # its clauses are not bound again
         except Exception:  # noqa: BLE001 (a template that cannot bind this text serves no text of its shape)
             kept = None
@@ -458,8 +462,17 @@ def _rebound(shape: _Shape, text: str, spans: list[tuple[int, int]], schema: Sch
             with filled(tree.args["order"]) as node:
                 order_by = binder._order_by(node, tree.expressions, outputs)
     return replace(first, sql=_statement_text(text), where=where, limit=limit, notes=notes, outputs=outputs,
-                   order_by=order_by, computed=tuple(dict.fromkeys((*first.computed, *binder.computed))))  # (the first's:
-    # its clauses bound again may leave out a cast of theirs that this text's keep, refused the more, never the less)
+                   order_by=order_by, computed=tuple(dict.fromkeys(binder.computed)))  # (the clauses bound again made;
+    # the others' are in the first's expressions kept: a shape whose first text folded one away is not bound so)
+
+
+def _folded_away(query: Query) -> bool:
+    """Whether a cast or date shift the binder made (Query.computed) is in none of the query's expressions: folded
+    away, so a text of its shape is bound whole (_rebound keeps the first's other clauses, not what they dropped)."""
+    if not query.computed:
+        return False
+    live = {node for e in query._exprs() for node in e.walk()}
+    return any(made not in live for made in query.computed)
 
 
 def _moved_meta(node: exp.Expression, moved) -> None:

@@ -658,6 +658,44 @@ def test_a_new_text_of_a_known_shape_is_the_query_its_parse_is(schema):
     assert served > 200, served
 
 
+def test_a_shape_serves_its_texts_as_their_own_parse_past_nested_comments_line_ends_and_folded_casts(tmp_path):
+    """Texts of one shape through one table answer as a fresh table and DuckDB answer them: a literal inside a comment
+    nested in another (shape_of's pattern did not nest them, so every later literal took the place before its own: a
+    wrong sum, named after another text), a -- comment ended by a carriage return (a ParameterError), and a shape
+    whose first text's cast never fits the table (each later text was refused for it: the first's casts were checked
+    with its own)."""
+    import pyarrow as pa
+
+    import gquery
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": pa.array([1, 5, 10, 50, 100], pa.int32()), "s": ["a", "b", "x", "a\n", "c"]}), path)
+    texts = ["SELECT /* /* */ 2 */ SUM(x * 2) FROM t", "SELECT /* /* */ 2 */ SUM(x * 3) FROM t",
+             "SELECT /* /* */ 7 */ SUM(x * 2) FROM t", "SELECT COUNT(*) FROM t WHERE /* /* */ 10 */ x > 10",
+             "SELECT COUNT(*) FROM t WHERE /* /* */ 10 */ x > 50",
+             "SELECT COUNT(*) FROM t WHERE x > 0 -- c\r AND s <> 'a\n' AND x < 10",
+             "SELECT COUNT(*) FROM t WHERE x > 1 -- c\r AND s <> 'a\n' AND x < 10",
+             "SELECT SUM(CAST(x * 1000 AS SMALLINT)) FROM t", "SELECT SUM(CAST(x * 2 AS SMALLINT)) FROM t",
+             "SELECT COUNT(*) FROM t WHERE NOT (CAST(x * 3 AS TINYINT) = 1 OR x IN (NULL, 2))",
+             "SELECT COUNT(*) FROM t WHERE NOT (CAST(x * 1 AS TINYINT) = 1 OR x IN (NULL, 2))"]
+    warm, con = gquery.open(path), duckdb.connect()
+    con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{path}')")
+    for text in texts:
+        answers = []
+        for table in (warm, gquery.open(path)):
+            try:
+                a = table.sql(text, backend="cpu", check=False)
+                answers.append((a.rows, a.columns))
+            except GqueryError as e:
+                answers.append(type(e))
+        try:
+            asked = con.execute(text)
+            theirs = (asked.fetchall(), [d[0] for d in asked.description])
+        except duckdb.ConversionException:
+            theirs = GqueryError
+        assert answers[0] == answers[1] == theirs, text
+
+
 @deep_expressions
 def test_texts_of_one_shape_parsed_on_many_threads_at_once_are_each_their_own_query(schema):
     """A new text's literals stand in its shape's template while it binds, under the shape's lock: eight threads
