@@ -431,7 +431,8 @@ def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, emi
         if store.unchanged_sources(path):
             from gquery.reference import DuckDBTable, duckdb_columns
 
-            duck = DuckDBTable(store.as_source(path), duckdb_columns(text, r.query.columns(), store.column_names(path)))
+            duck = DuckDBTable(store.as_source(path), duckdb_columns(text, r.query.columns(), store.column_names(path)),
+                               name=store.table_name(path))  # (the table as the SQL names it, not its store's folder)
             answer = duck.run_sql(text, repeat=1)
             duck.close()
             if answer.unavailable is None:

@@ -166,6 +166,20 @@ def test_cli_on_a_local_cluster_checks_a_query_of_no_column_read_against_duckdb(
     assert "MATCH against DuckDB" in r.stdout
 
 
+def test_cli_on_a_local_cluster_checks_a_table_named_other_than_its_store_against_duckdb(tmp_path, monkeypatch):
+    """A file whose store lies in gquery's cache (its folder named for the table and a digest): DuckDB's table for the
+    check is named as the SQL names it, trips (it was named for the store's folder, and DuckDB failed: no table trips)."""
+    monkeypatch.setenv("GQUERY_STORE_DIR", str(tmp_path / "stores"))
+    (tmp_path / "trips").mkdir()
+    path = tmp_path / "trips" / "trips.parquet"
+    pq.write_table(pa.table({"v": pa.array([1, 2, 3, None], pa.int64()), "s": ["a", "b", "a", "c"]}), path)
+    r = gquery("run", "--data", path, "--sql", "SELECT s, SUM(v) FROM trips GROUP BY s ORDER BY s", "--scheduler", "local",
+               "--workers", 1, "--backend", "cpu", "--repeat", 1, "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["check"] is True and out["rows"] == [["a", 4], ["b", 2], ["c", None]]
+
+
 def test_cli_on_a_running_scheduler_checks_against_the_cpu_reference_without_sources(cluster, stores, capsys):
     path, parts = stores["parted"]
     code = run_main(["run", "--data", str(path), "--z", "2", "--scheduler", cluster.scheduler, "--json", "--repeat", "1"])
