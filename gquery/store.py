@@ -1095,11 +1095,15 @@ def write_parted(source, path: Path, echo=print, sort_by: str | None = None, col
     (path / "manifest.json").unlink(missing_ok=True)
     path.mkdir(parents=True, exist_ok=True)
     parts = len(source.files)
-    todo = []
+    todo, kept_rows = [], 0
     for k, f in enumerate(source.files, start=1):
         done = part_rows(path, k, f, echo=echo)
         if done is None or _manifest(part_path(path, k)).get("sorted_by") != sort_by:
             todo.append((k, f))
+        else:
+            kept_rows += done
+    if len(todo) < parts:  # (as generate_parts says it: a stopped encode goes on where it stopped)
+        echo(f"{parts - len(todo)} of {parts} parts already encoded ({kept_rows:,} rows); resuming")
     workers = min(len(todo), (os.cpu_count() or 1) // PART_THREADS)
     if workers > 1:  # parts at once, a process each (encoding holds the GIL between NumPy's loops)
         import multiprocessing
@@ -1111,7 +1115,7 @@ def write_parted(source, path: Path, echo=print, sort_by: str | None = None, col
             for job in jobs:
                 echo(job.result())
     else:
-        rows = 0
+        rows = kept_rows
         for k, f in todo:
             rows += write_part(path, k, parts, LineitemSource(f, source.format, (f,)), rows_before=rows, echo=echo,
                                sort_by=sort_by, columns=columns, key=key)

@@ -102,6 +102,8 @@ def test_parquet_parts_become_a_parted_store_and_a_rerun_resumes(tmp_path):
     assert store.part_path(path, 1).stat().st_mtime_ns == kept  # whole parts are kept, not rewritten
     written = [ln for ln in lines if ln.startswith("part ")]
     assert len(written) == 1 and written[0].startswith("part 3/3: 2,100 rows encoded")  # only the missing part
+    assert "2 of 3 parts already encoded (2,100 rows); resuming" in lines  # (as a stopped generation says it)
+    assert written[0].endswith("; 4,200 rows so far")  # (the kept parts' rows counted: one part left, in this process)
     assert store.open_store(path).rows == 4200
 
 
