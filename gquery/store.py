@@ -841,7 +841,7 @@ def write_part(path: Path | str, part: int, parts: int, source, *, record_source
     m = _manifest(written)
     rows = int(m["rows"])
     so_far = "" if rows_before is None else f"; {rows_before + rows:,} rows so far"  # None: parts made at once
-    echo(f"part {part}/{parts}: {rows:,} rows encoded ({size_text(_buffer_bytes(m))} store) in "
+    echo(f"part {part}/{parts}: {rows:,} row{'s' * (rows != 1)} encoded ({size_text(_buffer_bytes(m))} store) in "
          f"{time.perf_counter() - started:.1f} s{so_far}")
     return rows
 
