@@ -436,7 +436,7 @@ def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, emi
             answer = duck.run_sql(text, repeat=1)
             duck.close()
             if answer.unavailable is None:
-                check = ("DuckDB", compare(r.result, answer.rows, ordered))
+                check = ("DuckDB", compare(r.result, answer.rows, ordered, query=r.query))
             else:
                 note(f"DuckDB cannot answer ({answer.unavailable}): checking against the CPU reference over the store")
         else:
@@ -445,7 +445,7 @@ def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, emi
             from gquery.answer import cpu_answer
 
             reference = cpu_answer(r.query, store.open_store(path, check_source=False, window=1))
-            check = ("the CPU reference over the store", compare(r.result, reference.rows, ordered))
+            check = ("the CPU reference over the store", compare(r.result, reference.rows, ordered, query=r.query))
 
     def print_table(out: Console) -> None:
         from gquery.result import cell_text

@@ -593,24 +593,67 @@ class Comparison:
 
     equal: bool
     last_place: int = 0
+    tied_at_limit: int = 0  # rows LIMIT kept of a run of ties (or of unordered rows): counted, their values any of them
 
     def says(self, other: str) -> str | None:
-        """The note a check leaves where the doubles differ at all."""
-        if not (self.equal and self.last_place):
-            return None
-        return (f"{self.last_place} double{'s' * (self.last_place != 1)} differ{'s' * (self.last_place == 1)} from "
-                f"{other}'s by one unit in the last place: gquery's AVG is the correctly rounded exact mean")
+        """The note a check leaves where the doubles differ at all, or LIMIT kept some of tied rows."""
+        notes = []
+        if self.equal and self.last_place:
+            notes.append(f"{self.last_place} double{'s' * (self.last_place != 1)} differ{'s' * (self.last_place == 1)} "
+                         f"from {other}'s by one unit in the last place: gquery's AVG is the correctly rounded exact mean")
+        if self.equal and self.tied_at_limit:
+            notes.append(f"{self.tied_at_limit} row{'s' * (self.tied_at_limit != 1)} LIMIT kept of rows tied in "
+                         "ORDER BY (or unordered) counted, not compared: any of them is the answer")
+        return "; ".join(notes) or None
 
 
-def compare(ours: Result, theirs_rows: list[tuple], ordered: bool) -> Comparison:
+def compare(ours: Result, theirs_rows: list[tuple], ordered: bool, query=None) -> Comparison:
     """Whether our rows are the other engine's: Decimals equal in value and in printed digits, doubles
     equal within one unit in the last place (counted), dates, ints and strings equal and of the same
-    kind. Unordered, the rows are compared as multisets."""
+    kind. Unordered, the rows are compared as multisets. Given the `query` they answer: its ORDER BY's values
+    in the same sequence, and the rows of each run of rows equal in them as a multiset (ties come in any order:
+    gquery's by the group key, DuckDB's as its threads met them); the last run where LIMIT kept rows (or unordered
+    rows LIMIT cut), where its rows differ, counted alone: any of the tied rows is the answer (Comparison.says so)."""
+    if query is not None:
+        return _compare_runs(ours, [tuple(r) for r in theirs_rows], query)
     mine, theirs = list(ours.rows), [tuple(r) for r in theirs_rows]
     if len(mine) != len(theirs):
         return Comparison(False)
     if not ordered:  # doubles sort last: one a unit in the last place apart must not put its row elsewhere
         mine, theirs = sorted(mine, key=_matching_key), sorted(theirs, key=_matching_key)
+    return _compare_rows(mine, theirs)
+
+
+def _compare_runs(ours: Result, theirs: list[tuple], query) -> Comparison:
+    mine = list(ours.rows)
+    if len(mine) != len(theirs):
+        return Comparison(False)
+    cut = query.limit is not None and len(mine) == query.limit  # (LIMIT may have cut a run short: it kept some)
+    keys = [i for i, _ in query.order_by]
+    if not keys:
+        found = _compare_rows(sorted(mine, key=_matching_key), sorted(theirs, key=_matching_key))
+        if not found.equal and cut and query.group_by:  # other rows LIMIT kept: any `limit` of the groups
+            return Comparison(True, tied_at_limit=len(mine))
+        return found
+    mine_keys, their_keys = [tuple(r[i] for i in keys) for r in mine], [tuple(r[i] for i in keys) for r in theirs]
+    found = _compare_rows(mine_keys, their_keys)  # the ORDER BY's values, in sequence
+    if not found.equal:
+        return found
+    last_place, tied, start = 0, 0, 0
+    for end in range(1, len(mine) + 1):
+        if end < len(mine) and mine_keys[end] == mine_keys[start]:
+            continue
+        run = _compare_rows(sorted(mine[start:end], key=_matching_key), sorted(theirs[start:end], key=_matching_key))
+        if not run.equal and cut and end == len(mine) and query.group_by:  # the last run, which LIMIT may have cut:
+            tied = end - start  # other rows of the tied ones kept
+        elif not run.equal:
+            return run
+        last_place += run.last_place
+        start = end
+    return Comparison(True, last_place, tied)
+
+
+def _compare_rows(mine: list[tuple], theirs: list[tuple]) -> Comparison:
     last_place = 0
     for a, b in zip(mine, theirs):
         if len(a) != len(b):
@@ -624,9 +667,9 @@ def compare(ours: Result, theirs_rows: list[tuple], ordered: bool) -> Comparison
     return Comparison(True, last_place)
 
 
-def same(ours: Result, theirs_rows: list[tuple], ordered: bool) -> bool:
+def same(ours: Result, theirs_rows: list[tuple], ordered: bool, query=None) -> bool:
     """compare(...).equal: the rows are the other engine's, doubles within one unit in the last place."""
-    return compare(ours, theirs_rows, ordered).equal
+    return compare(ours, theirs_rows, ordered, query).equal
 
 
 def same_value(a, b) -> bool:

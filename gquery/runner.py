@@ -381,10 +381,9 @@ def _check(outcome: SqlOutcome, table) -> None:
     files to read."""
     from gquery import answer
 
-    ordered = bool(outcome.query.order_by)
     if outcome.duckdb is not None and not outcome.duckdb.unavailable:
         for a in outcome.answers:
-            _checked(a, outcome.duckdb.rows, ordered, "DuckDB")
+            _checked(a, outcome.duckdb.rows, outcome.query, "DuckDB")
         return
     # DuckDB refuses the text for its own typing (a DECIMAL(18) product's overflow): the answer says so
     refused = f"DuckDB refuses: {outcome.duckdb.unavailable}" if outcome.duckdb is not None else None
@@ -395,14 +394,14 @@ def _check(outcome: SqlOutcome, table) -> None:
         return
     reference = answer.cpu_answer(outcome.query, table).result
     for a in outcome.answers:
-        _checked(a, reference.rows, ordered, "the CPU reference")
+        _checked(a, reference.rows, outcome.query, "the CPU reference")
         if refused:
             a.check_note = "; ".join(n for n in (a.check_note, refused) if n)
 
 
-def _checked(a, rows: list[tuple], ordered: bool, against: str) -> None:
+def _checked(a, rows: list[tuple], query, against: str) -> None:
     from gquery.result import compare
 
-    comparison = compare(a.result, rows, ordered)
+    comparison = compare(a.result, rows, True, query=query)
     a.check, a.checked_against, a.expected = comparison.equal, against, rows
     a.check_note = comparison.says(against)

@@ -395,3 +395,40 @@ def test_processes_at_once_build_the_cache_store_once(tmp_path, monkeypatch):
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(6)]
         done = [(r.communicate(timeout=600), r.returncode) for r in runs]
         assert all(rc == 0 and err == "" and out == "count_star(),sum(y)\n20000,59997\n" for (out, err), rc in done), done
+
+
+@pytest.mark.parametrize("sql", ["SELECT g, k, COUNT(*) FROM tie3 GROUP BY g, k ORDER BY g",
+                                 "SELECT g, k, COUNT(*) FROM tie3 GROUP BY g, k LIMIT 2",
+                                 "SELECT g, k, COUNT(*) FROM tie3 GROUP BY g, k ORDER BY g LIMIT 3"])
+def test_the_duckdb_check_takes_ties_in_any_order_and_any_of_them_at_the_limit(tmp_path, sql):
+    """Rows tied in ORDER BY come in any order (gquery's by the group key, DuckDB's as its threads met them), and
+    LIMIT keeps any of the tied rows (or of unordered ones): the check compares the ORDER BY's values in sequence and
+    each run of ties as a multiset, the run LIMIT cut by its count (it said MISMATCH and exited 1 for right answers)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 5000
+    path = tmp_path / "tie3.parquet"
+    pq.write_table(pa.table({"g": pa.array([i % 2 for i in range(n)], pa.int32()),
+                             "k": pa.array([(i * 7919) % n for i in range(n)], pa.int64())}), path)
+    r = run_cli("run", "-q", "--data", path, "--backend", "cpu", "--repeat", 1, "--sql", sql, "--json", stdin="")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["check"] is True
+
+
+def test_a_check_with_its_query_compares_runs_of_ties_and_nothing_else_loosely():
+    from gquery.query import Column, INTEGER, Output, Query
+    from gquery.result import Result, compare
+
+    g, k = Column("g", INTEGER), Column("k", INTEGER)
+    ordered = Query("q", (Output("g", g), Output("k", k)), group_by=(g, k), order_by=((0, False),))
+    ours = Result([("g", INTEGER), ("k", INTEGER)], [(0, 1), (0, 2), (1, 3)])
+    assert compare(ours, [(0, 2), (0, 1), (1, 3)], True, ordered).equal  # a run of ties in another order
+    assert not compare(ours, [(0, 1), (0, 5), (1, 3)], True, ordered).equal  # another row within a run
+    assert not compare(ours, [(1, 3), (0, 1), (0, 2)], True, ordered).equal  # another ORDER BY sequence
+    limited = Query("q", ordered.outputs, group_by=(g, k), order_by=((0, False),), limit=2)
+    cut = Result(ours.columns, [(0, 1), (0, 2)])
+    found = compare(cut, [(0, 7), (0, 1)], True, limited)  # LIMIT kept other rows of the tied run
+    assert found.equal and found.tied_at_limit == 2 and "counted, not compared" in found.says("DuckDB")
+    assert not compare(cut, [(0, 7), (1, 1)], True, limited).equal  # (its ORDER BY values still compared)
+    assert compare(cut, [(0, 2), (0, 1)], True, limited).says("DuckDB") is None  # (the same rows: compared)
