@@ -745,8 +745,8 @@ _CLAUSES = {TokenType.FROM, TokenType.WHERE, TokenType.GROUP_BY, TokenType.ORDER
 _ENDS = _CLAUSES | {TokenType.R_PAREN}  # what a clause's or AS's first word cannot be (a comma: an empty item)
 _NEED_MORE = {TokenType.GROUP_BY, TokenType.ORDER_BY, TokenType.WHERE, TokenType.LIMIT, TokenType.ALIAS}
 _DIRECTIONS = {TokenType.ASC, TokenType.DESC}
-_LOOKED_AT = {TokenType.COMMA, TokenType.DOT, TokenType.BETWEEN, TokenType.IDENTIFIER, TokenType.INTERVAL, *_NEED_MORE,
-              *_DIRECTIONS}
+_LOOKED_AT = {TokenType.COMMA, TokenType.DOT, TokenType.BETWEEN, TokenType.IDENTIFIER, TokenType.INTERVAL, TokenType.ALL,
+              *_NEED_MORE, *_DIRECTIONS}
 _SIGNS = {TokenType.DASH, TokenType.PLUS}
 
 
@@ -789,6 +789,8 @@ def _check_tokens(tokens: list) -> None:
         elif kind == TokenType.INTERVAL and after is not None and after.token_type == TokenType.STRING \
                 and not _INTERVAL_COUNT.fullmatch(after.text) and interval_parts(after.text) is None:
             raise refuse(f"the interval '{after.text}' ({INTERVALS_READ})")  # (read whole: sqlglot keeps its first part)
+        elif kind == TokenType.ALL and before is not None and before.token_type in _SIGNS:  # (ORDER BY +ALL)
+            raise SqlSyntaxError(f'syntax error at or near "{token.text}": a sign before ALL')
         elif kind == TokenType.IDENTIFIER and token.text == "":
             raise SqlSyntaxError('zero-length delimited identifier: a quoted name holds at least one character')
     if depth:
@@ -1192,9 +1194,12 @@ class _Binder:
             raise refuse(f"a parameter in {name} (DuckDB refuses one too)")
 
     def _group_item(self, node: exp.Expression, items: list[exp.Expression]) -> exp.Expression:
+        plus = self._signs(node).plus
         node = _unparenthesized(node)
         if isinstance(node, (exp.Rollup, exp.Cube, exp.GroupingSets)):
             raise refuse(f"GROUP BY {node.key.upper().replace('_', ' ')}")
+        if isinstance(node, exp.Literal) and not node.is_string and plus:  # +1: DuckDB's function of a constant, no
+            raise refuse(f"GROUP BY a constant ((+{node.this}): no select item's position)")  # position (it refuses so)
         if isinstance(node, exp.Literal) and not node.is_string:
             picked = _unaliased(items[_position(node, items, "GROUP BY")])
             if _aggregates_in(picked):
@@ -1230,6 +1235,9 @@ class _Binder:
         keys = []
         for ordered in order.expressions:
             node = _unparenthesized(ordered.this)
+            if isinstance(node, exp.Literal) and not node.is_string and self._signs(ordered.this).plus:
+                raise refuse(f"ORDER BY a constant ((+{node.this}): no select item's position; DuckDB orders by no "
+                             "value there)")
             keys.append((self._order_index(node, items, outputs), bool(ordered.args.get("desc"))))
         return tuple(keys)
 

@@ -101,6 +101,12 @@ REFUSED_TEXTS = [  # DuckDB's parser refuses each (a percent LIMIT it answers, g
     *[(f"SELECT COUNT(*) FROM t3 WHERE DATE '2000-01-01' + INTERVAL '{s}' > DATE '2000-01-02'", re.escape(f"the interval '{s}'"))
       for s in ("1 day 00:00:01", "1 month 00:00:01", "1 day ago", "1 year ago", "1 day garbage", "1 day 5", "+1 day",
                 "P2D", "PT1H", "1 dayss", "1 d")],
+    # +1 is DuckDB's function of a constant, no select item's position; +ALL no syntax of its
+    ("SELECT g, COUNT(*) FROM t3 GROUP BY g ORDER BY +1, 2 DESC", re.escape("ORDER BY a constant ((+1)")),
+    ("SELECT g, COUNT(*) FROM t3 GROUP BY g ORDER BY +(1)", re.escape("ORDER BY a constant ((+1)")),
+    ("SELECT g, COUNT(*) FROM t3 GROUP BY +1", re.escape("GROUP BY a constant ((+1)")),
+    ("SELECT g, x, COUNT(*) FROM t3 GROUP BY g, +2", re.escape("GROUP BY a constant ((+2)")),
+    ("SELECT g, COUNT(*) FROM t3 GROUP BY g ORDER BY +ALL", 'near "ALL"'),
     # a cast DuckDB computes a row at a time, though the predicate never holds (x holds 300 and -5)
     ("SELECT COUNT(*) FROM t3 WHERE NOT (CAST(x AS UTINYINT) = 1 OR g IN (NULL, 2))", "past UTINYINT"),
 ]
