@@ -29,7 +29,8 @@ def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False
                every_column: bool = False):
     """A Table (or a PartedTable, for a parted store) from a store folder, a parquet/.tbl path or
     LineitemSource, a pyarrow.Table, or LineitemColumns. A fresh store beside the data is used
-    instead of the data; a stale or corrupt one is rebuilt from the data, saying so. `window`: read a
+    instead of the data; a stale or corrupt one is rebuilt from the data, saying so; one built from other files is
+    left as it is (the data read itself), unless `build_store`. `window`: read a
     parted store's parts from disk during queries, that many at a time, instead of holding them.
     Files or an Arrow table without a store give the mission's three columns, or with every_column
     every column the engines can hold (what SQL over them needs)."""
@@ -59,11 +60,13 @@ def open_table(data, memory=None, echo=lambda m: None, build_store: bool = False
         return _open_store(path, memory, window)
     source = data if isinstance(data, LineitemSource) else find_lineitem(path)
     beside = store.store_path_for(source)
-    if store.is_store(beside):
+    if store.is_store(beside) and not store.built_from(beside, source):  # (x.gq of a folder x/, beside x.parquet)
+        echo(f"{beside}: built from other files than {source}; " +
+             (f"rebuilding it from {source}" if build_store else f"reading {source} itself, the store left as it is"))
+    elif store.is_store(beside):
         try:
-            store.require_built_from(beside, source)
             return _open_store(beside, memory, window)
-        except store.StoreError as e:
+        except store.StoreError as e:  # (stale or damaged: a store of these very files, built again from them)
             echo(f"{e}; rebuilding it from {source}")
             build_store = True
     if window is not None:

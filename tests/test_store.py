@@ -169,6 +169,27 @@ def test_two_files_of_one_folder_never_share_a_store(sf001, tmp_path):
     assert again.rows == ta.rows and any("built from other files" in n for n in notes), notes
 
 
+def test_opening_a_file_leaves_a_store_of_other_files_beside_it_as_it_is(tmp_path):
+    """x.gq built from a folder x/ lies where x.parquet's store would: opening x.parquet read it, found it built from
+    other files, and built x.parquet's store over it, so x.gq answered x.parquet's rows from then on. Now x.parquet is
+    read itself, and x.gq still answers for x/."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import gquery
+
+    (tmp_path / "x").mkdir()
+    pq.write_table(pa.table({"a": [1, 2]}), tmp_path / "x" / "p1.parquet")
+    pq.write_table(pa.table({"a": [3, 4]}), tmp_path / "x" / "p2.parquet")
+    pq.write_table(pa.table({"a": [7]}), tmp_path / "x.parquet")
+    from gquery.tpch import find_lineitem
+
+    built = store.ensure_store(find_lineitem(tmp_path / "x"), echo=lambda m: None)
+    assert built == tmp_path / "x.gq" and store.is_parted(built)
+    assert gquery.open(tmp_path / "x.parquet").sql("SELECT SUM(a) FROM x", backend="cpu").rows == [(7,)]
+    assert store.is_parted(built) and gquery.open(built).sql("SELECT SUM(a) FROM x", backend="cpu").rows == [(10,)]
+
+
 def test_a_folder_of_parts_that_gains_a_file_is_other_data(sf001, tmp_path):
     """The store of a folder of parts records its files: one file more (or fewer) is other data, and the
     store is rebuilt with every file's rows, never answering for the files it knew."""
