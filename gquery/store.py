@@ -372,6 +372,8 @@ def write_store(data, path: Path | str, source=None, echo=print, sort_by: str | 
                                      {**schema.left_out, **{n: "not stored (gquery encode --columns)"
                                                             for n in schema.types if n not in names}}).to_json(),
                     "sorted_by": sort_by, "columns": {}, "key": None, "source": _source_info(source)}
+        if getattr(source, "name", None):  # what SQL calls it, as its files were named: a folder of one part, the folder
+            manifest["table"] = source.name
         left_out = manifest["schema"]["left_out"]
         said = time.monotonic()
         # the next column read and made engine values (a string column's sort, Arrow's: the GIL let go) while
@@ -1145,7 +1147,10 @@ def table_name(path: Path | str) -> str:
 
     path = Path(path)
     first = store_parts(path)[0][0] if is_parted(path) else path
-    recorded = [Path(s["path"]) for s in _manifest(first).get("source", []) if s.get("path")]
+    manifest = _manifest(first)
+    if not is_parted(path) and isinstance(manifest.get("table"), str) and manifest["table"]:
+        return manifest["table"]  # (recorded as its source named it; a part's is its file's, not the table's)
+    recorded = [Path(s["path"]) for s in manifest.get("source", []) if s.get("path")]
     if not recorded:
         return DEFAULT_TABLE
     if is_parted(path) or len(recorded) > 1:

@@ -190,6 +190,22 @@ def test_opening_a_file_leaves_a_store_of_other_files_beside_it_as_it_is(tmp_pat
     assert store.is_parted(built) and gquery.open(built).sql("SELECT SUM(a) FROM x", backend="cpu").rows == [(10,)]
 
 
+def test_a_store_of_a_folder_of_one_file_is_named_for_the_folder(tmp_path):
+    """A folder of one parquet file is the folder's table (rides), opened as files or as the store encode made of it
+    (the store was named for its one file, part-001, and `FROM rides` over it an unknown table)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import gquery
+    from gquery.tpch import find_lineitem
+
+    (tmp_path / "rides").mkdir()
+    pq.write_table(pa.table({"k": [1, 1, 2], "v": [1, 2, 3]}), tmp_path / "rides" / "part-001.parquet")
+    built = store.ensure_store(find_lineitem(tmp_path / "rides"), echo=lambda m: None)
+    assert store.table_name(built) == "rides" and not store.is_parted(built)
+    assert gquery.open(built).sql("SELECT SUM(v) FROM rides", backend="cpu").rows == [(6,)]
+
+
 def test_a_folder_of_parts_that_gains_a_file_is_other_data(sf001, tmp_path):
     """The store of a folder of parts records its files: one file more (or fewer) is other data, and the
     store is rebuilt with every file's rows, never answering for the files it knew."""
