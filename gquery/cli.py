@@ -427,7 +427,6 @@ def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, emi
     r = D.run_distributed(path, text, scheduler, backend, workers, mode, repeat)
     check = None
     if validate:
-        ordered = bool(r.query.order_by)
         if store.unchanged_sources(path):
             from gquery.reference import DuckDBTable, duckdb_columns
 
@@ -436,7 +435,7 @@ def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, emi
             answer = duck.run_sql(text, repeat=1)
             duck.close()
             if answer.unavailable is None:
-                check = ("DuckDB", compare(r.result, answer.rows, ordered, query=r.query))
+                check = ("DuckDB", compare(r.result, answer.rows, query=r.query))
             else:
                 note(f"DuckDB cannot answer ({answer.unavailable}): checking against the CPU reference over the store")
         else:
@@ -445,7 +444,7 @@ def _run_dask_sql(text, scheduler, workers, backend, mode, repeat, validate, emi
             from gquery.answer import cpu_answer
 
             reference = cpu_answer(r.query, store.open_store(path, check_source=False, window=1))
-            check = ("the CPU reference over the store", compare(r.result, reference.rows, ordered, query=r.query))
+            check = ("the CPU reference over the store", compare(r.result, reference.rows, query=r.query))
 
     def print_table(out: Console) -> None:
         from gquery.result import cell_text

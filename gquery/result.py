@@ -607,31 +607,26 @@ class Comparison:
         return "; ".join(notes) or None
 
 
-def compare(ours: Result, theirs_rows: list[tuple], ordered: bool, query=None) -> Comparison:
+def compare(ours: Result, theirs_rows: list[tuple], ordered: bool = False, query=None) -> Comparison:
     """Whether our rows are the other engine's: Decimals equal in value and in printed digits, doubles
     equal within one unit in the last place (counted), dates, ints and strings equal and of the same
-    kind. Unordered, the rows are compared as multisets. Given the `query` they answer: its ORDER BY's values
-    in the same sequence, and the rows of each run of rows equal in them as a multiset (ties come in any order:
+    kind. Unordered, the rows are compared as multisets. Given the `query` they answer (`ordered` is then its own):
+    its ORDER BY's values in the same sequence, and the rows of each run equal in them as a multiset (ties come in any order:
     gquery's by the group key, DuckDB's as its threads met them); the last run where LIMIT kept rows (or unordered
     rows LIMIT cut), where its rows differ, counted alone: any of the tied rows is the answer (Comparison.says so)."""
-    if query is not None:
-        return _compare_runs(ours, [tuple(r) for r in theirs_rows], query)
     mine, theirs = list(ours.rows), [tuple(r) for r in theirs_rows]
     if len(mine) != len(theirs):
         return Comparison(False)
-    if not ordered:  # doubles sort last: one a unit in the last place apart must not put its row elsewhere
-        mine, theirs = sorted(mine, key=_matching_key), sorted(theirs, key=_matching_key)
-    return _compare_rows(mine, theirs)
+    if query is not None:
+        return _compare_runs(mine, theirs, query)
+    return _compare_rows(mine, theirs) if ordered else _compare_multisets(mine, theirs)
 
 
-def _compare_runs(ours: Result, theirs: list[tuple], query) -> Comparison:
-    mine = list(ours.rows)
-    if len(mine) != len(theirs):
-        return Comparison(False)
+def _compare_runs(mine: list[tuple], theirs: list[tuple], query) -> Comparison:
     cut = query.limit is not None and len(mine) == query.limit  # (LIMIT may have cut a run short: it kept some)
     keys = [i for i, _ in query.order_by]
     if not keys:
-        found = _compare_rows(sorted(mine, key=_matching_key), sorted(theirs, key=_matching_key))
+        found = _compare_multisets(mine, theirs)
         if not found.equal and cut and query.group_by:  # other rows LIMIT kept: any `limit` of the groups
             return Comparison(True, tied_at_limit=len(mine))
         return found
@@ -643,7 +638,7 @@ def _compare_runs(ours: Result, theirs: list[tuple], query) -> Comparison:
     for end in range(1, len(mine) + 1):
         if end < len(mine) and mine_keys[end] == mine_keys[start]:
             continue
-        run = _compare_rows(sorted(mine[start:end], key=_matching_key), sorted(theirs[start:end], key=_matching_key))
+        run = _compare_multisets(mine[start:end], theirs[start:end])
         if not run.equal and cut and end == len(mine) and query.group_by:  # the last run, which LIMIT may have cut:
             tied = end - start  # other rows of the tied ones kept
         elif not run.equal:
@@ -651,6 +646,12 @@ def _compare_runs(ours: Result, theirs: list[tuple], query) -> Comparison:
         last_place += run.last_place
         start = end
     return Comparison(True, last_place, tied)
+
+
+def _compare_multisets(mine: list[tuple], theirs: list[tuple]) -> Comparison:
+    """_compare_rows of the rows in an order of their own: doubles sort last, so one a unit in the last place apart
+    does not put its row elsewhere."""
+    return _compare_rows(sorted(mine, key=_matching_key), sorted(theirs, key=_matching_key))
 
 
 def _compare_rows(mine: list[tuple], theirs: list[tuple]) -> Comparison:
@@ -667,7 +668,7 @@ def _compare_rows(mine: list[tuple], theirs: list[tuple]) -> Comparison:
     return Comparison(True, last_place)
 
 
-def same(ours: Result, theirs_rows: list[tuple], ordered: bool, query=None) -> bool:
+def same(ours: Result, theirs_rows: list[tuple], ordered: bool = False, query=None) -> bool:
     """compare(...).equal: the rows are the other engine's, doubles within one unit in the last place."""
     return compare(ours, theirs_rows, ordered, query).equal
 

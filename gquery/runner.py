@@ -405,6 +405,6 @@ def _check(outcome: SqlOutcome, table) -> None:
 def _checked(a, rows: list[tuple], query, against: str) -> None:
     from gquery.result import compare
 
-    comparison = compare(a.result, rows, True, query=query)
+    comparison = compare(a.result, rows, query=query)
     a.check, a.checked_against, a.expected = comparison.equal, against, rows
     a.check_note = comparison.says(against)

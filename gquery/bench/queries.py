@@ -334,7 +334,7 @@ def measure(table, duck, text: str, repeat: int) -> dict:
             "new_text_sql": new.query.sql, "new_text_times_ms": [ms for ms, _ in news],
             "new_text_overheads_ms": sorted(ms - a.profile.total_ms for ms, a in news),
             "ratio": d.median_ms / wall if d.median_ms else None,
-            "match": bool(d.unavailable is None and same(a.result, d.rows, True, a.query)),
+            "match": bool(d.unavailable is None and same(a.result, d.rows, query=a.query)),
             "rows": [[str(v) for v in r] for r in a.rows], "pcie_bytes_per_row": p.pcie_bytes_per_row,
             "h2d_ms": p.stage_ms("h2d"), "kernel_ms": p.stage_ms("kernel"), "scans": _scans(a.plan),
             "queued_ms": p.counters.get("queued_ms"), "wall_times_ms": [w for w, _ in timed],

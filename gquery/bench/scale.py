@@ -68,7 +68,7 @@ def _equal(answer, ref: dict) -> bool:
     """The GPU's answer against the reference's rows: DuckDB's over parquet read in place (an AVG within one unit
     in the last place: result.compare), or the CPU reference's (both exact: equal rows)."""
     if ref["how"].startswith("DuckDB"):
-        return same(answer.result, ref["rows"], True, answer.query)
+        return same(answer.result, ref["rows"], query=answer.query)
     return answer.rows == ref["rows"]
 
 
