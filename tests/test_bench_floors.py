@@ -206,7 +206,11 @@ def test_a_run_cut_short_keeps_the_report_written_at_its_last_checkpoint(tmp_pat
     assert "Cut short" not in markdown(whole, "x")
     alone = report_writer(tmp_path / "new", "gquery bench", add=False)({**so_far, "cut_short": None})
     assert [r["query"] for r in alone["runs"]] == ["q1"]  # without --add: the run's own report
-    assert combine([kept, {**so_far, "cut_short": None}])["cut_short"] == "after SF 100, as-generated's queries"
+    later = combine([kept, {**so_far, "cut_short": None}])  # a later call's --add after the cut one: said so
+    assert later["cut_short"] == "after SF 100, as-generated's queries"
+    assert "while the run went on; what it measured later is not in this report; the runs and first answers of a " \
+           "later call (`--add`) are." in markdown(later, "x")
+    assert "later call" not in md
 
 
 def test_threads_ask_one_table_at_once_and_every_answer_is_the_texts_first(sf001):

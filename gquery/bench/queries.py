@@ -683,7 +683,8 @@ def markdown(data: dict, command: str) -> str:
         f"{len(data['runs'])} runs, {sum(r['match'] for r in data['runs'])} exact against DuckDB; "
         f"{len(data['floors']) - len(missed)} of {len(data['floors'])} floors met." + (
             f" **Cut short:** written {data['cut_short']}, while the run went on; what it measured later is not in this "
-            "report." if data.get("cut_short") else ""),
+            "report" + ("; the runs and first answers of a later call (`--add`) are" if data.get("added_after_cut") else "")
+            + "." if data.get("cut_short") else ""),
         "",
         _host_speed_text(data.get("host_speed", [])),
         "",
@@ -764,7 +765,9 @@ def combine(reports: list[dict]) -> dict:
     cut = [r["cut_short"] for r in reports if r.get("cut_short")]  # (a run stopped after a checkpoint: run_queries)
     return {**reports[-1], "runs": runs, "first_answer": first, "cold_compile": cold, "threads": threads,
             "host_speed": speeds, "floors": floors(runs, first, cold, threads),
-            "dates": [d for r in reports for d in r.get("dates", [r["date"]])], "cut_short": "; ".join(cut) or None}
+            "dates": [d for r in reports for d in r.get("dates", [r["date"]])], "cut_short": "; ".join(cut) or None,
+            # (a call added after one cut short: what it measured is here, which the cut call's note alone denies)
+            "added_after_cut": any(r.get("cut_short") for r in reports[:-1]) or any(r.get("added_after_cut") for r in reports)}
 
 
 def read(out_dir: Path | str, device: str) -> dict:
