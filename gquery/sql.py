@@ -960,7 +960,7 @@ def number_literal(text: str, negative: bool) -> Literal:
     try:
         return Literal(value, integer_literal_type(value))
     except ValueError:
-        raise refuse(f"an integer literal wider than HUGEINT ({_cut(text)})") from None
+        raise refuse(f"an integer literal wider than HUGEINT ({_cut('-' * negative + text)})") from None
 
 
 def _cut(text: str) -> str:

@@ -168,7 +168,8 @@ def test_constants_are_duckdbs(text):
 @pytest.mark.parametrize("text, why", [
     ("2147483647 + 1", "overflows INTEGER"), ("1e5", "floating-point literal"), ("1.0 / 2", "division"),
     ("0.0000000000000000000000000000000000000001", "more than 38 digits"),
-    ("170141183460469231731687303715884105728", "wider than HUGEINT"), ("0.5 * 99999999999999999.9", "overflows DECIMAL(18,2)"), ("CAST(1.55 AS DECIMAL(3,1))", "CAST that rounds"),
+    ("170141183460469231731687303715884105728", "wider than HUGEINT"),
+    ("-170141183460469231731687303715884105729", "wider than HUGEINT (-170141183460469231731687303715884105729)"), ("0.5 * 99999999999999999.9", "overflows DECIMAL(18,2)"), ("CAST(1.55 AS DECIMAL(3,1))", "CAST that rounds"),
     ("CAST(123.4 AS DECIMAL(3,1))", "overflows DECIMAL(3,1)"), ("DATE '1995-02-30'", "not a date"),
     ("DATE '1995.01.01'", "date string"), ("INTERVAL '1.5' DAY + DATE '1994-01-01'", "fractional"),
     ("DATE '9999-12-31' + INTERVAL 1 DAY", "outside the years"), ("DATE '1994-01-01' + INTERVAL 1 YEAR - 1", "TIMESTAMP"),
