@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gquery.query import DATE, SqlType, VARCHAR
+from gquery.query import DATE, DATE_INFINITY, SqlType, VARCHAR
 
 if TYPE_CHECKING:  # annotations only: pyarrow is imported where a file is read
     import pyarrow as pa
@@ -333,7 +333,10 @@ def _days(chunk: pa.Array) -> np.ndarray:
         ms = chunk.cast(pa.int64()).to_numpy(zero_copy_only=False)
         if np.any(ms % 86_400_000):
             raise NotHeld("a date64 value is not a whole day")
-        return ms // 86_400_000
+        days = ms // 86_400_000
+        if len(days) and max(-days.min(), days.max()) > DATE_INFINITY:  # (DuckDB wraps such a day to 32 bits)
+            raise NotHeld("a date64 value is past DuckDB's DATE, a 32-bit count of days")
+        return days
     return chunk.cast(pa.int32()).to_numpy(zero_copy_only=False).astype(np.int64)
 
 

@@ -277,6 +277,21 @@ def test_a_string_column_not_utf8_is_left_out_saying_why(tmp_path):
     assert table.sql("SELECT SUM(n) FROM t9", backend="cpu", check=False).rows == [(3,)]
 
 
+def test_an_arrow_date64_past_duckdbs_32_bit_days_is_left_out_and_its_infinity_kept():
+    """An Arrow date64 of whole days past a 32-bit count: DuckDB wraps the day (3,000,000,000 days read as a date of
+    the BC years), no date it holds: the column is left out saying why. Its day 2^31 - 1 is DuckDB's infinity."""
+    past = pa.table({"d": pa.array([0, 86_400_000 * 3_000_000_000, None], pa.date64()), "k": [1, 2, 3]})
+    table = gquery.open(past, name="tt")
+    with pytest.raises(GqueryError, match="column d is not held by the engines: a date64 value is past DuckDB's DATE"):
+        table.sql("SELECT MAX(d) FROM tt", backend="cpu")
+    assert table.sql("SELECT SUM(k) FROM tt", backend="cpu", check=False).rows == [(6,)]
+    infinite = pa.table({"d": pa.array([0, 86_400_000 * (2**31 - 1), None], pa.date64())})
+    con = duckdb.connect()
+    con.register("tt", infinite)
+    sql = "SELECT MAX(d), MIN(d) FROM tt"
+    assert gquery.open(infinite, name="tt").sql(sql, backend="cpu", check=False).rows == con.execute(sql).fetchall()
+
+
 INFINITE_DAYS = [0, 2**31 - 1, -(2**31 - 1), 10_000, None]  # DuckDB's infinity and -infinity among finite dates
 
 
