@@ -488,12 +488,12 @@ def _literal_tree(literal: str) -> exp.Expression:
     return _one_statement(f"SELECT {literal}").expressions[0]
 
 
-_PLAIN_LITERAL = re.compile(r"(\d+(?:\.\d+)?)|'([^']*)'")
+_PLAIN_LITERAL = re.compile(r"(\d+(?:\.\d+)?)|'([^']*)'", re.ASCII)
 
 
 # a typed literal whose quoted part is digits alone (an interval's count) or a date or time: the tokenizer takes that
 # part as it is written, so the literal's tree is another of its form and length with that one string changed
-_TYPED_LITERAL = re.compile(r"(?i)(interval\s*')(\d+)('\s*[a-z]+)|((?:date|timestamp)\s*')([\d:. -]+)(')")
+_TYPED_LITERAL = re.compile(r"(?i)(interval\s*')(\d+)('\s*[a-z]+)|((?:date|timestamp)\s*')([\d:. -]+)(')", re.ASCII)
 _TYPED_KEPT = 256  # forms kept: (prefix, length, suffix) → their tree and the path to its one string
 _typed_forms: dict = {}
 
@@ -862,8 +862,9 @@ CLAUSES = {"with_": "a WITH clause", "distinct": "DISTINCT", "joins": "a join", 
            "having": "HAVING", "qualify": "QUALIFY", "windows": "a WINDOW clause", "offset": "OFFSET",
            "sample": "a sample", "into": "SELECT INTO", "prewhere": "PREWHERE", "connect": "CONNECT BY"}
 HANDLED_CLAUSES = {"expressions", "from_", "where", "group", "order", "limit", "kind"}
-_INTERVAL_COUNT = re.compile(r"\s*[-+]?[\d.]+\s*")  # INTERVAL '90' DAY's string: a count, its unit after it (a fraction said later)
-_INTERVAL_PART = re.compile(r"\s*(-?\d+)\s*([a-zA-Z]+)")
+_INTERVAL_COUNT = re.compile(r"\s*[-+]?[\d.]+\s*", re.ASCII)  # INTERVAL '90' DAY's string: a count, its unit after it (a fraction said later)
+_INTERVAL_PART = re.compile(r"\s*(-?\d+)\s*([a-zA-Z]+)", re.ASCII)  # (ASCII digits and spaces: DuckDB's)
+ASCII_SPACE = " \t\n\r\x0b\x0c"  # the spaces DuckDB reads around a date's or an interval's fields (not U+00A0)
 INTERVALS_READ = "gquery reads n DAY|WEEK|MONTH|QUARTER|YEAR|HOUR|MINUTE|SECOND, one or more in a string"
 
 
@@ -878,7 +879,7 @@ def interval_parts(text: str) -> list[tuple[str, str]] | None:
             return None
         parts.append((m[1], m[2]))
         at = m.end()
-    return parts if parts and not text[at:].strip() else None
+    return parts if parts and not text[at:].strip(ASCII_SPACE) else None
 
 
 NEGATED_WIDER = {"TINYINT": "SMALLINT", "SMALLINT": "INTEGER", "INTEGER": "BIGINT", "BIGINT": "HUGEINT"}
@@ -992,9 +993,9 @@ def _integer_minimum_is_bigint() -> bool:
 
 def date_days(text: str) -> int:
     """DATE 'yyyy-mm-dd' (also with / or a space between the fields) as days since 1970-01-01."""
-    m = re.fullmatch(r"\s*(\d{1,4})([-/ ])(\d{1,2})\2(\d{1,2})\s*", text)
+    m = re.fullmatch(r"\s*(\d{1,4})([-/ ])(\d{1,2})\2(\d{1,2})\s*", text, re.ASCII)  # (not '١٩٩٥-٠١-٠١': DuckDB's digits)
     if not m:
-        raise refuse(f"the date string '{text}' (gquery reads dates written yyyy-mm-dd)")
+        raise refuse(f"the date string '{text}' (gquery reads a date as yyyy-mm-dd alone, in ASCII digits)")
     try:
         day = datetime.date(int(m[1]), int(m[3]), int(m[4]))
     except ValueError:
@@ -1004,7 +1005,8 @@ def date_days(text: str) -> int:
 
 def timestamp_micros(text: str) -> int:
     """TIMESTAMP 'yyyy-mm-dd[ hh:mm[:ss[.ffffff]]]' as microseconds since 1970-01-01."""
-    m = re.fullmatch(r"\s*(\d{1,4}-\d{1,2}-\d{1,2})(?:[ T](\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?)?\s*", text)
+    m = re.fullmatch(r"\s*(\d{1,4}-\d{1,2}-\d{1,2})(?:[ T](\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?)?\s*", text,
+                     re.ASCII)
     if not m:
         raise refuse(f"the timestamp string '{text}' (gquery reads yyyy-mm-dd hh:mm:ss.ffffff)")
     hours, minutes, seconds = int(m[2] or 0), int(m[3] or 0), int(m[4] or 0)
@@ -1506,13 +1508,13 @@ class _Binder:
                 total = total + self._interval_unit(_integer(n, "an interval"), u, node)
             return total
         if isinstance(amount, exp.Literal):
-            text = amount.this.strip()
+            text = amount.this.strip(ASCII_SPACE)
         else:
             value = self._value(amount)
             if not (isinstance(value, Literal) and value.type.is_integer):
                 raise refuse(f"an interval of a non-integer amount ({_short(node)})")
             text = str(value.value)
-        if not re.fullmatch(r"[-+]?\d+", text):
+        if not re.fullmatch(r"[-+]?\d+", text, re.ASCII):
             raise refuse(f"an interval of a fractional or non-numeric amount ({_short(node)})")
         return self._interval_unit(_integer(text, "an interval"), unit.name, node)
 

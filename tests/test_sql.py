@@ -180,6 +180,23 @@ def test_constants_out_of_class(text, why):
         constant(text)
 
 
+@pytest.mark.parametrize("text, why", [
+    ("DATE '\u0661\u0669\u0669\u0665-\u0660\u0661-\u0660\u0661'", "date string"),  # Arabic-Indic digits
+    ("CAST('\uff11\uff19\uff19\uff15-01-01' AS DATE)", "date string"), ("CAST('\u00a01995-01-01' AS DATE)", "date string"),
+    ("TIMESTAMP '1995-01-01 \u0661\u0662:00:00'", "timestamp string"),
+    ("DATE '1994-12-01' + INTERVAL '\u0663' MONTH", "the interval"),
+    ("DATE '1994-12-01' + INTERVAL '\u0663 months'", "the interval"), ("DATE '1994-12-01' + INTERVAL '3\u00a0months'", "the interval"),
+])
+def test_a_date_time_or_interval_string_of_other_digits_or_spaces_is_refused_as_duckdb_refuses_it(text, why):
+    """DuckDB reads a date's, a time's and an interval's fields in ASCII digits between ASCII spaces: a string of
+    another script's digits, or a no-break space, is its conversion error, refused in one line (Python's \\d and
+    \\s took them, and answered)."""
+    with pytest.raises(duckdb.Error):
+        duckdb.sql(f"SELECT {text}").fetchall()
+    with pytest.raises(OutOfClass, match=re.escape(why)):
+        constant(text)
+
+
 # --- names and types as DuckDB gives them ------------------------------------------------------------------------
 SELECTS = [
     named_sql("mission", 30), named_sql("q1"), named_sql("q6"),
