@@ -1112,9 +1112,9 @@ class _Binder:
     def scope(self, select: exp.Select) -> None:
         """The names the clauses may use: the table's (and its alias), and the select list's aliases."""
         self._bind_from(select.args.get("from_"))
-        for item in select.expressions:
+        for item in select.expressions:  # (of items of one alias the last, as DuckDB binds the name)
             if isinstance(item, exp.Alias):
-                self.aliases.setdefault(folded(item.alias), item.this)
+                self.aliases[folded(item.alias)] = item.this
 
     def _bind_from(self, from_: exp.From | None) -> None:
         if from_ is None:
@@ -1247,7 +1247,8 @@ class _Binder:
         if isinstance(node, exp.Literal) and not node.is_string:
             return _position(node, items, "ORDER BY")
         if isinstance(node, exp.Column) and not node.table:
-            for i, item in enumerate(items):  # an alias names an output before a column does
+            for i in reversed(range(len(items))):  # an alias names an output before a column does (the last of
+                item = items[i]  # items of one alias, as DuckDB binds it)
                 if isinstance(item, exp.Alias) and folded(item.alias) == folded(node.name):
                     return i
         if isinstance(node, exp.AggFunc):

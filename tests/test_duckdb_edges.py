@@ -292,6 +292,22 @@ def test_an_arrow_date64_past_duckdbs_32_bit_days_is_left_out_and_its_infinity_k
     assert gquery.open(infinite, name="tt").sql(sql, backend="cpu", check=False).rows == con.execute(sql).fetchall()
 
 
+@pytest.mark.parametrize("sql", [
+    "SELECT g AS x, s AS X, COUNT(*) FROM al WHERE x > 'n' GROUP BY 1, 2 ORDER BY 1, 2",
+    "SELECT g AS x, s AS x, COUNT(*) FROM al WHERE x = 'z' GROUP BY 1, 2",
+    "SELECT g AS x, MAX(s) AS x FROM al GROUP BY 1 ORDER BY x",
+    "SELECT MAX(s) AS x, g AS x FROM al GROUP BY 2 ORDER BY x",
+    'SELECT g AS "G", MAX(s) AS g FROM al GROUP BY 1 ORDER BY g LIMIT 1',
+    "SELECT g AS x, s AS x, COUNT(*) FROM al GROUP BY g, x ORDER BY 1, 2",
+])
+def test_a_name_of_several_select_items_is_the_last_of_them_as_duckdb_binds_it(tmp_path, sql):
+    """Select items of one alias (or of aliases one in ASCII case): WHERE, GROUP BY and ORDER BY read the name as
+    the last of them, as DuckDB binds it (gquery took the first: other rows, another order, another row LIMIT kept)."""
+    path = tmp_path / "al.parquet"
+    pq.write_table(pa.table({"g": ["a", "a", "b", "b", "c", "c"], "s": ["z", "m", "y", "n", "x", "o"]}), path)
+    assert gquery.open(str(path)).sql(sql, backend="cpu", check=False).rows == duck_rows(path, "al", sql)
+
+
 INFINITE_DAYS = [0, 2**31 - 1, -(2**31 - 1), 10_000, None]  # DuckDB's infinity and -infinity among finite dates
 
 
