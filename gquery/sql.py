@@ -1048,6 +1048,11 @@ class _Interval:
     days: int = 0
     micros: int = 0
 
+    def __post_init__(self) -> None:  # (each sum, difference and negation too: DuckDB's overflow of its fields)
+        if not (-2**31 <= self.months < 2**31 and -2**31 <= self.days < 2**31 and -2**63 <= self.micros < 2**63):
+            raise refuse("an interval past DuckDB's, whose months and days are 32-bit and microseconds 64-bit "
+                         "(DuckDB raises out of range)")
+
     def scaled(self, sign: int) -> "_Interval":
         return _Interval(sign * self.months, sign * self.days, sign * self.micros)
 
@@ -1517,14 +1522,26 @@ class _Binder:
             text = str(value.value)
         if not re.fullmatch(r"[-+]?\d+", text, re.ASCII):
             raise refuse(f"an interval of a fractional or non-numeric amount ({_short(node)})")
-        return self._interval_unit(_integer(text, "an interval"), unit.name, node)
+        # (sqlglot reads INTERVAL 5 SECOND and INTERVAL '5 seconds' alike, as INTERVAL '5' SECOND(S): either)
+        seconds = "either" if isinstance(amount, exp.Literal) else "double"
+        return self._interval_unit(_integer(text, "an interval"), unit.name, node, seconds)
 
-    def _interval_unit(self, n: int, unit: str, node: exp.Expression) -> _Interval:
+    def _interval_unit(self, n: int, unit: str, node: exp.Expression, seconds: str = "exact") -> _Interval:
+        """n of the unit. `seconds`: "double" for INTERVAL n SECOND, whose seconds DuckDB counts as a double
+        (to_seconds: 1,000,000,000,001 seconds are 1,000,000,000,000,999,936 microseconds), "exact" for a string's
+        part ('1 day 5 seconds'), "either" where the text may have been either: refused where the two differ."""
         key = unit.upper()
         key = key[:-1] if key.endswith("S") else key
         if key not in UNITS:
             raise refuse(f"an interval in {unit} ({_short(node)})")
         months, days, micros = UNITS[key]
+        if key == "SECOND" and seconds != "exact":
+            counted = float(n) * micros
+            double = int(counted) if -2.0**63 <= counted < 2.0**63 else 2**63  # (past 64 bits: refused, as DuckDB)
+            if seconds == "either" and double != n * micros:
+                raise refuse(f"an interval of {n:,} seconds, past 2^59 microseconds ({_short(node)}): DuckDB counts "
+                             "INTERVAL n SECOND as a double, INTERVAL 'n seconds' exactly")
+            return _Interval(0, 0, double)
         return _Interval(n * months, n * days, n * micros)
 
     def _shift(self, base: Expr, interval: _Interval, node: exp.Expression) -> Literal:

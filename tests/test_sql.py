@@ -152,6 +152,12 @@ CONSTANTS = [
     "DATE '1994-01-31' + INTERVAL '1 month 2 days'", "DATE '1994-01-01' + INTERVAL (1 + 2) DAY",
     "TIMESTAMP '1995-01-01 10:30:00' + INTERVAL '-1' DAY", "CAST('1995-01-01 10:30:00.25' AS TIMESTAMP)",
     "CAST(DATE '1994-05-06' AS TIMESTAMP)",
+    # INTERVAL n SECOND's seconds are DuckDB's double (to_seconds), a string's seconds and the other units exact
+    "DATE '1994-01-01' + (INTERVAL (1000000000000 + 1) SECOND - INTERVAL (1000000000000) SECOND)",
+    "DATE '1994-01-01' + (INTERVAL '1000000000 seconds' - INTERVAL '999999999' SECOND)",
+    "DATE '1994-01-01' + (INTERVAL 153722867279 MINUTE - INTERVAL 153722867278 MINUTE)",
+    "DATE '1994-01-01' + (INTERVAL 2147483647 DAY - INTERVAL 2147483646 DAY)",
+    "DATE '1994-01-01' + (INTERVAL 178956970 YEAR - INTERVAL 178956970 YEAR)",
 ]
 
 
@@ -172,7 +178,17 @@ def test_constants_are_duckdbs(text):
     ("-170141183460469231731687303715884105729", "wider than HUGEINT (-170141183460469231731687303715884105729)"), ("0.5 * 99999999999999999.9", "overflows DECIMAL(18,2)"), ("CAST(1.55 AS DECIMAL(3,1))", "CAST that rounds"),
     ("CAST(123.4 AS DECIMAL(3,1))", "overflows DECIMAL(3,1)"), ("DATE '1995-02-30'", "not a date"),
     ("DATE '1995.01.01'", "date string"), ("INTERVAL '1.5' DAY + DATE '1994-01-01'", "fractional"),
-    ("DATE '9999-12-31' + INTERVAL 1 DAY", "outside the years"), ("DATE '1994-01-01' + INTERVAL 1 YEAR - 1", "TIMESTAMP"),
+    ("DATE '9999-12-31' + INTERVAL 1 DAY", "outside the years"),
+    # intervals past DuckDB's fields (32-bit months and days, 64-bit microseconds), though they cancel
+    ("DATE '1994-01-01' + (INTERVAL 200000000 YEAR - INTERVAL 200000000 YEAR)", "an interval past DuckDB's"),
+    ("DATE '1994-01-01' + (INTERVAL 2147483648 DAY - INTERVAL 2147483648 DAY)", "an interval past DuckDB's"),
+    ("DATE '1994-01-01' + (INTERVAL 3000000000 HOUR - INTERVAL 3000000000 HOUR)", "an interval past DuckDB's"),
+    ("DATE '1994-01-01' + INTERVAL '200000000 years -200000000 years'", "an interval past DuckDB's"),
+    ("DATE '1994-01-01' + (INTERVAL 2000000000 DAY + INTERVAL 2000000000 DAY - INTERVAL 2000000000 DAY)", "an interval past"),
+    ("DATE '1994-01-01' + (INTERVAL (9223372036855 + 0) SECOND - INTERVAL (9223372036855 + 0) SECOND)", "an interval past"),
+    ("DATE '1994-01-01' + (INTERVAL 1000000000001 SECOND - INTERVAL 1000000000000 SECOND)", "as a double"),
+    ("DATE '1994-01-01' - -(INTERVAL (-2147483648) DAY)", "an interval past DuckDB's"),
+    ("DATE '1994-01-01' + (INTERVAL '1000000000001 seconds' - INTERVAL '1000000000000' SECOND)", "as a double"), ("DATE '1994-01-01' + INTERVAL 1 YEAR - 1", "TIMESTAMP"),
     ("DATE '1994-01-01' + 5::BIGINT", "INTEGER days only"), ("CAST(1 AS DOUBLE)", "CAST to DOUBLE"),
 ])
 def test_constants_out_of_class(text, why):
