@@ -784,8 +784,12 @@ def _check_tokens(tokens: list) -> None:
                 and before.text.upper() in ("FIRST", "LAST"):
             raise SqlSyntaxError(f'syntax error at or near "{token.text}": an ORDER BY item of two NULLS orders')
         elif kind == TokenType.INTERVAL and after is not None and after.token_type in _SIGNS:
-            raise SqlSyntaxError(f'syntax error at or near "{after.text}": an INTERVAL\'s amount is a number, a string, a '
-                                 'name or parenthesized (INTERVAL (-1) DAY)')
+            unit = _after_term(tokens, k + 2)  # INTERVAL -1 DAY, -(1) YEAR: DuckDB says so at the unit
+            if unit is not None and unit.token_type not in _ENDS and unit.text.upper().removesuffix("S") in UNITS:
+                raise SqlSyntaxError(f'syntax error at or near "{unit.text}": an INTERVAL\'s amount is a number, a '
+                                     'string, a name or parenthesized (INTERVAL (-1) DAY)')
+            raise refuse(f'the name {token.text} before "{after.text}", which sqlglot reads as an INTERVAL\'s sign '
+                         f'(write "{token.text}")')  # (DuckDB reads a column named interval there)
         elif kind == TokenType.INTERVAL and after is not None and after.token_type == TokenType.STRING \
                 and not _INTERVAL_COUNT.fullmatch(after.text) and interval_parts(after.text) is None:
             raise refuse(f"the interval '{after.text}' ({INTERVALS_READ})")  # (read whole: sqlglot keeps its first part)
@@ -795,6 +799,18 @@ def _check_tokens(tokens: list) -> None:
             raise SqlSyntaxError('zero-length delimited identifier: a quoted name holds at least one character')
     if depth:
         raise SqlSyntaxError('syntax error at end of input: a "(" is never closed')
+
+
+def _after_term(tokens: list, k: int):
+    """The token after the term at k (a number or name, or a parenthesized group), None at the end."""
+    if k < len(tokens) and tokens[k].token_type == TokenType.L_PAREN:
+        depth = 0
+        for j in range(k, len(tokens)):
+            depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[j].token_type, 0)
+            if depth == 0:
+                return tokens[j + 1] if j + 1 < len(tokens) else None
+        return None
+    return tokens[k + 1] if k + 1 < len(tokens) else None
 
 
 def _nested(tokens: list):
