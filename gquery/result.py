@@ -362,9 +362,8 @@ def pandas_frame(pd, table, types: list[SqlType]):
                 values = column.cast(pa.timestamp("us")).to_numpy(zero_copy_only=False)
             except pa.ArrowInvalid:  # DuckDB's infinite dates, a day past datetime64[us]'s: its .df() raises too
                 raise GqueryError(f"column {table.column_names[k]}: a {t} past what pandas' datetime64[us] holds "
-                                  "(an infinite date, or one outside its years -290308 to 294247: DuckDB's .df() raises a conversion "
-                                  "error too); a.rows and "
-                                  "a.arrow() give it") from None
+                                  "(an infinite date, or one outside its years -290308 to 294247: DuckDB's .df() "
+                                  "raises a conversion error too); a.rows and a.arrow() give it") from None
         elif t.name == "DOUBLE":
             values = column.to_numpy(zero_copy_only=False)
         elif isinstance(t, OtherType):  # (backend duckdb's: as pyarrow gives it to pandas)
