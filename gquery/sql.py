@@ -1860,8 +1860,9 @@ _PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def _printed_identifier(name: str) -> str:
     """A name as DuckDB prints it inside an expression's name: as it is, but quoted where it is a keyword (of any
-    case) or holds another character than a letter, digit or underscore, or starts with a digit."""
-    if _PLAIN_IDENTIFIER.fullmatch(name) and name.lower() not in KEYWORDS:
+    case) or holds another character than a letter, digit or underscore, or starts with a digit, or with an
+    underscore and a digit (_1, which DuckDB quotes, __1 not)."""
+    if _PLAIN_IDENTIFIER.fullmatch(name) and name.lower() not in KEYWORDS and not re.match(r"_[0-9]", name):
         return name
     return '"' + name.replace('"', '""') + '"'
 

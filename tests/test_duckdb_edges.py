@@ -324,6 +324,17 @@ def test_a_column_named_interval_before_a_sign_is_refused_saying_how_to_write_it
     assert table.sql(quoted, backend="cpu", check=False).rows == duck_rows(path, "kw", sql) == duck_rows(path, "kw", quoted)
 
 
+@pytest.mark.parametrize("name", ["_1", "_12", "_1a", "__1", "_a", "_", "a_1", "_x1"])
+def test_an_outputs_name_quotes_a_name_of_an_underscore_and_a_digit_as_duckdb_does(tmp_path, name):
+    path = tmp_path / "u.parquet"
+    pq.write_table(pa.table({name: pa.array([1, 2, 3], pa.int64())}), path)
+    sql = f'SELECT MAX("{name}"), SUM("{name}" + 1), COUNT(u."{name}") FROM u'
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW u AS SELECT * FROM read_parquet('{path}')")
+    theirs = [d[0] for d in con.execute(sql).description]
+    assert [c for c, _ in gquery.open(str(path)).sql(sql, backend="cpu", check=False).result.columns] == theirs
+
+
 INFINITE_DAYS = [0, 2**31 - 1, -(2**31 - 1), 10_000, None]  # DuckDB's infinity and -infinity among finite dates
 
 
