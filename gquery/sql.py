@@ -835,8 +835,24 @@ def _has_and(tokens: list, at: int) -> bool:
 
 def _check_aliases(statement: exp.Expression, tokens: list) -> None:
     """SqlSyntaxError for a keyword DuckDB's parser refuses as an alias where sqlglot's takes it (SUM(x) day, FROM t
-    all) and for BETWEEN SYMMETRIC, which DuckDB's parser does not have."""
+    all), as a table's name (FROM group) or as an ORDER BY's name (ORDER BY desc), written unquoted, and for BETWEEN
+    SYMMETRIC, which DuckDB's parser does not have."""
     after_as = {tokens[k].start for k in range(1, len(tokens)) if tokens[k - 1].token_type == TokenType.ALIAS}
+    for node in statement.find_all(exp.Table, exp.Ordered, exp.Column):  # (_column's sees no ORDER BY alias)
+        if isinstance(node, exp.Table):  # (main.group names a table: DuckDB takes any word after the point)
+            named, refused, what = None if node.args.get("db") else node.this, TABLE_ALIAS_REFUSED, "a table's name"
+        elif isinstance(node, exp.Column):  # group.x
+            named, refused, what = None if node.args.get("db") else node.args.get("table"), TABLE_ALIAS_REFUSED, \
+                "a table's name"
+        else:
+            column = node.this
+            named = column.this if isinstance(column, exp.Column) and not column.args.get("table") else None
+            refused, what = COLUMN_REFUSED, "a name in ORDER BY"
+        if isinstance(named, exp.Identifier) and not named.args.get("quoted") and named.name.lower() in refused:
+            raise SqlSyntaxError(f'syntax error at or near "{named.name}": a keyword DuckDB does not take as {what} '
+                                 f'unquoted (write "{named.name}")')
+        if isinstance(node, exp.Ordered) and isinstance(named, exp.Identifier):
+            _check_default(named)
     for node in statement.find_all(exp.Alias, exp.TableAlias, exp.Between):
         if isinstance(node, exp.Between):
             if node.args.get("symmetric"):  # (ASYMMETRIC, BETWEEN's own meaning, is DuckDB's too)
@@ -850,6 +866,14 @@ def _check_aliases(statement: exp.Expression, tokens: list) -> None:
             BARE_LABEL_REFUSED if name.meta.get("start") not in after_as else ()
         if word in refused:
             raise SqlSyntaxError(f'syntax error at or near "{name.name}": a keyword DuckDB does not take as this alias')
+
+
+def _check_default(word: exp.Identifier) -> None:
+    """OutOfClass for DEFAULT written unquoted as a name: DuckDB reads it as DEFAULT, which its binder refuses in a
+    query ("WHERE clause cannot contain DEFAULT clause"), not as a column named default."""
+    if not word.args.get("quoted") and word.name.lower() == "default":
+        raise refuse(f'DEFAULT, which DuckDB reads unquoted as no column ({word.name}): its binder refuses it in a query; '
+                     f'write "{word.name}" for the column')
 
 
 def _first_line(e: Exception) -> str:
@@ -1378,6 +1402,8 @@ class _Binder:
         if not node.table and not word.args.get("quoted") and folded(word.name) in COLUMN_REFUSED:
             raise SqlSyntaxError(f'syntax error at or near "{word.name}": a keyword DuckDB does not take as a name '
                                  f'unquoted (write "{word.name}")')
+        if not node.table:
+            _check_default(word)
         if _other_schema(node):
             raise refuse(f"a column of another schema ({_short(node)})")
         qualifier = folded(node.table)

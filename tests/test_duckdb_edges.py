@@ -335,6 +335,40 @@ def test_an_outputs_name_quotes_a_name_of_an_underscore_and_a_digit_as_duckdb_do
     assert [c for c, _ in gquery.open(str(path)).sql(sql, backend="cpu", check=False).result.columns] == theirs
 
 
+@pytest.mark.parametrize("word", ["group", "order", "table", "true", "null", "left", "default", "desc"])
+def test_a_keyword_duckdb_takes_as_no_tables_name_unquoted_is_refused_there_and_in_order_by(tmp_path, word):
+    """A table's name (FROM group, group.x) or an ORDER BY's name (ORDER BY desc) that DuckDB's parser refuses
+    unquoted is a syntax error, as DuckDB's; quoted, it is answered. (sqlglot took each as the name.)"""
+    path = tmp_path / f"{word}.parquet"
+    pq.write_table(pa.table({"x": [1, 2], "s": ["a", "b"]}), path)
+    table = gquery.open(str(path))
+    texts = [f"SELECT SUM(x) FROM {word}"]
+    if word not in ("true", "null", "default"):  # (elsewhere DuckDB reads them as what they say: true.s a constant's
+        texts += [f'SELECT {word}.s, COUNT(*) FROM "{word}" GROUP BY 1',  # field, ORDER BY null a constant)
+                  f'SELECT s AS "{word}", COUNT(*) FROM "{word}" GROUP BY 1 ORDER BY {word}']
+    for sql in texts:
+        with pytest.raises(duckdb.ParserException):
+            duck_rows(path, word, sql)
+        with pytest.raises(GqueryError, match=f'syntax error at or near "{word}"'):
+            table.sql(sql, backend="cpu", check=False)
+    quoted = f'SELECT s AS "{word}", SUM(x) FROM "{word}" GROUP BY 1 ORDER BY "{word}"'
+    assert table.sql(quoted, backend="cpu", check=False).rows == duck_rows(path, word, quoted)
+
+
+@pytest.mark.parametrize("sql", ["SELECT SUM(default) FROM t", "SELECT SUM(x) FROM t WHERE default > 0",
+                                 "SELECT x, COUNT(*) FROM t GROUP BY x ORDER BY default"])
+def test_default_unquoted_is_no_column_as_duckdb_reads_it(tmp_path, sql):
+    """DEFAULT written unquoted is DuckDB's DEFAULT, which its binder refuses in a query, not a column named default:
+    refused in one line saying to quote it."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"default": [1, 2], "x": [3, 4]}), path)
+    with pytest.raises(duckdb.BinderException, match="cannot contain DEFAULT"):
+        duck_rows(path, "t", sql)
+    with pytest.raises(GqueryError, match='DEFAULT, which DuckDB reads unquoted as no column'):
+        gquery.open(str(path)).sql(sql, backend="cpu", check=False)
+    assert gquery.open(str(path)).sql('SELECT SUM("default") FROM t', backend="cpu").rows == [(3,)]
+
+
 INFINITE_DAYS = [0, 2**31 - 1, -(2**31 - 1), 10_000, None]  # DuckDB's infinity and -infinity among finite dates
 
 

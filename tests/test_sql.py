@@ -284,6 +284,9 @@ def test_the_keywords_are_the_installed_duckdbs():
 
     assert {w for w in KEYWORDS if refused(f"SELECT sum(k) {w} FROM t")} == BARE_LABEL_REFUSED
     assert {w for w in KEYWORDS if refused(f"SELECT sum(k) FROM t {w}")} == TABLE_ALIAS_REFUSED
+    for w in KEYWORDS:  # a table's name, unquoted, as its alias
+        con.execute(f'CREATE TABLE "{w}" AS SELECT 1 AS k')
+    assert {w for w in KEYWORDS if refused(f"SELECT sum(k) FROM {w}")} == TABLE_ALIAS_REFUSED
     assert not any(refused(f"SELECT sum(k) AS {w} FROM t") for w in KEYWORDS)
     assert {w for w in KEYWORDS if refused(f"SELECT sum({w}) FROM t")} == COLUMN_REFUSED
 
