@@ -699,6 +699,10 @@ _OPERAND_STARTS = {TokenType.SELECT, TokenType.WHERE, TokenType.GROUP_BY, TokenT
 _NO_PAREN_FUNCTIONS = {k: v for k, v in sqlglot.parser.Parser.NO_PAREN_FUNCTION_PARSERS.items() if k != "IF"}
 
 _MAYBE_NAMES = frozenset({*_NAMES_ANYWHERE, *_NAMES_UNCALLED, *_NAMES_COMPARED, TokenType.BETWEEN})
+_LABEL_BEFORE = {TokenType.ALIAS, TokenType.DOT, TokenType.FROM}  # a name's place, whatever word stands there
+_TYPES = sqlglot.parser.Parser.TYPE_TOKENS
+_NOT_KEYWORDS = {TokenType.VAR, TokenType.IDENTIFIER, TokenType.STRING, TokenType.NUMBER, TokenType.STAR,
+                 TokenType.L_PAREN, TokenType.PARAMETER, TokenType.PLACEHOLDER}
 
 
 def _names_retyped(tokens: list) -> list:
@@ -707,8 +711,14 @@ def _names_retyped(tokens: list) -> list:
     of its own, and its parser then refuses the text or reads another."""
     for k in range(1, len(tokens)):
         token, kind = tokens[k], tokens[k].token_type
+        prior = tokens[k - 1].token_type
+        if prior in _LABEL_BEFORE and kind not in _NOT_KEYWORDS and token.text.isidentifier() \
+                and not (prior == TokenType.ALIAS and kind in _TYPES) \
+                and not (prior == TokenType.FROM and token.text.lower() in TABLE_ALIAS_REFUSED):
+            token.token_type = TokenType.VAR  # AS from, t.select, FROM between: DuckDB's names (any word after AS, but
+            continue  # CAST(x AS INTEGER)'s type, or a point; its col_name keywords after FROM)
         if kind not in _MAYBE_NAMES:
-            continue  # (most tokens: one look each)
+            continue  # (most tokens: two looks each)
         if kind in _NAMES_ANYWHERE and tokens[k - 1].token_type != TokenType.SEMICOLON:
             token.token_type = TokenType.VAR
         elif kind in _NAMES_UNCALLED and (k + 1 == len(tokens) or tokens[k + 1].token_type not in _NAMES_UNCALLED[kind]):

@@ -369,6 +369,26 @@ def test_default_unquoted_is_no_column_as_duckdb_reads_it(tmp_path, sql):
     assert gquery.open(str(path)).sql('SELECT SUM("default") FROM t', backend="cpu").rows == [(3,)]
 
 
+@pytest.mark.parametrize("table, sql", [
+    ("t", "SELECT SUM(n) AS from, MIN(n) AS select, MAX(n) AS not, COUNT(*) AS limit FROM t"),
+    ("t", 'SELECT s AS where, SUM(n) AS having FROM t GROUP BY 1 ORDER BY "where"'),
+    ("t", "SELECT SUM(t.n) AS as FROM main.t WHERE CAST(n AS INTEGER) > 1"),
+    ("between", "SELECT SUM(n) FROM between"), ("and", "SELECT SUM(n) FROM main.and"),
+    ("union", "SELECT MAX(main.union.s) FROM main.union"),
+])
+def test_a_keyword_duckdb_takes_after_as_a_point_or_from_is_a_name_there(tmp_path, table, sql):
+    """Any word after AS (an output's name), after a point (main.and), and DuckDB's col_name keywords after FROM
+    (between) are names, as DuckDB's grammar reads them: answered and named as DuckDB answers and names them
+    (sqlglot's parser refused them, one with a Python repr of its token)."""
+    path = tmp_path / f"{table}.parquet"
+    pq.write_table(pa.table({"n": [1, 2, 3], "s": ["a", "b", "b"]}), path)
+    answer = gquery.open(str(path)).sql(sql, backend="cpu", check=False)
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW \"{table}\" AS SELECT * FROM read_parquet('{path}')")
+    asked = con.execute(sql)
+    assert [c for c, _ in answer.result.columns] == [d[0] for d in asked.description] and answer.rows == asked.fetchall()
+
+
 INFINITE_DAYS = [0, 2**31 - 1, -(2**31 - 1), 10_000, None]  # DuckDB's infinity and -infinity among finite dates
 
 
