@@ -696,9 +696,15 @@ _OPERAND_STARTS = {TokenType.SELECT, TokenType.WHERE, TokenType.GROUP_BY, TokenT
                    TokenType.GTE, TokenType.EQ, TokenType.NEQ, TokenType.PLUS, TokenType.DASH, TokenType.STAR,
                    TokenType.ALIAS, TokenType.DOT}
 # no IF without parentheses (IF c THEN a ELSE b END is another dialect's): `WHERE if > 1` reads a column named if
+NAMED_FUNCTIONS = {"current_date", "current_time", "current_timestamp", "localtime", "localtimestamp", "current_user",
+                   "session_user", "current_catalog"}  # (_NAMED_FUNCTIONS' words)
 _NO_PAREN_FUNCTIONS = {k: v for k, v in sqlglot.parser.Parser.NO_PAREN_FUNCTION_PARSERS.items() if k != "IF"}
 
-_MAYBE_NAMES = frozenset({*_NAMES_ANYWHERE, *_NAMES_UNCALLED, *_NAMES_COMPARED, TokenType.BETWEEN})
+# ...and the functions written without parentheses, where DuckDB binds a column of their name first (its column
+# current_date; the function where the table has none: refused, _column)
+_NAMED_FUNCTIONS = {TokenType.CURRENT_DATE, TokenType.CURRENT_TIME, TokenType.CURRENT_TIMESTAMP, TokenType.LOCALTIME,
+                    TokenType.LOCALTIMESTAMP, TokenType.CURRENT_USER, TokenType.SESSION_USER, TokenType.CURRENT_CATALOG}
+_MAYBE_NAMES = frozenset({*_NAMES_ANYWHERE, *_NAMES_UNCALLED, *_NAMES_COMPARED, *_NAMED_FUNCTIONS, TokenType.BETWEEN})
 _LABEL_BEFORE = {TokenType.ALIAS, TokenType.DOT, TokenType.FROM}  # a name's place, whatever word stands there
 _TYPES = sqlglot.parser.Parser.TYPE_TOKENS
 _NOT_KEYWORDS = {TokenType.VAR, TokenType.IDENTIFIER, TokenType.STRING, TokenType.NUMBER, TokenType.STAR,
@@ -724,6 +730,8 @@ def _names_retyped(tokens: list) -> list:
         elif kind in _NAMES_UNCALLED and (k + 1 == len(tokens) or tokens[k + 1].token_type not in _NAMES_UNCALLED[kind]):
             token.token_type = TokenType.VAR
         elif kind in _NAMES_COMPARED and k + 1 < len(tokens) and tokens[k + 1].token_type == TokenType.LT:
+            token.token_type = TokenType.VAR
+        elif kind in _NAMED_FUNCTIONS and (k + 1 == len(tokens) or tokens[k + 1].token_type != TokenType.L_PAREN):
             token.token_type = TokenType.VAR
         elif kind == TokenType.BETWEEN:
             before = k - 1 - (tokens[k - 1].token_type == TokenType.NOT and k > 1)
@@ -1425,6 +1433,8 @@ class _Binder:
         name = self.columns.get(folded(node.name))
         if name is None:
             alias = self.aliases.get(folded(node.name)) if aliases and not qualifier else None
+            if alias is None and folded(node.name) in NAMED_FUNCTIONS and not word.args.get("quoted"):
+                raise refuse(f"the function {node.name.upper()}")  # (no column of its name: DuckDB's function)
             if alias is None:
                 raise UnknownName(f"unknown column {node.name}; the table has {', '.join(self.columns.values())}")
             if not isinstance(_unparenthesized(alias), exp.Column):

@@ -389,6 +389,25 @@ def test_a_keyword_duckdb_takes_after_as_a_point_or_from_is_a_name_there(tmp_pat
     assert [c for c, _ in answer.result.columns] == [d[0] for d in asked.description] and answer.rows == asked.fetchall()
 
 
+@pytest.mark.parametrize("sql", [
+    "SELECT SUM(current_date), MAX(localtime), MIN(session_user) FROM t",
+    "SELECT current_date, COUNT(*) FROM t WHERE current_date > 6 GROUP BY current_date ORDER BY current_date",
+    "SELECT SUM(current_date.localtime) FROM t AS current_date",
+])
+def test_a_column_named_as_a_function_without_parentheses_is_that_column_as_duckdb_binds_it(tmp_path, sql):
+    """DuckDB binds a column named current_date, localtime, session_user, ... before the function of that name (and
+    a table's alias so named): answered and named as DuckDB answers and names them (sqlglot read the function)."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"current_date": [5, 13], "localtime": [1, 3], "session_user": ["a", "b"]}), path)
+    answer = gquery.open(str(path)).sql(sql, backend="cpu", check=False)
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{path}')")
+    asked = con.execute(sql)
+    assert [c for c, _ in answer.result.columns] == [d[0] for d in asked.description] and answer.rows == asked.fetchall()
+    with pytest.raises(GqueryError, match="the function CURRENT_TIMESTAMP"):  # (no column of its name)
+        gquery.open(str(path)).sql("SELECT COUNT(*) FROM t WHERE current_timestamp > 6", backend="cpu")
+
+
 INFINITE_DAYS = [0, 2**31 - 1, -(2**31 - 1), 10_000, None]  # DuckDB's infinity and -infinity among finite dates
 
 
