@@ -664,6 +664,8 @@ def _one_statement(text: str) -> exp.Expression:
     _check_tokens(tokens)
     for statement in statements:
         _check_aliases(statement, tokens)
+        for raw in list(statement.find_all(exp.RawString)):  # $$it's$$, $tag$...$tag$: DuckDB's VARCHAR constants
+            raw.replace(exp.Literal.string(raw.this))
     if not statements:
         raise SqlSyntaxError("no SQL statement")
     if len(statements) > 1:

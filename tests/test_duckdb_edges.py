@@ -408,6 +408,18 @@ def test_a_column_named_as_a_function_without_parentheses_is_that_column_as_duck
         gquery.open(str(path)).sql("SELECT COUNT(*) FROM t WHERE current_timestamp > 6", backend="cpu")
 
 
+@pytest.mark.parametrize("sql", ["SELECT COUNT(*) FROM t WHERE s = $$it's$$", "SELECT COUNT(*) FROM t WHERE s = $a$it's$a$",
+                                 "SELECT MAX(k) FROM t WHERE s IN ($$x$$, 'b') AND s > $$a$$"])
+def test_a_dollar_quoted_string_is_a_varchar_constant_as_duckdbs(tmp_path, sql):
+    """$$...$$ and $tag$...$tag$ are DuckDB's VARCHAR constants, in a prepared statement's text too (sqlglot's
+    RAWSTRING was refused, named so)."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"s": ["it's", "b", "x"], "k": [1, 2, 3]}), path)
+    table = gquery.open(str(path))
+    assert table.sql(sql, backend="cpu", check=False).rows == duck_rows(path, "t", sql)
+    assert table.prepare(sql + " AND k < ?").run(9, backend="cpu", check=False).rows == duck_rows(path, "t", sql + " AND k < 9")
+
+
 INFINITE_DAYS = [0, 2**31 - 1, -(2**31 - 1), 10_000, None]  # DuckDB's infinity and -infinity among finite dates
 
 
