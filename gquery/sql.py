@@ -1051,11 +1051,19 @@ def _integer_minimum_is_bigint() -> bool:
     return version >= (2, 0, 1)
 
 
+_TIMESTAMP = re.compile(r"\s*(\d{1,4}-\d{1,2}-\d{1,2})(?:[ T](\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?)?\s*", re.ASCII)
+
+
 def date_days(text: str) -> int:
-    """DATE 'yyyy-mm-dd' (also with / or a space between the fields) as days since 1970-01-01."""
+    """DATE 'yyyy-mm-dd' (also with / or a space between the fields, or a time of day after it) as days since
+    1970-01-01."""
     m = re.fullmatch(r"\s*(\d{1,4})([-/ ])(\d{1,2})\2(\d{1,2})\s*", text, re.ASCII)  # (not '١٩٩٥-٠١-٠١': DuckDB's digits)
     if not m:
-        raise refuse(f"the date string '{text}' (gquery reads a date as yyyy-mm-dd alone, in ASCII digits)")
+        timed = _TIMESTAMP.fullmatch(text)
+        if timed is None or timed[2] is None:
+            raise refuse(f"the date string '{text}' (gquery reads a date as yyyy-mm-dd, or with a time of day "
+                         "hh:mm:ss.ffffff, in ASCII digits)")
+        return timestamp_micros(text) // DAY_MICROS  # DuckDB's date of a time of day is its day ('1995-01-01 12:00'::DATE)
     try:
         day = datetime.date(int(m[1]), int(m[3]), int(m[4]))
     except ValueError:
@@ -1065,8 +1073,7 @@ def date_days(text: str) -> int:
 
 def timestamp_micros(text: str) -> int:
     """TIMESTAMP 'yyyy-mm-dd[ hh:mm[:ss[.ffffff]]]' as microseconds since 1970-01-01."""
-    m = re.fullmatch(r"\s*(\d{1,4}-\d{1,2}-\d{1,2})(?:[ T](\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?)?\s*", text,
-                     re.ASCII)
+    m = _TIMESTAMP.fullmatch(text)
     if not m:
         raise refuse(f"the timestamp string '{text}' (gquery reads yyyy-mm-dd hh:mm:ss.ffffff)")
     hours, minutes, seconds = int(m[2] or 0), int(m[3] or 0), int(m[4] or 0)
