@@ -886,6 +886,9 @@ def _check_aliases(statement: exp.Expression, tokens: list) -> None:
             BARE_LABEL_REFUSED if name.meta.get("start") not in after_as else ()
         if word in refused:
             raise SqlSyntaxError(f'syntax error at or near "{name.name}": a keyword DuckDB does not take as this alias')
+        if word == "export_state" and isinstance(node, exp.Alias) and name.meta.get("start") not in after_as:
+            raise refuse(f"an aggregate's EXPORT_STATE ({_short(node.this)} {name.name}: DuckDB exports the "
+                         "aggregate's state, no alias)")
 
 
 def _check_default(word: exp.Identifier) -> None:
