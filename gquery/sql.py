@@ -662,6 +662,7 @@ def _one_statement(text: str) -> exp.Expression:
         said = _SQLGLOT_NODE.sub(lambda m: f"{m[2].upper()} lacks an operand", _first_line(e))
         raise SqlSyntaxError(_duckdb_refusal(text) or f"syntax error: {said}") from None
     _check_tokens(tokens)
+    _check_dollar_tags(tokens, text)
     for statement in statements:
         _check_aliases(statement, tokens)
         for raw in list(statement.find_all(exp.RawString)):  # $$it's$$, $tag$...$tag$: DuckDB's VARCHAR constants
@@ -699,14 +700,20 @@ _OPERAND_STARTS = {TokenType.SELECT, TokenType.WHERE, TokenType.GROUP_BY, TokenT
                    TokenType.ALIAS, TokenType.DOT}
 # no IF without parentheses (IF c THEN a ELSE b END is another dialect's): `WHERE if > 1` reads a column named if
 NAMED_FUNCTIONS = {"current_date", "current_time", "current_timestamp", "localtime", "localtimestamp", "current_user",
-                   "session_user", "current_catalog"}  # (_NAMED_FUNCTIONS' words)
+                   "session_user", "current_catalog", "user", "current_schema", "current_role"}  # (_NAMED_FUNCTIONS' words
+# and those sqlglot reads as a column's name already)
 _NO_PAREN_FUNCTIONS = {k: v for k, v in sqlglot.parser.Parser.NO_PAREN_FUNCTION_PARSERS.items() if k != "IF"}
 
 # ...and the functions written without parentheses, where DuckDB binds a column of their name first (its column
 # current_date; the function where the table has none: refused, _column)
 _NAMED_FUNCTIONS = {TokenType.CURRENT_DATE, TokenType.CURRENT_TIME, TokenType.CURRENT_TIMESTAMP, TokenType.LOCALTIME,
                     TokenType.LOCALTIMESTAMP, TokenType.CURRENT_USER, TokenType.SESSION_USER, TokenType.CURRENT_CATALOG}
-_MAYBE_NAMES = frozenset({*_NAMES_ANYWHERE, *_NAMES_UNCALLED, *_NAMES_COMPARED, *_NAMED_FUNCTIONS, TokenType.BETWEEN})
+_MAYBE_NAMES = frozenset({*_NAMES_ANYWHERE, *_NAMES_UNCALLED, *_NAMES_COMPARED, *_NAMED_FUNCTIONS, TokenType.BETWEEN,
+                          TokenType.INTERVAL})
+# what may follow INTERVAL as its amount (a sign: INTERVAL -1 DAY, _check_tokens says which); after anything else,
+# interval is a column's name
+_AMOUNT_STARTS = {TokenType.NUMBER, TokenType.STRING, TokenType.L_PAREN, TokenType.VAR, TokenType.IDENTIFIER,
+                  TokenType.PARAMETER, TokenType.PLACEHOLDER, TokenType.DASH, TokenType.PLUS, TokenType.HEREDOC_STRING}
 _LABEL_BEFORE = {TokenType.ALIAS, TokenType.DOT, TokenType.FROM}  # a name's place, whatever word stands there
 _TYPES = sqlglot.parser.Parser.TYPE_TOKENS
 _NOT_KEYWORDS = {TokenType.VAR, TokenType.IDENTIFIER, TokenType.STRING, TokenType.NUMBER, TokenType.STAR,
@@ -717,14 +724,18 @@ def _names_retyped(tokens: list) -> list:
     """The tokens with those of DuckDB's unreserved keywords that stand as a column's name made names (VAR), as
     DuckDB's grammar reads them (SELECT map, drop FROM t WHERE between > 1): sqlglot's tokenizer makes each a keyword
     of its own, and its parser then refuses the text or reads another."""
+    depth = 0  # the parentheses open before tokens[k - 1]: a FROM of the query's own is outside them
     for k in range(1, len(tokens)):
         token, kind = tokens[k], tokens[k].token_type
         prior = tokens[k - 1].token_type
+        depth += (prior == TokenType.L_PAREN) - (prior == TokenType.R_PAREN)
         if prior in _LABEL_BEFORE and kind not in _NOT_KEYWORDS and token.text.isidentifier() \
                 and not (prior == TokenType.ALIAS and kind in _TYPES) \
-                and not (prior == TokenType.FROM and token.text.lower() in TABLE_ALIAS_REFUSED):
+                and not (prior == TokenType.FROM and (token.text.lower() in TABLE_ALIAS_REFUSED or depth > 0
+                                                      or k > 1 and tokens[k - 2].token_type == TokenType.DISTINCT)):
             token.token_type = TokenType.VAR  # AS from, t.select, FROM between: DuckDB's names (any word after AS, but
-            continue  # CAST(x AS INTEGER)'s type, or a point; its col_name keywords after FROM)
+            continue  # CAST(x AS INTEGER)'s type, or a point; its col_name keywords after the query's FROM, not
+            # IS DISTINCT FROM's nor EXTRACT(year FROM ...)'s)
         if kind not in _MAYBE_NAMES:
             continue  # (most tokens: two looks each)
         if kind in _NAMES_ANYWHERE and tokens[k - 1].token_type != TokenType.SEMICOLON:
@@ -735,6 +746,8 @@ def _names_retyped(tokens: list) -> list:
             token.token_type = TokenType.VAR
         elif kind in _NAMED_FUNCTIONS and (k + 1 == len(tokens) or tokens[k + 1].token_type != TokenType.L_PAREN):
             token.token_type = TokenType.VAR
+        elif kind == TokenType.INTERVAL and (k + 1 == len(tokens) or tokens[k + 1].token_type not in _AMOUNT_STARTS):
+            token.token_type = TokenType.VAR  # interval * 2, interval > DATE '...': a column named interval
         elif kind == TokenType.BETWEEN:
             before = k - 1 - (tokens[k - 1].token_type == TokenType.NOT and k > 1)
             if tokens[before].token_type in _OPERAND_STARTS:
@@ -819,6 +832,19 @@ def _check_tokens(tokens: list) -> None:
             raise SqlSyntaxError('zero-length delimited identifier: a quoted name holds at least one character')
     if depth:
         raise SqlSyntaxError('syntax error at end of input: a "(" is never closed')
+
+
+_DOLLAR_TAG = re.compile(r"\$(?:(?:[A-Za-z_]|[^\x00-\x7f])(?:[A-Za-z0-9_]|[^\x00-\x7f])*)?\$")  # (DuckDB's: PostgreSQL's)
+
+
+def _check_dollar_tags(tokens: list, text: str) -> None:
+    """SqlSyntaxError for a dollar-quoted string whose tag DuckDB's lexer does not take ($1a$...$1a$, $a-b$...$a-b$),
+    where sqlglot's takes any."""
+    for token in tokens:
+        if token.token_type == TokenType.HEREDOC_STRING and not _DOLLAR_TAG.match(text, token.start):
+            opening = text[token.start:text.index("$", token.start + 1) + 1]
+            raise SqlSyntaxError(f'syntax error at or near "{opening}": a dollar quote\'s tag is a name (letters, '
+                                 'digits and underscores, not first a digit)')
 
 
 def _after_term(tokens: list, k: int):
@@ -1077,6 +1103,8 @@ def date_days(text: str) -> int:
 def timestamp_micros(text: str) -> int:
     """TIMESTAMP 'yyyy-mm-dd[ hh:mm[:ss[.ffffff]]]' as microseconds since 1970-01-01."""
     m = _TIMESTAMP.fullmatch(text)
+    if m and m[2] is None and text[-1:] in ASCII_SPACE:  # (DuckDB takes '1995-06-01 12:00 ' and ' 1995-06-01', not this)
+        m = None
     if not m:
         raise refuse(f"the timestamp string '{text}' (gquery reads yyyy-mm-dd hh:mm:ss.ffffff)")
     hours, minutes, seconds = int(m[2] or 0), int(m[3] or 0), int(m[4] or 0)
@@ -1445,8 +1473,8 @@ class _Binder:
         name = self.columns.get(folded(node.name))
         if name is None:
             alias = self.aliases.get(folded(node.name)) if aliases and not qualifier else None
-            if alias is None and folded(node.name) in NAMED_FUNCTIONS and not word.args.get("quoted"):
-                raise refuse(f"the function {node.name.upper()}")  # (no column of its name: DuckDB's function)
+            if alias is None and folded(node.name) in NAMED_FUNCTIONS:  # (no column of its name: DuckDB's function,
+                raise refuse(f"the function {node.name.upper()}")  # quoted or not)
             if alias is None:
                 raise UnknownName(f"unknown column {node.name}; the table has {', '.join(self.columns.values())}")
             if not isinstance(_unparenthesized(alias), exp.Column):
@@ -1575,6 +1603,9 @@ class _Binder:
 
     def _interval_literal(self, node: exp.Interval) -> _Interval:
         unit = node.args.get("unit")
+        if isinstance(unit, exp.IntervalSpan):  # INTERVAL '1' HOUR TO MINUTE: sqlglot read its first unit alone
+            raise SqlSyntaxError(f"{unit.this.name.upper()} TO {unit.expression.name.upper()} is not supported (DuckDB's "
+                                 "parser takes no interval of a span of units)")
         if unit is not None and isinstance(node.this, exp.Binary):  # INTERVAL 1 + 1 DAY: no DuckDB syntax
             raise SqlSyntaxError(f'syntax error at or near "{unit.name}": an INTERVAL\'s amount of more than one term is '
                                  'parenthesized (INTERVAL (1 + 1) DAY)')

@@ -200,7 +200,8 @@ def test_constants_out_of_class(text, why):
 @pytest.mark.parametrize("text, why", [
     ("DATE '\u0661\u0669\u0669\u0665-\u0660\u0661-\u0660\u0661'", "date string"),  # Arabic-Indic digits
     ("CAST('\uff11\uff19\uff19\uff15-01-01' AS DATE)", "date string"), ("CAST('\u00a01995-01-01' AS DATE)", "date string"),
-    ("TIMESTAMP '1995-01-01 \u0661\u0662:00:00'", "timestamp string"),
+    ("TIMESTAMP '1995-01-01 \u0661\u0662:00:00'", "timestamp string"), ("TIMESTAMP '1995-06-01 '", "timestamp string"),
+    ("CAST('1995-06-01\t' AS TIMESTAMP)", "timestamp string"),  # (a date alone, then a space: DuckDB's error too)
     ("DATE '1994-12-01' + INTERVAL '\u0663' MONTH", "the interval"),
     ("DATE '1994-12-01' + INTERVAL '\u0663 months'", "the interval"), ("DATE '1994-12-01' + INTERVAL '3\u00a0months'", "the interval"),
 ])
