@@ -665,8 +665,6 @@ def _one_statement(text: str) -> exp.Expression:
     _check_dollar_tags(tokens, text)
     for statement in statements:
         _check_aliases(statement, tokens)
-        for raw in list(statement.find_all(exp.RawString)):  # $$it's$$, $tag$...$tag$: DuckDB's VARCHAR constants
-            raw.replace(exp.Literal.string(raw.this))
     if not statements:
         raise SqlSyntaxError("no SQL statement")
     if len(statements) > 1:
@@ -882,39 +880,57 @@ def _has_and(tokens: list, at: int) -> bool:
 def _check_aliases(statement: exp.Expression, tokens: list) -> None:
     """SqlSyntaxError for a keyword DuckDB's parser refuses as an alias where sqlglot's takes it (SUM(x) day, FROM t
     all), as a table's name (FROM group) or as an ORDER BY's name (ORDER BY desc), written unquoted, and for BETWEEN
-    SYMMETRIC, which DuckDB's parser does not have."""
+    SYMMETRIC, which DuckDB's parser does not have; a dollar-quoted string ($$it's$$, sqlglot's RawString) made the
+    VARCHAR constant DuckDB reads. One walk of the tree."""
     after_as = {tokens[k].start for k in range(1, len(tokens)) if tokens[k - 1].token_type == TokenType.ALIAS}
-    for node in statement.find_all(exp.Table, exp.Ordered, exp.Column):  # (_column's sees no ORDER BY alias)
-        if isinstance(node, exp.Table):  # (main.group names a table: DuckDB takes any word after the point)
-            named, refused, what = None if node.args.get("db") else node.this, TABLE_ALIAS_REFUSED, "a table's name"
-        elif isinstance(node, exp.Column):  # group.x
-            named, refused, what = None if node.args.get("db") else node.args.get("table"), TABLE_ALIAS_REFUSED, \
-                "a table's name"
-        else:
-            column = node.this
-            named = column.this if isinstance(column, exp.Column) and not column.args.get("table") else None
-            refused, what = COLUMN_REFUSED, "a name in ORDER BY"
-        if isinstance(named, exp.Identifier) and not named.args.get("quoted") and named.name.lower() in refused:
-            raise SqlSyntaxError(f'syntax error at or near "{named.name}": a keyword DuckDB does not take as {what} '
-                                 f'unquoted (write "{named.name}")')
-        if isinstance(node, exp.Ordered) and isinstance(named, exp.Identifier):
-            _check_default(named)
-    for node in statement.find_all(exp.Alias, exp.TableAlias, exp.Between):
-        if isinstance(node, exp.Between):
+    raw = []
+    for node in statement.find_all(exp.Table, exp.Ordered, exp.Column, exp.Alias, exp.TableAlias, exp.Between,
+                                   exp.RawString):
+        if isinstance(node, (exp.Table, exp.Ordered, exp.Column)):
+            _check_name_place(node)
+        elif isinstance(node, exp.Between):
             if node.args.get("symmetric"):  # (ASYMMETRIC, BETWEEN's own meaning, is DuckDB's too)
                 raise SqlSyntaxError("syntax error at or near SYMMETRIC: DuckDB's BETWEEN has no SYMMETRIC")
-            continue
-        name = node.args.get("alias") if isinstance(node, exp.Alias) else node.this
-        if not isinstance(name, exp.Identifier) or name.args.get("quoted"):
-            continue
-        word = name.name.lower()
-        refused = TABLE_ALIAS_REFUSED if isinstance(node, exp.TableAlias) else \
-            BARE_LABEL_REFUSED if name.meta.get("start") not in after_as else ()
-        if word in refused:
-            raise SqlSyntaxError(f'syntax error at or near "{name.name}": a keyword DuckDB does not take as this alias')
-        if word == "export_state" and isinstance(node, exp.Alias) and name.meta.get("start") not in after_as:
-            raise refuse(f"an aggregate's EXPORT_STATE ({_short(node.this)} {name.name}: DuckDB exports the "
-                         "aggregate's state, no alias)")
+        elif isinstance(node, exp.RawString):
+            raw.append(node)
+        else:
+            _check_alias(node, after_as)
+    for node in raw:
+        node.replace(exp.Literal.string(node.this))
+
+
+def _check_name_place(node: exp.Expression) -> None:
+    """A table's name, its qualifier of a column, or a name in ORDER BY (_column's check sees no ORDER BY alias),
+    written unquoted as a keyword DuckDB's parser refuses there."""
+    if isinstance(node, exp.Table):  # (main.group names a table: DuckDB takes any word after the point)
+        named, refused, what = None if node.args.get("db") else node.this, TABLE_ALIAS_REFUSED, "a table's name"
+    elif isinstance(node, exp.Column):  # group.x
+        named, refused, what = None if node.args.get("db") else node.args.get("table"), TABLE_ALIAS_REFUSED, \
+            "a table's name"
+    else:
+        column = node.this
+        named = column.this if isinstance(column, exp.Column) and not column.args.get("table") else None
+        refused, what = COLUMN_REFUSED, "a name in ORDER BY"
+    if isinstance(named, exp.Identifier) and not named.args.get("quoted") and named.name.lower() in refused:
+        raise SqlSyntaxError(f'syntax error at or near "{named.name}": a keyword DuckDB does not take as {what} '
+                             f'unquoted (write "{named.name}")')
+    if isinstance(node, exp.Ordered) and isinstance(named, exp.Identifier):
+        _check_default(named)
+
+
+def _check_alias(node: exp.Expression, after_as: set) -> None:
+    """An alias (a select item's, bare or after AS, or a table's) DuckDB's parser refuses, or a bare export_state."""
+    name = node.args.get("alias") if isinstance(node, exp.Alias) else node.this
+    if not isinstance(name, exp.Identifier) or name.args.get("quoted"):
+        return
+    word = name.name.lower()
+    refused = TABLE_ALIAS_REFUSED if isinstance(node, exp.TableAlias) else \
+        BARE_LABEL_REFUSED if name.meta.get("start") not in after_as else ()
+    if word in refused:
+        raise SqlSyntaxError(f'syntax error at or near "{name.name}": a keyword DuckDB does not take as this alias')
+    if word == "export_state" and isinstance(node, exp.Alias) and name.meta.get("start") not in after_as:
+        raise refuse(f"an aggregate's EXPORT_STATE ({_short(node.this)} {name.name}: DuckDB exports the "
+                     "aggregate's state, no alias)")
 
 
 def _check_default(word: exp.Identifier) -> None:
