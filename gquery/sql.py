@@ -1396,9 +1396,17 @@ class _Binder:
         else:
             count = limit.expression
         node = _unparenthesized(count) if count is not None else None
-        if not (isinstance(node, exp.Literal) and not node.is_string and node.this.replace("_", "").isdigit()):
-            raise refuse(f"LIMIT other than a non-negative integer ({_short(limit)})")
-        value = _integer(node.this.replace("_", ""), "a LIMIT")
+        if isinstance(node, exp.Literal) and not node.is_string and node.this.replace("_", "").isdigit():
+            value = _integer(node.this.replace("_", ""), "a LIMIT")
+        elif isinstance(node, exp.Null):  # LIMIT NULL: no limit, as DuckDB reads it
+            return None
+        else:  # a constant expression: -0, 1 + 1, CAST(2 AS TINYINT), as DuckDB folds it
+            folded = self._value(node) if node is not None and not _aggregates_in(node) else None
+            if not (isinstance(folded, Literal) and folded.value is not None and folded.type.is_integer):
+                raise refuse(f"LIMIT other than a non-negative integer ({_short(limit)})")
+            if folded.value < 0:
+                raise refuse(f"a negative LIMIT ({_short(limit)}: DuckDB's binder refuses it)")
+            value = folded.value
         if value >= 2**63:
             raise refuse(f"LIMIT past BIGINT ({value}: DuckDB raises a conversion error)")
         return value
@@ -1987,9 +1995,12 @@ def _type_name(to: exp.DataType) -> str:
     if written is not None:
         name, paren, args = written.partition("(")
         key = " ".join(name.split()).lower()
+        written_args = [a.strip() for a in args.rsplit(")", 1)[0].split(",") if a.strip()]  # (DECIMAL(18,): (18))
+        listed = f"({', '.join(written_args)})" if paren else ""
+        if name.strip().startswith('"'):  # a quoted name is no keyword: as written, its quotes off ("numeric"(4,2):
+            return name.strip()[1:-1].replace('""', '"') + listed  # numeric(4, 2), "INTEGER": INTEGER)
         if key in DECIMAL_NAMES:
-            written_args = [a.strip() for a in args.rsplit(")", 1)[0].split(",") if a.strip()]  # (DECIMAL(18,): (18))
-            return "DECIMAL" + (f"({', '.join(written_args)})" if paren else "")
+            return "DECIMAL" + listed
         if key in KEYWORD_TYPES and not paren:
             return KEYWORD_TYPES[key]
         if not paren:

@@ -438,6 +438,18 @@ def test_a_column_named_interval_where_no_amount_follows_is_that_column(tmp_path
     assert gquery.open(str(path)).sql(sql, backend="cpu", check=False).rows == duck_rows(path, "kw", sql)
 
 
+@pytest.mark.parametrize("limit", ["-0", "1 + 1", "CAST(2 AS TINYINT)", "(2)", "- -2", "NULL"])
+def test_a_limit_of_a_constant_expression_is_folded_as_duckdb_folds_it(tmp_path, limit):
+    """LIMIT of a constant integer expression is its value (-0 none, NULL no limit), as DuckDB reads it; a negative
+    one is refused as DuckDB's binder refuses it (gquery took a digit literal alone)."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": list(range(5))}), path)
+    sql = f"SELECT x, COUNT(*) FROM t GROUP BY x ORDER BY x LIMIT {limit}"
+    assert gquery.open(str(path)).sql(sql, backend="cpu", check=False).rows == duck_rows(path, "t", sql)
+    with pytest.raises(GqueryError, match="a negative LIMIT"):
+        gquery.open(str(path)).sql("SELECT x, COUNT(*) FROM t GROUP BY x LIMIT 1 - 2", backend="cpu")
+
+
 INFINITE_DAYS = [0, 2**31 - 1, -(2**31 - 1), 10_000, None]  # DuckDB's infinity and -infinity among finite dates
 
 
