@@ -697,15 +697,15 @@ _OPERAND_STARTS = {TokenType.SELECT, TokenType.WHERE, TokenType.GROUP_BY, TokenT
                    TokenType.GTE, TokenType.EQ, TokenType.NEQ, TokenType.PLUS, TokenType.DASH, TokenType.STAR,
                    TokenType.ALIAS, TokenType.DOT}
 # no IF without parentheses (IF c THEN a ELSE b END is another dialect's): `WHERE if > 1` reads a column named if
-NAMED_FUNCTIONS = {"current_date", "current_time", "current_timestamp", "localtime", "localtimestamp", "current_user",
-                   "session_user", "current_catalog", "user", "current_schema", "current_role"}  # (_NAMED_FUNCTIONS' words
-# and those sqlglot reads as a column's name already)
 _NO_PAREN_FUNCTIONS = {k: v for k, v in sqlglot.parser.Parser.NO_PAREN_FUNCTION_PARSERS.items() if k != "IF"}
 
 # ...and the functions written without parentheses, where DuckDB binds a column of their name first (its column
 # current_date; the function where the table has none: refused, _column)
 _NAMED_FUNCTIONS = {TokenType.CURRENT_DATE, TokenType.CURRENT_TIME, TokenType.CURRENT_TIMESTAMP, TokenType.LOCALTIME,
                     TokenType.LOCALTIMESTAMP, TokenType.CURRENT_USER, TokenType.SESSION_USER, TokenType.CURRENT_CATALOG}
+# their words, and those of the functions sqlglot reads as a column's name already: with no column of its name, a
+# function (_column)
+NAMED_FUNCTIONS = {t.name.lower() for t in _NAMED_FUNCTIONS} | {"user", "current_schema", "current_role"}
 _MAYBE_NAMES = frozenset({*_NAMES_ANYWHERE, *_NAMES_UNCALLED, *_NAMES_COMPARED, *_NAMED_FUNCTIONS, TokenType.BETWEEN,
                           TokenType.INTERVAL})
 # what may follow INTERVAL as its amount (a sign: INTERVAL -1 DAY, _check_tokens says which); after anything else,
@@ -847,14 +847,10 @@ def _check_dollar_tags(tokens: list, text: str) -> None:
 
 def _after_term(tokens: list, k: int):
     """The token after the term at k (a number or name, or a parenthesized group), None at the end."""
+    end = k
     if k < len(tokens) and tokens[k].token_type == TokenType.L_PAREN:
-        depth = 0
-        for j in range(k, len(tokens)):
-            depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[j].token_type, 0)
-            if depth == 0:
-                return tokens[j + 1] if j + 1 < len(tokens) else None
-        return None
-    return tokens[k + 1] if k + 1 < len(tokens) else None
+        end = next((k + j for j, (_, depth) in enumerate(_nested(tokens[k:])) if depth == 0), len(tokens))
+    return tokens[end + 1] if end + 1 < len(tokens) else None
 
 
 def _nested(tokens: list):
